@@ -1,0 +1,36 @@
+# Set-up and everyday commands. `make quickstart` and `make test` work on a
+# fresh machine: they create .venv and install everything on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch and torchvision go in first, pinned, so that no later requirement
+# pulls a different (multi-GB) build; everything else must accept them.
+TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
+PYTEST_ARGS ?=
+
+.PHONY: setup quickstart test test-all bench clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install $(TORCH_PINS)
+	$(BIN)/python -m pip install -e ".[test]"
+	# DeepSpeed builds against the torch already installed.
+	$(BIN)/python -m pip install --no-build-isolation "deepspeed>=0.16"
+	touch $@
+
+setup: $(BIN)/.installed
+
+quickstart: setup
+	$(BIN)/judgetrain quickstart
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-all: setup
+	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python benchmarks/bench_builder.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

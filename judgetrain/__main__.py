@@ -1,0 +1,5 @@
+import sys
+
+from judgetrain.cli import main
+
+sys.exit(main())

@@ -1,0 +1,157 @@
+"""The task record: schema, validation messages, ids, hashes, atomic save/load."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import datasets
+import pytest
+from PIL import Image
+
+from judgetrain import records
+
+
+def png(colour: str) -> dict:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), colour).save(buf, format="PNG")
+    return {"bytes": buf.getvalue(), "path": None}
+
+
+def good(**overrides) -> dict:
+    row = records.make_record(
+        id="r1", task="temporal_detect", images=[png("red"), png("blue")], instruction="Swapped?", answer="yes",
+        choices=["yes", "no"], label="yes", source="synthetic-physics", perturbation="swap", position=0, n_frames=2,
+        layout="A", meta={"lpips_swapped": 0.2},
+    )
+    row.update(overrides)
+    return row
+
+
+def errors_of(row) -> list[tuple[str, str]]:
+    return [(e.column, e.message) for e in records.validate_record(row, split="train", index=3)]
+
+
+def test_valid_record_has_no_errors_and_matches_features():
+    row = good()
+    assert errors_of(row) == []
+    ds = datasets.Dataset.from_list([row], features=records.FEATURES)
+    assert ds.features == records.FEATURES
+    assert ds[0]["prompt"][0]["content"][0]["type"] == "image"
+    assert len(ds[0]["images"]) == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, column, needle",
+    [
+        ({"task": "temporal_guess"}, "task", "not a task"),
+        ({"label": "maybe"}, "label", "not one of the choices"),
+        ({"choices": ["yes"], "label": "yes"}, "choices", "at least 2"),
+        ({"choices": ["yes", "yes"]}, "choices", "duplicates"),
+        ({"position": 5}, "position", "outside 0..1"),
+        ({"perturbation": "none", "position": 0}, "position", "must be -1"),
+        ({"meta": "{not json"}, "meta", "not valid JSON"),
+        ({"meta": "[1, 2]"}, "meta", "JSON object"),
+        ({"n_frames": "2"}, "n_frames", "must be an int"),
+        ({"images": [png("red")]}, "images", "1 image(s) but the prompt has 2"),
+        ({"id": ""}, "id", "must not be empty"),
+        ({"completion": [{"role": "user", "content": [{"type": "text", "text": "yes"}]}]}, "completion", "role 'assistant'"),
+        ({"prompt": [{"role": "user", "content": [{"type": "video", "text": None}]}]}, "prompt", "expected 'image' or 'text'"),
+        ({"prompt": [{"role": "user", "content": [{"type": "text", "text": None}]}]}, "prompt", "without a string 'text'"),
+        ({"prompt": [{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]}, "prompt", "last prompt message"),
+        ({"task": "ordering"}, "choices", "must be empty for the free-form task"),
+    ],
+)
+def test_each_kind_of_bad_row_is_named(overrides, column, needle):
+    errs = errors_of(good(**overrides))
+    assert any(c == column and needle in m for c, m in errs), errs
+
+
+def test_missing_and_unknown_columns():
+    row = good()
+    del row["layout"]
+    row["extra"] = 1
+    errs = errors_of(row)
+    assert ("layout", "missing column") in errs
+    assert any(c == "extra" and "unknown column" in m for c, m in errs)
+
+
+def test_validation_error_lists_every_violation_with_row_and_id():
+    rows = [good(id="a"), good(id="b", label="maybe"), good(id="a"), good(id="c", task="x", meta="{")]
+    with pytest.raises(records.RecordValidationError) as exc:
+        records.validate_records(rows, split="validation")
+    text = str(exc.value)
+    assert "validation row 1 (id 'b'), column 'label'" in text
+    assert "validation row 2 (id 'a'), column 'id': duplicate id" in text
+    assert "row 3 (id 'c'), column 'task'" in text and "row 3 (id 'c'), column 'meta'" in text
+    assert len(exc.value.errors) == 4
+
+
+def test_ids_are_stable_across_processes():
+    here = records.make_id("timecatch", 42, "clip-1", prefix="tc-")
+    code = "from judgetrain.records import make_id; print(make_id('timecatch', 42, 'clip-1', prefix='tc-'))"
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert here == there and here.startswith("tc-") and len(here) == 19
+    assert records.make_id("timecatch", 42, "clip-2") != records.make_id("timecatch", 42, "clip-1")
+
+
+def test_content_hash_depends_on_content_only(tmp_path):
+    a = datasets.Dataset.from_list([good(id="x"), good(id="y")], features=records.FEATURES)
+    b = datasets.Dataset.from_list([good(id="x"), good(id="y")], features=records.FEATURES)
+    assert records.content_hash(a) == records.content_hash(b)
+    changed_image = datasets.Dataset.from_list([good(id="x"), good(id="y", images=[png("red"), png("green")])], features=records.FEATURES)
+    assert records.content_hash(changed_image) != records.content_hash(a)
+    reordered = datasets.Dataset.from_list([good(id="y"), good(id="x")], features=records.FEATURES)
+    assert records.content_hash(reordered) != records.content_hash(a)
+    # the hash survives a save/load round trip (Arrow layout may differ, content does not)
+    records.save(datasets.DatasetDict(train=a), tmp_path / "ds", {"builder": "test"})
+    assert records.load(tmp_path / "ds", verify=True)["train"].num_rows == 2
+    info = records.read_build_info(tmp_path / "ds")
+    assert info["splits"]["train"] == {"rows": 2, "content_hash": records.content_hash(a)}
+
+
+def test_save_refuses_invalid_rows_and_leaves_nothing(tmp_path):
+    bad = datasets.Dataset.from_list([good(label="maybe")], features=records.FEATURES)
+    with pytest.raises(records.RecordValidationError, match="column 'label'"):
+        records.save(datasets.DatasetDict(train=bad), tmp_path / "ds", {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_duplicate_ids_across_splits_are_refused(tmp_path):
+    ds = datasets.Dataset.from_list([good(id="same")], features=records.FEATURES)
+    with pytest.raises(records.RecordValidationError, match="duplicate id"):
+        records.save(datasets.DatasetDict(train=ds, validation=ds), tmp_path / "ds", {})
+
+
+def test_load_refuses_a_half_written_dataset(tmp_path):
+    ds = datasets.DatasetDict(train=datasets.Dataset.from_list([good()], features=records.FEATURES))
+    # what a build killed inside save_to_disk leaves: the files without build.json
+    ds.save_to_disk(str(tmp_path / "partial"))
+    with pytest.raises(records.IncompleteDatasetError, match="no build.json"):
+        records.load(tmp_path / "partial")
+    with pytest.raises(records.IncompleteDatasetError, match="no such dataset folder"):
+        records.load(tmp_path / "absent")
+
+
+def test_save_replaces_a_previous_build_atomically(tmp_path):
+    out = tmp_path / "ds"
+    first = datasets.DatasetDict(train=datasets.Dataset.from_list([good(id="one")], features=records.FEATURES))
+    second = datasets.DatasetDict(train=datasets.Dataset.from_list([good(id="two"), good(id="three")], features=records.FEATURES))
+    records.save(first, out, {"n": 1})
+    records.save(second, out, {"n": 2})
+    loaded = records.load(out, verify=True)
+    assert loaded["train"]["id"] == ["two", "three"]
+    assert json.loads((out / "build.json").read_text())["n"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no temporary folders left behind
+
+
+def test_load_detects_modified_files(tmp_path):
+    out = tmp_path / "ds"
+    records.save(datasets.DatasetDict(train=datasets.Dataset.from_list([good()], features=records.FEATURES)), out, {})
+    info = json.loads((out / "build.json").read_text())
+    info["splits"]["train"]["content_hash"] = "0" * 64
+    (out / "build.json").write_text(json.dumps(info))
+    with pytest.raises(ValueError, match="content hash"):
+        records.load(out, verify=True)
