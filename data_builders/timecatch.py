@@ -1,0 +1,711 @@
+"""TimeCatch: temporal (swap) and frame-level (noise) anomaly sets (paper 000 §3).
+
+Protocol, as built here:
+
+1. **Sources.** A video manifest (JSON Lines ``{"video", "source", "id"?,
+   "description"?, "split"?}``), a frame-folder manifest (``{"frames": [...],
+   "source", "id"?, "description"?, "split"?}``, frames in temporal order), or
+   the built-in synthetic physics clips (default). Paths are relative to the
+   manifest's folder and must stay inside it.
+2. **Subsampling** (videos only): the frames nearest times 0, Δ, 2Δ, … with Δ
+   per source (1.5 s for CLEVRER/CRAFT-like and the synthetic clips, 1 s for
+   MTL-AQA; ``--interval``).
+3. **LPIPS filter**: walk the sequence and drop each frame whose LPIPS distance
+   to the previously kept frame is below 0.05 (AlexNet LPIPS).
+4. **Lengths**: sequences with fewer than 4 kept frames are discarded; 4–8
+   frames form the *main* set, 9–16 the *long* set; a sequence with more than
+   16 kept frames is cut to its first 16 (recorded in ``meta.truncated_from``).
+5. **Anomalies**, drawn per sequence from a generator seeded by
+   (seed, sequence id) through hashlib: a swap of frames ``i`` and ``i+1``
+   with ``i ~ U{1, …, n−1}``, and a noise frame ``i ~ U{1, …, n}`` replaced by
+   i.i.d. Gaussian pixels, ``round(N(127.5, 64²))`` clipped to 0…255 per
+   channel, at the frame's size. ``position`` is 0-based: the earlier
+   swapped frame, or the noise frame.
+6. **Tasks** per sequence: ``temporal_detect`` and ``frame_detect`` get one
+   intact and one anomalous record each (so detection is exactly balanced per
+   source and split); ``temporal_localize`` and ``frame_localize`` always hold
+   an anomaly. Answers: ``yes``/``no`` (per the prompt's polarity: prompt B
+   asks whether the order is *correct*), the frame number ``1…n``, and the two
+   swapped frame numbers ``"i and i+1"`` with choices every unordered pair
+   (chance 1/C(n,2)) or adjacent pairs only (``--adjacent-choices``).
+7. **Prompts**: images first, then the scene description (Appendix A.3; off
+   with ``--no-descriptions``), then the instruction. Temporal detection has
+   the base prompt A and the variants B–E of Appendix A.2 (``--prompts``).
+8. **Splits** by source sequence (all records of a sequence share a split):
+   the manifest's ``split`` when given, else per source an exact 80/20
+   train/validation partition of the sequences in a seeded hash order.
+
+Per-sequence work (decode, subsample, filter) is cached in ``OUT.work/`` so a
+killed build resumes; the dataset is written atomically with ``build.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from judgetrain import records
+from judgetrain.seeding import derive_seed, rng_for
+from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
+
+BUILDER = "timecatch"
+VERSION = "1.0.0"
+TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
+MIN_FRAMES, MAIN_MAX_FRAMES, MAX_FRAMES = 4, 8, 16
+LPIPS_THRESHOLD = 0.05
+DEFAULT_INTERVAL_S = 1.5
+# Seconds between sampled frames per source (paper 000 §3.3); other sources use DEFAULT_INTERVAL_S.
+SOURCE_INTERVALS_S = {"clevrer": 1.5, "craft": 1.5, "synthetic-physics": 1.5, "mtl-aqa": 1.0}
+NOISE_MEAN, NOISE_STD = 127.5, 64.0
+DEFAULT_SPLITS = {"train": 0.8, "validation": 0.2}
+SPLIT_NAMES = ("train", "validation", "test")
+
+# Temporal-detection prompts: (text, whether "yes" means "there is an anomaly").
+# A is ours; B–E are Appendix A.2 of paper 000, verbatim.
+DETECT_PROMPTS: dict[str, tuple[str, bool]] = {
+    "A": (
+        "You are given a sequence of images showing a scene unfolding over time, in the order they were "
+        "captured. Two neighboring images may have been swapped. Has any pair of neighboring images been "
+        "swapped? Reply with only 'yes' or 'no'.",
+        True,
+    ),
+    "B": (
+        "You are given a sequence of images showing a scene unfolding over time. Does the sequence appear to "
+        "be in the correct temporal order, with no frames swapped? Reply with only ‘yes’ if the order is "
+        "correct, or ‘no’ if something looks wrong.",
+        False,
+    ),
+    "C": (
+        "You are given a sequence of images showing a scene unfolding over time. Examine each consecutive pair "
+        "of frames: does the transition from one image to the next always make physical sense? Two adjacent "
+        "frames may have been swapped, causing one transition to look reversed or impossible. Reply with only "
+        "‘yes’ if you find such a swap, or ‘no’ if all transitions look natural.",
+        True,
+    ),
+    "D": ("Look at these images in order. Have any two neighboring images been swapped? Reply with only ‘yes’ or ‘no’.", True),
+    "E": (
+        "You are given a sequence of images. Go through them one by one from the first to the last. For each "
+        "consecutive pair, ask yourself: could this transition happen naturally - does the second image "
+        "physically follow from the first? If any single transition looks reversed or impossible, two adjacent "
+        "frames have been swapped. Reply with only ‘yes’ if you find such a transition, or ‘no’ if every step "
+        "forward in the sequence looks natural.",
+        True,
+    ),
+}
+TEMPORAL_LOCALIZE_PROMPT = (
+    "You are given a sequence of {n} images, numbered 1 to {n} in the order shown, showing a scene unfolding "
+    "over time. Two neighboring images have been swapped, so the sequence is not in its correct temporal order. "
+    "Which two images were swapped? Reply with only the two image numbers in increasing order, in the form "
+    "'i and j'."
+)
+FRAME_DETECT_PROMPT = (
+    "You are given a sequence of images showing a scene unfolding over time. One of the images may have been "
+    "replaced by random noise that does not belong to the scene. Does the sequence contain such a frame? "
+    "Reply with only 'yes' or 'no'."
+)
+FRAME_LOCALIZE_PROMPT = (
+    "You are given a sequence of {n} images, numbered 1 to {n} in the order shown, showing a scene unfolding "
+    "over time. One of the images has been replaced by random noise. Which image is it? Reply with only its number."
+)
+
+
+class BuildError(RuntimeError):
+    """A build that cannot go on (bad arguments, or bad input under --strict)."""
+
+
+@dataclass
+class Skip:
+    """An input left out of the build, and why."""
+
+    path: str
+    line: int | None
+    reason: str
+    id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class SourceSequence:
+    """One input sequence: a video, or an ordered list of frame files."""
+
+    id: str
+    source: str
+    description: str
+    split: str | None = None
+    video: Path | None = None
+    frames: list[Path] = field(default_factory=list)
+    manifest: str = ""
+    line: int | None = None
+
+
+@dataclass
+class TimeCatchConfig:
+    out: Path
+    videos: Path | None = None
+    frames: Path | None = None
+    synthetic: int | None = None
+    seed: int = 42
+    intervals: dict[str, float] = field(default_factory=dict)
+    default_interval: float = DEFAULT_INTERVAL_S
+    lpips_threshold: float = LPIPS_THRESHOLD
+    lpips_net: str = "alex"
+    lpips_pretrained: bool = True
+    device: str | None = None
+    tasks: tuple[str, ...] = TIMECATCH_TASKS
+    prompts: tuple[str, ...] = ("A",)
+    descriptions: bool = True
+    adjacent_choices: bool = False
+    subsets: tuple[str, ...] = ("main", "long")
+    splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
+    synthetic_long_fraction: float = 0.25
+    strict: bool = False
+    keep_work: bool = False
+    progress: bool = True
+
+    def check(self) -> None:
+        """Every cross-field problem at once, each naming the option and the fix."""
+        problems = []
+        given = [n for n in ("videos", "frames", "synthetic") if getattr(self, n) is not None]
+        if len(given) > 1:
+            problems.append(f"--{' / --'.join(given)}: give only one source")
+        if self.synthetic is not None and self.synthetic < 1:
+            problems.append(f"--synthetic {self.synthetic}: give the number of clips to generate (at least 1)")
+        bad = [t for t in self.tasks if t not in TIMECATCH_TASKS]
+        if bad:
+            problems.append(f"--tasks: unknown {bad}; choose from {list(TIMECATCH_TASKS)}")
+        bad = [p for p in self.prompts if p not in DETECT_PROMPTS]
+        if bad:
+            problems.append(f"--prompts: unknown {bad}; choose from {sorted(DETECT_PROMPTS)}")
+        bad = [s for s in self.subsets if s not in ("main", "long")]
+        if bad:
+            problems.append(f"--subsets: unknown {bad}; choose from ['main', 'long']")
+        bad = [s for s in self.splits if s not in SPLIT_NAMES]
+        if bad:
+            problems.append(f"--splits: unknown split {bad}; use names from {list(SPLIT_NAMES)}")
+        if self.splits and (any(v < 0 for v in self.splits.values()) or not math.isclose(sum(self.splits.values()), 1.0, abs_tol=1e-6)):
+            problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1")
+        if any(v <= 0 for v in [self.default_interval, *self.intervals.values()]):
+            problems.append("--interval: seconds between sampled frames must be positive")
+        if not 0 <= self.lpips_threshold < 1:
+            problems.append(f"--lpips-threshold {self.lpips_threshold}: must be in [0, 1)")
+        if problems:
+            raise BuildError("invalid TimeCatch build options:\n" + "\n".join(f"  - {p}" for p in problems))
+
+    def interval_for(self, source: str) -> float:
+        return self.intervals.get(source, SOURCE_INTERVALS_S.get(source, self.default_interval))
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def _inside(root: Path, rel: Any, what: str) -> Path:
+    """Resolve ``rel`` against ``root``; refuse anything that leaves ``root``."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"'{what}' must be a non-empty path string")
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"'{what}' {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
+    return path
+
+
+def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[Skip]]:
+    """Parse a ``videos`` or ``frames`` manifest; malformed lines become
+    :class:`Skip` entries naming the line, never exceptions or silent drops."""
+    path = Path(path)
+    if not path.is_file():
+        raise BuildError(f"{path}: manifest not found")
+    root = path.parent
+    sequences: list[SourceSequence] = []
+    skips: list[Skip] = []
+    seen: dict[str, int] = {}
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("each line must be a JSON object")
+                source = row.get("source")
+                if not isinstance(source, str) or not source:
+                    raise ValueError("missing 'source' (the dataset name, e.g. \"clevrer\")")
+                description = row.get("description", "")
+                if not isinstance(description, str):
+                    raise ValueError("'description' must be a string")
+                split = row.get("split")
+                if split is not None and split not in SPLIT_NAMES:
+                    raise ValueError(f"'split' is {split!r}; use one of {list(SPLIT_NAMES)} or leave it out")
+                if kind == "videos":
+                    video = _inside(root, row.get("video"), "video")
+                    sid, frames = row.get("id", row.get("video")), []
+                else:
+                    raw = row.get("frames")
+                    if not isinstance(raw, list) or not raw:
+                        raise ValueError("'frames' must be a non-empty list of image paths in temporal order")
+                    frames = [_inside(root, p, "frames") for p in raw]
+                    sid, video = row.get("id"), None
+                    if sid is None:
+                        raise ValueError("missing 'id' (a name for the sequence)")
+                if not isinstance(sid, str) or not sid:
+                    raise ValueError("'id' must be a non-empty string")
+                if sid in seen:
+                    raise ValueError(f"duplicate id {sid!r} (first on line {seen[sid]}); ids must be unique")
+            except (json.JSONDecodeError, ValueError) as e:
+                skips.append(Skip(str(path), n, f"malformed manifest line: {e}"))
+                continue
+            seen[sid] = n
+            sequences.append(SourceSequence(sid, source, description, split, video, frames, str(path), n))
+    return sequences, skips
+
+
+# --------------------------------------------------------------------------- per-sequence work (cached)
+
+
+def _png(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _load_image(path: Path) -> np.ndarray:
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except (OSError, UnidentifiedImageError) as e:
+        raise VideoDecodeError(f"{path}: unreadable image ({e})") from e
+
+
+def _fingerprint(seq: SourceSequence, cfg: TimeCatchConfig) -> dict:
+    files = [seq.video] if seq.video else seq.frames
+    stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else (str(p), -1, -1) for p in files]
+    # JSON round trip so that a key read back from seq.json compares equal
+    return json.loads(json.dumps({
+        "id": seq.id,
+        "files": stats,
+        "interval": cfg.interval_for(seq.source) if seq.video else None,
+        "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold],
+        "version": VERSION,
+    }))
+
+
+def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: Path) -> dict:
+    """Decode, subsample and LPIPS-filter one sequence; cache the kept frames as
+    PNG files and a ``seq.json`` under ``work``. A cached result with the same
+    fingerprint is reused. Raises VideoDecodeError for unreadable input."""
+    folder = work / "sequences" / records.make_id(seq.source, seq.id)
+    meta_path = folder / "seq.json"
+    key = _fingerprint(seq, cfg)
+    if meta_path.is_file():
+        cached = json.loads(meta_path.read_text())
+        if cached.get("key") == key:
+            return cached
+    if seq.video:
+        info = probe(seq.video)
+        indices = interval_indices(info.n_frames, info.fps, cfg.interval_for(seq.source))
+        frames = decode_frames(seq.video, indices)
+        times = [round(i / info.fps, 4) for i in indices]
+        sizes = {"video": str(seq.video), "bytes": seq.video.stat().st_size, "n_frames": info.n_frames, "fps": info.fps}
+    else:
+        frames = [_load_image(p) for p in seq.frames]
+        indices, times = list(range(len(frames))), [None] * len(frames)
+        sizes = {"frames": len(seq.frames), "bytes": sum(p.stat().st_size for p in seq.frames)}
+    if not frames:
+        raise VideoDecodeError(f"{seq.video or seq.manifest}: no frames")
+    kept, dists = filter_frames(frames, distance, cfg.lpips_threshold)
+    result: dict[str, Any] = {"key": key, "n_sampled": len(frames), "input": sizes}
+    if len(kept) < MIN_FRAMES:
+        result.update(status="short", reason=f"{len(kept)} frame(s) left after LPIPS filtering (< {MIN_FRAMES})", n_kept=len(kept))
+    else:
+        truncated_from = len(kept) if len(kept) > MAX_FRAMES else None
+        kept, dists = kept[:MAX_FRAMES], dists[: MAX_FRAMES - 1]
+        tmp = folder.with_name(folder.name + f".tmp-{uuid.uuid4().hex[:6]}")
+        tmp.mkdir(parents=True)
+        names = []
+        for k, idx in enumerate(kept):
+            names.append(f"{k:03d}.png")
+            (tmp / names[-1]).write_bytes(_png(frames[idx]))
+        result.update(
+            status="ok",
+            n_kept=len(kept),
+            frames=names,
+            source_indices=[indices[i] for i in kept],
+            times_s=[times[i] for i in kept],
+            lpips_consecutive=[round(d, 6) for d in dists],
+            truncated_from=truncated_from,
+        )
+        (tmp / "seq.json").write_text(json.dumps(result, sort_keys=True))
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)  # the folder appears complete or not at all
+        return result
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp_meta = folder / f".seq.{uuid.uuid4().hex[:6]}.json"
+    tmp_meta.write_text(json.dumps(result, sort_keys=True))
+    os.replace(tmp_meta, meta_path)
+    return result
+
+
+def filter_frames(frames, distance, threshold):
+    """The LPIPS near-duplicate walk (see judgetrain.perceptual)."""
+    from judgetrain.perceptual import filter_near_duplicates
+
+    return filter_near_duplicates(frames, distance, threshold)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def assign_splits(sequences: list[SourceSequence], fractions: dict[str, float], seed: int) -> dict[str, str]:
+    """Split by source sequence. The manifest's split wins; the rest, per
+    source, are ordered by a seeded hash of their id and cut at the cumulative
+    fractions (exact counts: round(cumulative fraction × N))."""
+    out: dict[str, str] = {}
+    by_source: dict[str, list[SourceSequence]] = defaultdict(list)
+    for s in sequences:
+        if s.split:
+            out[s.id] = s.split
+        else:
+            by_source[s.source].append(s)
+    names = list(fractions)
+    for group in by_source.values():
+        group.sort(key=lambda s: derive_seed(seed, "split", s.source, s.id))
+        n, start, cum = len(group), 0, 0.0
+        for name in names:
+            cum += fractions[name]
+            end = n if name == names[-1] else round(cum * n)
+            for s in group[start:end]:
+                out[s.id] = name
+            start = end
+    return out
+
+
+def temporal_choices(n: int, adjacent_only: bool) -> list[str]:
+    """Answer strings for temporal localization: every unordered pair of frame
+    numbers (C(n, 2) choices), or the n−1 adjacent pairs; 1-based, ``"i and j"``, i < j."""
+    pairs = [(i, i + 1) for i in range(1, n)] if adjacent_only else list(combinations(range(1, n + 1), 2))
+    return [f"{a} and {b}" for a, b in pairs]
+
+
+def draw_anomalies(seed: int, source: str, seq_id: str, n: int) -> tuple[int, int]:
+    """(i_swap, i_noise), 1-based: i_swap ~ U{1…n−1} (frames i, i+1 swapped), i_noise ~ U{1…n}."""
+    rng = rng_for(seed, "timecatch-anomaly", source, seq_id)
+    return int(rng.integers(1, n)), int(rng.integers(1, n + 1))
+
+
+def noise_frame(seed: int, source: str, seq_id: str, shape: tuple[int, ...]) -> np.ndarray:
+    """I.i.d. Gaussian pixels, round(N(127.5, 64²)) clipped to 0…255, at ``shape``."""
+    rng = rng_for(seed, "timecatch-noise", source, seq_id)
+    return np.clip(np.rint(rng.normal(NOISE_MEAN, NOISE_STD, size=shape)), 0, 255).astype(np.uint8)
+
+
+def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCatchConfig) -> list[dict]:
+    """All records of one kept sequence, in a fixed order."""
+    png = [(folder / name).read_bytes() for name in done["frames"]]
+    n = len(png)
+    subset = "main" if n <= MAIN_MAX_FRAMES else "long"
+    i_swap, i_noise = draw_anomalies(cfg.seed, seq.source, seq.id, n)
+    swapped = list(range(n))
+    swapped[i_swap - 1], swapped[i_swap] = swapped[i_swap], swapped[i_swap - 1]
+    with Image.open(io.BytesIO(png[i_noise - 1])) as im:
+        shape = (im.height, im.width, 3)
+    noisy = list(png)
+    noisy[i_noise - 1] = _png(noise_frame(cfg.seed, seq.source, seq.id, shape))
+    show_description = cfg.descriptions and bool(seq.description)
+    prefix = f"Scene description: {seq.description}\n\n" if show_description else ""
+    base_meta = {
+        "sequence_id": seq.id,
+        "subset": subset,
+        "description": seq.description,
+        "description_shown": show_description,
+        "times_s": done["times_s"],
+        "source_frame_indices": done["source_indices"],
+        "lpips_consecutive": done["lpips_consecutive"],
+        "truncated_from": done.get("truncated_from"),
+    }
+    swap_meta = {"swapped_frames": [i_swap, i_swap + 1], "lpips_swapped": done["lpips_consecutive"][i_swap - 1]}
+    noise_meta = {"noise_frame": i_noise, "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]}}
+    out = []
+
+    def add(task, order, images, instruction, choices, label, perturbation, position, layout, extra):
+        meta = {**base_meta, **extra, "presented_order": order}
+        rid = records.make_id(BUILDER, cfg.seed, seq.source, seq.id, task, perturbation, layout, prefix="tc-")
+        out.append(
+            records.make_record(
+                id=rid, task=task, images=[{"bytes": b, "path": None} for b in images], instruction=prefix + instruction,
+                answer=label, choices=choices, label=label, source=seq.source, perturbation=perturbation,
+                position=position, n_frames=n, layout=layout, meta=meta,
+            )
+        )
+
+    gold = list(range(n))
+    if "temporal_detect" in cfg.tasks:
+        for layout in cfg.prompts:
+            text, yes_is_anomaly = DETECT_PROMPTS[layout]
+            polarity = {"yes_means_anomaly": yes_is_anomaly}
+            add("temporal_detect", gold, png, text, ["yes", "no"], "no" if yes_is_anomaly else "yes", "none", -1, layout, polarity)
+            add("temporal_detect", swapped, [png[i] for i in swapped], text, ["yes", "no"], "yes" if yes_is_anomaly else "no",
+                "swap", i_swap - 1, layout, {**swap_meta, **polarity})
+    if "temporal_localize" in cfg.tasks:
+        add("temporal_localize", swapped, [png[i] for i in swapped], TEMPORAL_LOCALIZE_PROMPT.format(n=n),
+            temporal_choices(n, cfg.adjacent_choices), f"{i_swap} and {i_swap + 1}", "swap", i_swap - 1, "A",
+            {**swap_meta, "adjacent_choices": cfg.adjacent_choices})
+    if "frame_detect" in cfg.tasks:
+        add("frame_detect", gold, png, FRAME_DETECT_PROMPT, ["yes", "no"], "no", "none", -1, "A", {"yes_means_anomaly": True})
+        add("frame_detect", gold, noisy, FRAME_DETECT_PROMPT, ["yes", "no"], "yes", "noise", i_noise - 1, "A",
+            {**noise_meta, "yes_means_anomaly": True})
+    if "frame_localize" in cfg.tasks:
+        add("frame_localize", gold, noisy, FRAME_LOCALIZE_PROMPT.format(n=n), [str(k) for k in range(1, n + 1)],
+            str(i_noise), "noise", i_noise - 1, "A", noise_meta)
+    return out
+
+
+def _generate(items: list[tuple[SourceSequence, dict, str]], cfg_json: str):
+    cfg = TimeCatchConfig(**json.loads(cfg_json))
+    for seq, done, folder in items:
+        yield from sequence_records(seq, done, Path(folder), cfg)
+
+
+# --------------------------------------------------------------------------- the build
+
+
+def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> Path:
+    from .synthetic import write_physics_videos
+
+    return write_physics_videos(work / "synthetic", cfg.synthetic, seed=cfg.seed, long_fraction=cfg.synthetic_long_fraction, progress=cfg.progress)
+
+
+def build(cfg: TimeCatchConfig) -> dict:
+    """Run the whole build; returns the ``build.json`` contents."""
+    import datasets
+    from tqdm.auto import tqdm
+
+    from judgetrain.perceptual import LpipsDistance
+
+    cfg.check()
+    out = Path(cfg.out).resolve()
+    work = out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    if cfg.videos is not None:
+        kind, manifest = "videos", Path(cfg.videos)
+    elif cfg.frames is not None:
+        kind, manifest = "frames", Path(cfg.frames)
+    else:
+        kind, manifest = "videos", _synthetic_manifest(cfg, work)
+    sequences, skips = read_manifest(manifest, kind)
+    distance = LpipsDistance(cfg.lpips_net, pretrained_backbone=cfg.lpips_pretrained, device=cfg.device, seed=cfg.seed)
+
+    kept: list[tuple[SourceSequence, dict]] = []
+    short: list[tuple[SourceSequence, dict]] = []
+    for seq in tqdm(sequences, desc="sequences", unit="seq", disable=not cfg.progress):
+        try:
+            done = process_sequence(seq, cfg, distance, work)
+        except (VideoDecodeError, OSError) as e:
+            skips.append(Skip(str(seq.video or seq.manifest), seq.line, str(e), seq.id))
+            continue
+        (kept if done["status"] == "ok" else short).append((seq, done))
+    kept = [(s, d) for s, d in kept if ("main" if d["n_kept"] <= MAIN_MAX_FRAMES else "long") in cfg.subsets]
+    if skips:
+        for s in skips:
+            print(f"warning: skipped {s}", file=sys.stderr)
+        if cfg.strict:
+            raise BuildError(f"{len(skips)} bad input(s) (listed above); fix them or rerun without --strict to skip them")
+    if not kept:
+        raise BuildError(f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped); see the warnings above")
+
+    split_of = assign_splits([s for s, _ in kept], cfg.splits, cfg.seed)
+    arrow_cache = work / "arrow"
+    shutil.rmtree(arrow_cache, ignore_errors=True)
+    cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "videos": None, "frames": None})
+    splits = {}
+    for name in [*cfg.splits, *sorted({v for v in split_of.values()} - set(cfg.splits))]:
+        items = sorted(
+            [(s, d, str(work / "sequences" / records.make_id(s.source, s.id))) for s, d in kept if split_of[s.id] == name],
+            key=lambda x: (x[0].source, x[0].id),
+        )
+        if items:
+            splits[name] = datasets.Dataset.from_generator(
+                _generate, features=records.FEATURES, cache_dir=str(arrow_cache), gen_kwargs={"items": items, "cfg_json": cfg_json},
+                fingerprint=records.make_id(name, cfg_json, [(s.id, d["key"]) for s, d, _ in items]),
+            )
+    dataset = datasets.DatasetDict(splits)
+
+    counts: dict[str, Any] = {"records": {}, "sequences": {}}
+    for name, ds in dataset.items():
+        cols = ds.select_columns(["task", "perturbation", "source"])
+        counts["records"][name] = {
+            "total": len(ds),
+            "task": dict(sorted(Counter(cols["task"]).items())),
+            "perturbation": dict(sorted(Counter(cols["perturbation"]).items())),
+            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"])).items())),
+        }
+    per_source: dict[str, Counter] = defaultdict(Counter)
+    lengths: Counter = Counter()
+    for s, d in kept:
+        per_source[s.source]["kept"] += 1
+        per_source[s.source][f"split:{split_of[s.id]}"] += 1
+        per_source[s.source]["main" if d["n_kept"] <= MAIN_MAX_FRAMES else "long"] += 1
+        lengths[d["n_kept"]] += 1
+    for s, d in short:
+        per_source[s.source]["too_short"] += 1
+    source_of = {q.id: q.source for q in sequences}
+    for s in skips:
+        per_source[source_of.get(s.id, "unknown (malformed line)")]["skipped"] += 1
+    counts["sequences"] = {src: dict(sorted(c.items())) for src, c in sorted(per_source.items())}
+    counts["length_histogram"] = {str(k): v for k, v in sorted(lengths.items())}
+    sources = [{"path": str(manifest), "bytes": manifest.stat().st_size}]
+    sources += [{"id": s.id, "source": s.source, **d["input"]} for s, d in sorted(kept + short, key=lambda x: (x[0].source, x[0].id))]
+    info = {
+        "builder": BUILDER,
+        "version": VERSION,
+        "seed": cfg.seed,
+        "args": json.loads(cfg_json) | {"videos": str(cfg.videos) if cfg.videos else None, "frames": str(cfg.frames) if cfg.frames else None},
+        "protocol": {
+            "intervals_s": {src: cfg.interval_for(src) for src in sorted(per_source)},
+            "lpips": {"net": cfg.lpips_net, "pretrained_backbone": cfg.lpips_pretrained, "threshold": cfg.lpips_threshold},
+            "lengths": {"min": MIN_FRAMES, "main_max": MAIN_MAX_FRAMES, "max": MAX_FRAMES, "longer": "cut to the first 16 kept frames"},
+            "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]},
+        },
+        "sources": sources,
+        "counts": counts,
+        "filtered": [{"id": s.id, "source": s.source, "reason": d["reason"]} for s, d in short],
+        "skipped": [asdict(s) for s in skips],
+    }
+    info = records.save(dataset, out, info)
+    if not cfg.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return info
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float]]:
+    default, per_source = None, {}
+    for v in values:
+        try:
+            if "=" in v:
+                k, x = v.split("=", 1)
+                per_source[k.strip()] = float(x)
+            else:
+                default = float(v)
+        except ValueError:
+            raise BuildError(f"--interval {v!r}: give seconds (1.5) or SOURCE=seconds (mtl-aqa=1.0)") from None
+    return default, per_source
+
+
+def _parse_splits(value: str) -> dict[str, float]:
+    out = {}
+    for part in value.split(","):
+        try:
+            k, x = part.split("=")
+            out[k.strip()] = float(x)
+        except ValueError:
+            raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.8,validation=0.2") from None
+    return out
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.description = "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records."
+    p.epilog = (
+        "examples:\n"
+        "  judgetrain build timecatch --out data/timecatch --synthetic 200\n"
+        "  judgetrain build timecatch --out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5\n"
+        "  judgetrain build timecatch --out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions\n"
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--synthetic", type=int, metavar="N", help="generate N synthetic physics clips (default when no manifest is given: 64)")
+    src.add_argument("--videos", type=Path, metavar="MANIFEST", help='video manifest, JSON Lines: {"video", "source", "id"?, "description"?, "split"?}')
+    src.add_argument("--frames", type=Path, metavar="MANIFEST", help='frame-folder manifest, JSON Lines: {"id", "frames": [...], "source", "description"?, "split"?}')
+    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--interval", action="append", default=[], metavar="S|SOURCE=S",
+                   help="seconds between sampled video frames, for all sources or one (repeatable); defaults: 1.5 s, mtl-aqa 1.0 s")
+    p.add_argument("--lpips-threshold", type=float, default=LPIPS_THRESHOLD)
+    p.add_argument("--lpips-net", default="alex", choices=["alex", "vgg", "squeeze"])
+    p.add_argument("--lpips-random-backbone", action="store_true",
+                   help="use an untrained LPIPS backbone (offline tests only: distances are then not perceptual)")
+    p.add_argument("--device", default=None, help="device for LPIPS (default: cuda if available)")
+    p.add_argument("--tasks", default=",".join(TIMECATCH_TASKS), help="comma-separated subset of " + ",".join(TIMECATCH_TASKS))
+    p.add_argument("--prompts", default="A", help="temporal-detection prompt layouts, comma-separated from A,B,C,D,E")
+    p.add_argument("--no-descriptions", action="store_true", help="leave scene descriptions out of the prompts (ablation)")
+    p.add_argument("--adjacent-choices", action="store_true", help="temporal localization choices: adjacent pairs only (default: every pair)")
+    p.add_argument("--subsets", default="main,long", help="which length subsets to keep: main (4–8 frames), long (9–16)")
+    p.add_argument("--splits", default="train=0.8,validation=0.2", help="fractions per split by source sequence, when the manifest gives none")
+    p.add_argument("--synthetic-long-fraction", type=float, default=0.25, help="share of synthetic clips long enough for the 9–16 frame set")
+    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
+    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (decoded, filtered frames) after a successful build")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def config_from_args(args: argparse.Namespace) -> TimeCatchConfig:
+    default, per_source = _parse_intervals(args.interval)
+    synthetic = args.synthetic
+    if synthetic is None and args.videos is None and args.frames is None:
+        synthetic = 64
+    return TimeCatchConfig(
+        out=args.out, videos=args.videos, frames=args.frames, synthetic=synthetic, seed=args.seed,
+        intervals=per_source, default_interval=default or DEFAULT_INTERVAL_S,
+        lpips_threshold=args.lpips_threshold, lpips_net=args.lpips_net, lpips_pretrained=not args.lpips_random_backbone,
+        device=args.device, tasks=tuple(t for t in args.tasks.split(",") if t), prompts=tuple(p for p in args.prompts.split(",") if p),
+        descriptions=not args.no_descriptions, adjacent_choices=args.adjacent_choices,
+        subsets=tuple(s for s in args.subsets.split(",") if s), splits=_parse_splits(args.splits),
+        synthetic_long_fraction=args.synthetic_long_fraction, strict=args.strict, keep_work=args.keep_work,
+        progress=not args.no_progress,
+    )
+
+
+def print_summary(info: dict, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title="Sequences per source")
+    keys = sorted({k for c in info["counts"]["sequences"].values() for k in c})
+    t.add_column("source")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for src, c in info["counts"]["sequences"].items():
+        t.add_row(src, *[str(c.get(k, 0)) for k in keys])
+    console.print(t)
+    hist = info["counts"]["length_histogram"]
+    width = max(hist.values(), default=1)
+    console.print("Kept sequence lengths (frames: count)")
+    for k, v in hist.items():
+        console.print(f"  {int(k):>2}: {'█' * max(1, round(30 * v / width))} {v}")
+    t = Table(title="Records per task and split")
+    splits = list(info["counts"]["records"])
+    t.add_column("task / perturbation")
+    for s in splits:
+        t.add_column(s, justify="right")
+    rows = sorted({k for s in splits for k in info["counts"]["records"][s]["task_perturbation"]})
+    for r in rows:
+        t.add_row(r, *[str(info["counts"]["records"][s]["task_perturbation"].get(r, 0)) for s in splits])
+    t.add_row("total", *[str(info["counts"]["records"][s]["total"]) for s in splits])
+    console.print(t)
+    if info["skipped"]:
+        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
+    console.print(f"Dataset written to {out} (build.json beside the splits)")
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    info = build(cfg)
+    print_summary(info, Path(cfg.out))
+    return 0
