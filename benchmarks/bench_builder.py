@@ -1,0 +1,100 @@
+"""TimeCatch builder benchmark: throughput on synthetic videos and batched vs
+per-pair LPIPS, measured side by side in one run.
+
+    python benchmarks/bench_builder.py [--clips 16] [--repeats 3] [--device cpu]
+
+Prints a table and writes benchmarks/out/builder.json. Figures go in
+benchmarks/README.md with the machine they were measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="example:\n  python benchmarks/bench_builder.py --clips 16",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clips", type=int, default=16)
+    p.add_argument("--pairs", type=int, default=32, help="frame pairs for the LPIPS comparison")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default=None)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "builder.json")
+    args = p.parse_args()
+
+    from judgetrain.data_builders import timecatch
+    from judgetrain.data_builders.synthetic import write_physics_videos
+    from judgetrain.perceptual import LpipsDistance, backbone_weights_path
+    from judgetrain.video import decode_frames, probe
+
+    pretrained = backbone_weights_path("alex").is_file()  # same compute either way; only the weights differ
+    distance = LpipsDistance(pretrained_backbone=pretrained, device=args.device)
+    results: dict = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                                 "cpu": platform.processor() or platform.machine(), "device": str(distance.device),
+                                 "lpips_backbone": "alexnet-imagenet" if pretrained else "alexnet-random"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        t = time.perf_counter()
+        manifest = write_physics_videos(tmp / "clips", args.clips, seed=0, long_fraction=0.25, progress=False)
+        results["synthesis_s_per_clip"] = (time.perf_counter() - t) / args.clips
+
+        # 1. per-sequence work: decode + subsample + LPIPS filter (what a build spends its time on)
+        seqs, _ = timecatch.read_manifest(manifest, "videos")
+        cfg = timecatch.TimeCatchConfig(out=tmp / "ds", lpips_pretrained=pretrained)
+        decoded = sum(probe(s.video).n_frames for s in seqs)
+        t = time.perf_counter()
+        sampled = 0
+        for s in seqs:
+            done = timecatch.process_sequence(s, cfg, distance, tmp / "work")
+            sampled += done["n_sampled"]
+        dt = time.perf_counter() - t
+        results["per_sequence"] = {"videos": len(seqs), "decoded_frames": decoded, "sampled_frames": sampled, "seconds": dt,
+                                   "decoded_frames_per_s": decoded / dt, "sampled_frames_per_s": sampled / dt}
+
+        # 2. batched vs per-pair LPIPS on the same pairs, interleaved repeats
+        frames = []
+        for s in seqs:
+            info = probe(s.video)
+            frames += decode_frames(s.video, range(0, info.n_frames, 12))
+            if len(frames) > args.pairs:
+                break
+        a, b = frames[: args.pairs], frames[1 : args.pairs + 1]
+        distance(a[:2], b[:2])  # warm-up
+        batched, single = [], []
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            d_batch = distance(a, b)
+            batched.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            d_single = np.array([distance([x], [y])[0] for x, y in zip(a, b)])
+            single.append(time.perf_counter() - t)
+        assert np.allclose(d_batch, d_single, atol=1e-4), "batched and per-pair LPIPS disagree"
+        results["lpips"] = {"pairs": len(a), "frame_size": list(a[0].shape), "batch_size": distance.batch_size,
+                            "batched_s": statistics.median(batched), "per_pair_s": statistics.median(single),
+                            "speedup": statistics.median(single) / statistics.median(batched)}
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    r, l = results["per_sequence"], results["lpips"]
+    print(f"machine: {results['machine']}")
+    print(f"synthesis:        {results['synthesis_s_per_clip']:.3f} s per clip")
+    print(f"per-sequence work: {r['decoded_frames_per_s']:.0f} decoded frames/s, {r['sampled_frames_per_s']:.1f} sampled frames/s "
+          f"({r['videos']} videos, {r['seconds']:.1f} s)")
+    print(f"LPIPS, {l['pairs']} pairs of {l['frame_size']}: batched {l['batched_s']:.3f} s, per pair {l['per_pair_s']:.3f} s "
+          f"-> batched is {l['speedup']:.1f}x faster")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

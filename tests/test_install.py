@@ -1,0 +1,76 @@
+"""Install layout: data_builders/ and eval/ install as judgetrain.data_builders
+and judgetrain.eval in both a regular (wheel) and an editable install, and
+recipes/ is never installed as a package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs without site-packages (-S) so that only the install under test is visible.
+PROBE = """
+import importlib.util, json, site, sys
+site.addsitedir(sys.argv[1])
+import judgetrain, judgetrain.data_builders, judgetrain.eval, judgetrain.models
+print(json.dumps({
+    "judgetrain": judgetrain.__file__,
+    "data_builders": judgetrain.data_builders.__file__,
+    "eval": judgetrain.eval.__file__,
+    "recipes": importlib.util.find_spec("recipes") is not None,
+}))
+"""
+
+
+def _probe(site_dir: Path) -> dict:
+    import json
+
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(site_dir)], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _pip_install(wheel: Path, target: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hooks():
+    import pyproject_hooks  # installed with the `test` extra (through `build`)
+
+    return pyproject_hooks.BuildBackendHookCaller(str(REPO), "setuptools.build_meta", runner=pyproject_hooks.quiet_subprocess_runner)
+
+
+def test_wheel_install_maps_the_top_level_folders(tmp_path, hooks):
+    name = hooks.build_wheel(str(tmp_path))
+    wheel = tmp_path / name
+    files = zipfile.ZipFile(wheel).namelist()
+    assert "judgetrain/data_builders/timecatch.py" in files
+    assert "judgetrain/data_builders/synthetic.py" in files
+    assert "judgetrain/eval/__init__.py" in files
+    assert "judgetrain/records.py" in files
+    assert not [f for f in files if f.split("/")[0] in {"recipes", "tests", "data_builders", "eval", "benchmarks"}]
+    entry_points = next(f for f in files if f.endswith("entry_points.txt"))
+    assert "judgetrain = judgetrain.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+    _pip_install(wheel, tmp_path / "site")
+    found = _probe(tmp_path / "site")
+    assert found["data_builders"] == str(tmp_path / "site" / "judgetrain" / "data_builders" / "__init__.py")
+    assert found["eval"] == str(tmp_path / "site" / "judgetrain" / "eval" / "__init__.py")
+    assert found["recipes"] is False
+
+
+def test_editable_install_maps_the_top_level_folders(tmp_path, hooks):
+    name = hooks.build_editable(str(tmp_path))
+    _pip_install(tmp_path / name, tmp_path / "site")
+    found = _probe(tmp_path / "site")
+    assert found["judgetrain"] == str(REPO / "judgetrain" / "__init__.py")
+    assert found["data_builders"] == str(REPO / "data_builders" / "__init__.py")
+    assert found["eval"] == str(REPO / "eval" / "__init__.py")
+    assert found["recipes"] is False
