@@ -1,0 +1,1 @@
+"""Dataset builders (installed as ``judgetrain.data_builders``): one module per dataset family."""

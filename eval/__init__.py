@@ -1,0 +1,1 @@
+"""Evaluations (installed as ``judgetrain.eval``): one module per evaluation."""
