@@ -59,6 +59,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from judgetrain import records
+from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
@@ -328,7 +329,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
         sizes = {"frames": len(seq.frames), "bytes": sum(p.stat().st_size for p in seq.frames)}
     if not frames:
         raise VideoDecodeError(f"{seq.video or seq.manifest}: no frames")
-    kept, dists = filter_frames(frames, distance, cfg.lpips_threshold)
+    kept, dists = filter_near_duplicates(frames, distance, cfg.lpips_threshold)
     result: dict[str, Any] = {"key": key, "n_sampled": len(frames), "input": sizes}
     if len(kept) < MIN_FRAMES:
         result.update(status="short", reason=f"{len(kept)} frame(s) left after LPIPS filtering (< {MIN_FRAMES})", n_kept=len(kept))
@@ -359,13 +360,6 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
     tmp_meta.write_text(json.dumps(result, sort_keys=True))
     os.replace(tmp_meta, meta_path)
     return result
-
-
-def filter_frames(frames, distance, threshold):
-    """The LPIPS near-duplicate walk (see judgetrain.perceptual)."""
-    from judgetrain.perceptual import filter_near_duplicates
-
-    return filter_near_duplicates(frames, distance, threshold)
 
 
 # --------------------------------------------------------------------------- records
@@ -495,8 +489,6 @@ def build(cfg: TimeCatchConfig) -> dict:
     import datasets
     from tqdm.auto import tqdm
 
-    from judgetrain.perceptual import LpipsDistance
-
     cfg.check()
     out = Path(cfg.out).resolve()
     work = out.with_name(out.name + ".work")
@@ -558,7 +550,7 @@ def build(cfg: TimeCatchConfig) -> dict:
     lengths: Counter = Counter()
     for s, d in kept:
         per_source[s.source]["kept"] += 1
-        per_source[s.source][f"split:{split_of[s.id]}"] += 1
+        per_source[s.source][split_of[s.id]] += 1
         per_source[s.source]["main" if d["n_kept"] <= MAIN_MAX_FRAMES else "long"] += 1
         lengths[d["n_kept"]] += 1
     for s, d in short:
@@ -677,10 +669,12 @@ def print_summary(info: dict, out: Path) -> None:
 
     console = Console()
     t = Table(title="Sequences per source")
-    keys = sorted({k for c in info["counts"]["sequences"].values() for k in c})
+    order = ["kept", "main", "long", *SPLIT_NAMES, "too_short", "skipped"]
+    present = {k for c in info["counts"]["sequences"].values() for k in c}
+    keys = [k for k in order if k in present] + sorted(present - set(order))
     t.add_column("source")
     for k in keys:
-        t.add_column(k, justify="right")
+        t.add_column(k.replace("_", " "), justify="right")
     for src, c in info["counts"]["sequences"].items():
         t.add_row(src, *[str(c.get(k, 0)) for k in keys])
     console.print(t)
