@@ -14,6 +14,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +31,7 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=32, help="frame pairs for the LPIPS comparison")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default=None)
+    p.add_argument("--memory-clips", default="8,32", help="clip counts for the peak-memory comparison of whole builds ('' to skip)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "builder.json")
     args = p.parse_args()
 
@@ -83,6 +86,16 @@ def main() -> None:
                             "batched_s": statistics.median(batched), "per_pair_s": statistics.median(single),
                             "speedup": statistics.median(single) / statistics.median(batched)}
 
+        # 3. peak memory of whole builds (CLI, own process) for growing numbers of clips: should stay flat
+        results["peak_rss_mb"] = {}
+        for n in [int(x) for x in args.memory_clips.split(",") if x]:
+            cmd = [sys.executable, "-m", "judgetrain", "build", "timecatch", "--out", str(tmp / f"mem{n}"), "--synthetic", str(n),
+                   "--no-progress"] + ([] if pretrained else ["--lpips-random-backbone"])
+            probe_rss = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+                         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+            rss_kb = int(subprocess.run([sys.executable, "-c", probe_rss, *cmd], capture_output=True, text=True, check=True).stdout)
+            results["peak_rss_mb"][n] = rss_kb / 1024
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     r, l = results["per_sequence"], results["lpips"]
@@ -92,6 +105,8 @@ def main() -> None:
           f"({r['videos']} videos, {r['seconds']:.1f} s)")
     print(f"LPIPS, {l['pairs']} pairs of {l['frame_size']}: batched {l['batched_s']:.3f} s, per pair {l['per_pair_s']:.3f} s "
           f"-> batched is {l['speedup']:.1f}x faster")
+    for n, mb in results["peak_rss_mb"].items():
+        print(f"peak memory of a whole build from {n} clips: {mb:.0f} MB")
     print(f"written to {args.out}")
 
 

@@ -176,6 +176,7 @@ class TimeCatchConfig:
     subsets: tuple[str, ...] = ("main", "long")
     splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
     synthetic_long_fraction: float = 0.25
+    synthetic_kind: str = "videos"
     strict: bool = False
     keep_work: bool = False
     progress: bool = True
@@ -186,6 +187,8 @@ class TimeCatchConfig:
         given = [n for n in ("videos", "frames", "synthetic") if getattr(self, n) is not None]
         if len(given) > 1:
             problems.append(f"--{' / --'.join(given)}: give only one source")
+        if self.synthetic_kind not in ("videos", "frames"):
+            problems.append(f"--synthetic-kind {self.synthetic_kind!r}: choose 'videos' (CLEVRER-like MP4) or 'frames' (DriveLM-like PNG folders)")
         if self.synthetic is not None and self.synthetic < 1:
             problems.append(f"--synthetic {self.synthetic}: give the number of clips to generate (at least 1)")
         bad = [t for t in self.tasks if t not in TIMECATCH_TASKS]
@@ -478,10 +481,13 @@ def _generate(items: list[tuple[SourceSequence, dict, str]], cfg_json: str):
 # --------------------------------------------------------------------------- the build
 
 
-def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> Path:
-    from .synthetic import write_physics_videos
+def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> tuple[str, Path]:
+    from .synthetic import write_frame_folders, write_physics_videos
 
-    return write_physics_videos(work / "synthetic", cfg.synthetic, seed=cfg.seed, long_fraction=cfg.synthetic_long_fraction, progress=cfg.progress)
+    if cfg.synthetic_kind == "frames":
+        return "frames", write_frame_folders(work / "synthetic-frames", cfg.synthetic, seed=cfg.seed, progress=cfg.progress)
+    return "videos", write_physics_videos(work / "synthetic", cfg.synthetic, seed=cfg.seed,
+                                          long_fraction=cfg.synthetic_long_fraction, progress=cfg.progress)
 
 
 def build(cfg: TimeCatchConfig) -> dict:
@@ -498,7 +504,7 @@ def build(cfg: TimeCatchConfig) -> dict:
     elif cfg.frames is not None:
         kind, manifest = "frames", Path(cfg.frames)
     else:
-        kind, manifest = "videos", _synthetic_manifest(cfg, work)
+        kind, manifest = _synthetic_manifest(cfg, work)
     sequences, skips = read_manifest(manifest, kind)
     distance = LpipsDistance(cfg.lpips_net, pretrained_backbone=cfg.lpips_pretrained, device=cfg.device, seed=cfg.seed)
 
@@ -641,6 +647,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subsets", default="main,long", help="which length subsets to keep: main (4–8 frames), long (9–16)")
     p.add_argument("--splits", default="train=0.8,validation=0.2", help="fractions per split by source sequence, when the manifest gives none")
     p.add_argument("--synthetic-long-fraction", type=float, default=0.25, help="share of synthetic clips long enough for the 9–16 frame set")
+    p.add_argument("--synthetic-kind", default="videos", choices=["videos", "frames"],
+                   help="synthetic source: MP4 clips (CLEVRER-like) or folders of PNG frames (DriveLM-like)")
     p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
     p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (decoded, filtered frames) after a successful build")
     p.add_argument("--no-progress", action="store_true")
@@ -658,7 +666,7 @@ def config_from_args(args: argparse.Namespace) -> TimeCatchConfig:
         device=args.device, tasks=tuple(t for t in args.tasks.split(",") if t), prompts=tuple(p for p in args.prompts.split(",") if p),
         descriptions=not args.no_descriptions, adjacent_choices=args.adjacent_choices,
         subsets=tuple(s for s in args.subsets.split(",") if s), splits=_parse_splits(args.splits),
-        synthetic_long_fraction=args.synthetic_long_fraction, strict=args.strict, keep_work=args.keep_work,
+        synthetic_long_fraction=args.synthetic_long_fraction, synthetic_kind=args.synthetic_kind, strict=args.strict, keep_work=args.keep_work,
         progress=not args.no_progress,
     )
 
@@ -695,7 +703,7 @@ def print_summary(info: dict, out: Path) -> None:
     console.print(t)
     if info["skipped"]:
         console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
-    console.print(f"Dataset written to {out} (build.json beside the splits)")
+    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
 
 
 def main(args: argparse.Namespace) -> int:
