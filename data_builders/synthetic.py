@@ -10,7 +10,7 @@ World units: the box is ``WORLD_WIDTH`` wide, y points up, the floor is y=0.
 Physics runs at a fixed ``SUBSTEP_HZ`` whatever the output fps, so a clip's
 motion depends only on its seed and index. Everything random comes from numpy
 generators seeded by :func:`derive_seed` (sha256), never from Python's salted
-``hash()``, so outputs are byte-identical across processes and machines.
+salted built-in ``hash``, so outputs are byte-identical across processes and machines.
 """
 
 from __future__ import annotations

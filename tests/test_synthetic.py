@@ -34,7 +34,7 @@ def test_derive_seed_matches_hashlib_and_is_stable_across_processes():
     expected = int.from_bytes(hashlib.sha256(b"physics\x007\x003").digest()[:8], "big") >> 1
     assert S.derive_seed("physics", 7, 3) == expected
     assert 0 <= expected < 2**63
-    # A fresh interpreter has a different hash() salt; derive_seed must not care.
+    # A fresh interpreter has a different salt for the built-in hash; derive_seed must not care.
     out = subprocess.run(
         [sys.executable, "-c", "from judgetrain.data_builders.synthetic import derive_seed; print(derive_seed('physics', 7, 3))"],
         capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "12345"},
