@@ -496,6 +496,8 @@ def build(cfg: TimeCatchConfig) -> dict:
     from tqdm.auto import tqdm
 
     cfg.check()
+    # first, so that missing LPIPS weights fail the build before any other work
+    distance = LpipsDistance(cfg.lpips_net, pretrained_backbone=cfg.lpips_pretrained, device=cfg.device, seed=cfg.seed)
     out = Path(cfg.out).resolve()
     work = out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
@@ -506,7 +508,6 @@ def build(cfg: TimeCatchConfig) -> dict:
     else:
         kind, manifest = _synthetic_manifest(cfg, work)
     sequences, skips = read_manifest(manifest, kind)
-    distance = LpipsDistance(cfg.lpips_net, pretrained_backbone=cfg.lpips_pretrained, device=cfg.device, seed=cfg.seed)
 
     kept: list[tuple[SourceSequence, dict]] = []
     short: list[tuple[SourceSequence, dict]] = []

@@ -53,11 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from judgetrain.data_builders.timecatch import BuildError
+    from judgetrain.models import ModelNotFoundError
+    from judgetrain.perceptual import BackboneWeightsMissing
     from judgetrain.records import IncompleteDatasetError, RecordValidationError
 
     try:
         return args._main(args)
-    except (BuildError, RecordValidationError, IncompleteDatasetError) as e:
+    # Errors whose message already says what to do: no traceback on top of it.
+    except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -335,3 +335,16 @@ def test_killed_build_resumes_with_identical_hashes(tmp_path, timecatch_build, s
     assert resumed["splits"] == info["splits"]
     for name, mtime in done_before.items():  # per-video work done before the kill was reused, not redone
         assert (work / name / "seq.json").stat().st_mtime_ns == mtime
+
+
+def test_missing_lpips_weights_offline_say_where_to_put_them(tmp_path, synthetic_manifest):
+    # An empty torch hub cache and a proxy that refuses every connection: the
+    # download lpips attempts fails at once, as on an offline machine.
+    env = {**os.environ, "TORCH_HOME": str(tmp_path / "torch"), "HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-m", "judgetrain", "build", "timecatch", "--videos", str(synthetic_manifest),
+                           "--out", str(tmp_path / "ds"), "--no-progress"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    expected = tmp_path / "torch" / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth"
+    assert f"error: LPIPS needs the ImageNet weights of its 'alex' backbone at {expected}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "ds").exists()
