@@ -63,6 +63,8 @@ from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
+from .common import BuildError, Skip, inside  # noqa: F401  (BuildError: raised from here)
+
 BUILDER = "timecatch"
 VERSION = "1.0.0"
 TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
@@ -122,24 +124,6 @@ FRAME_LOCALIZE_PROMPT = (
     "You are given a sequence of {n} images, numbered 1 to {n} in the order shown, showing a scene unfolding "
     "over time. One of the images has been replaced by random noise. Which image is it? Reply with only its number."
 )
-
-
-class BuildError(RuntimeError):
-    """A build that cannot go on (bad arguments, or bad input under --strict)."""
-
-
-@dataclass
-class Skip:
-    """An input left out of the build, and why."""
-
-    path: str
-    line: int | None
-    reason: str
-    id: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.reason}"
 
 
 @dataclass
@@ -219,16 +203,6 @@ class TimeCatchConfig:
 # --------------------------------------------------------------------------- manifests
 
 
-def _inside(root: Path, rel: Any, what: str) -> Path:
-    """Resolve ``rel`` against ``root``; refuse anything that leaves ``root``."""
-    if not isinstance(rel, str) or not rel:
-        raise ValueError(f"'{what}' must be a non-empty path string")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"'{what}' {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
-    return path
-
-
 def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[Skip]]:
     """Parse a ``videos`` or ``frames`` manifest; malformed lines become
     :class:`Skip` entries naming the line, never exceptions or silent drops."""
@@ -257,13 +231,13 @@ def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequen
                 if split is not None and split not in SPLIT_NAMES:
                     raise ValueError(f"'split' is {split!r}; use one of {list(SPLIT_NAMES)} or leave it out")
                 if kind == "videos":
-                    video = _inside(root, row.get("video"), "video")
+                    video = inside(root, row.get("video"), "video")
                     sid, frames = row.get("id", row.get("video")), []
                 else:
                     raw = row.get("frames")
                     if not isinstance(raw, list) or not raw:
                         raise ValueError("'frames' must be a non-empty list of image paths in temporal order")
-                    frames = [_inside(root, p, "frames") for p in raw]
+                    frames = [inside(root, p, "frames") for p in raw]
                     sid, video = row.get("id"), None
                     if sid is None:
                         raise ValueError("missing 'id' (a name for the sequence)")

@@ -1,0 +1,350 @@
+"""The chronological-ordering probe (paper 002 App. G): shuffled images in, their chronological order out.
+
+Protocol, as built here:
+
+1. **Sequences**: procedures from a procedure manifest (``--procedures``,
+   format in :mod:`.procedures`) or the synthetic procedures (``--synthetic
+   N``). The paper uses four images per instance (``--n-images 4``, the
+   default): from a procedure of n ≥ 4 steps we take the 4 steps nearest to
+   evenly spaced (:func:`select_steps`: step ``round(i·(n−1)/(k−1))``, halves
+   rounded up, so the first and the last step are always in); ``--n-images 0``
+   keeps every step. Procedures with fewer steps than asked are left out
+   (counted as ``too_short``).
+2. **Shuffle**: the k images are shown in a uniformly random order that is never
+   the identity, drawn from a generator seeded by (seed, source, id) through
+   hashlib. As in the paper, the prompt carries **no text about the content**
+   (no step texts, captions or dates): only the images, each preceded by its
+   label ``"Image k:"`` (1-based, in the order shown), then
+   :data:`ORDERING_INSTRUCTION` (our wording: the paper's prompt is not in
+   its text). Images are stored as given; the paper resized its photographs
+   to 448 × 448 px, which is left to the model's processor here.
+3. **Answer format**: the image numbers in chronological order, comma-separated:
+   ``"2, 4, 1, 3"`` means image 2 shows the first step, image 4 the second, …
+   (the paper's letters A–D are our numbers 1–4, as every judgetrain prompt
+   counts frames from 1). Records: task ``ordering``, ``choices`` = [] (free
+   form), ``label`` = the gold answer, ``completion`` = the label,
+   ``perturbation`` ``shuffle``, ``position`` the first shown position
+   (0-based) whose image is not the step of that rank, ``layout`` ``G``, and
+   ``meta`` with the permutation. Everything goes into one ``test`` split: it
+   is a zero-shot probe.
+4. **Scoring**: :func:`parse_ordering` reads a model's answer strictly (None
+   unless it is exactly a permutation of 1…n: never guessed), and the metrics
+   are pure functions: :func:`exact_match` (the paper's ✓, Table S21),
+   :func:`kendall_tau` (``scipy.stats.kendalltau`` between the chronological
+   ranks the prediction and the gold give each image), :func:`position_accuracy`
+   (share of chronological ranks holding the right image), aggregated by
+   :func:`ordering_metrics` (invalid answers count as wrong in the exact-match
+   rate, as the paper's x/10, and are left out of the mean tau and position
+   accuracy, with their count reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from judgetrain import records
+from judgetrain.seeding import rng_for
+
+from .prism import check_common, layout_record, shuffle_variant
+from .common import BuildError
+from .procedures import Procedure, Step, image_bytes, load_procedures
+
+BUILDER = "ordering-probe"
+VERSION = "1.0.0"
+LAYOUT = "G"
+SPLIT = "test"
+DEFAULT_N_IMAGES = 4
+DEFAULT_SYNTHETIC = 24
+ORDERING_INSTRUCTION = (
+    "These {n} images, numbered 1 to {n} in the order shown, show the steps of one process in a shuffled order. "
+    "Using only what the images show, put them in chronological order. Reply with only the {n} image numbers in "
+    "chronological order, separated by commas."
+)
+
+# An answer line: n numbers (each optionally written "Image k" or "#k") separated by
+# commas, semicolons, whitespace, hyphens, dashes or arrows.
+_NUMBER = r"(?:image\s*|#)?\d+"
+_ANSWER = re.compile(rf"{_NUMBER}(?:\s*(?:,|;|->|→|—|–|-|>|\s)\s*{_NUMBER})*", re.IGNORECASE)
+_MARKER = re.compile(r"(?:final\s+)?(?:answer|order|ordering)\s*:", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- answers and metrics
+
+
+def format_ordering(order: Sequence[int]) -> str:
+    """``[2, 4, 1, 3]`` → ``"2, 4, 1, 3"`` (the answer format)."""
+    return ", ".join(str(int(x)) for x in order)
+
+
+def gold_order(shown: Sequence[int]) -> list[int]:
+    """The answer for a display order: ``shown[p]`` is the chronological rank
+    (0-based) of the image at display position ``p``; returns, for rank
+    0, 1, …, the 1-based number of the image holding it."""
+    where = {rank: p for p, rank in enumerate(shown)}
+    return [where[r] + 1 for r in range(len(shown))]
+
+
+def parse_ordering(text: str, n: int) -> list[int] | None:
+    """The image numbers (1-based, chronological) a model answered, or None.
+
+    Rules: markdown emphasis (``*``, ``_``, backticks) is ignored; if the text
+    has ``answer:``, ``order:``, ``ordering:`` or ``final answer:`` (any case),
+    the answer is the first non-empty line after the last such marker,
+    otherwise the last non-empty line. That line must hold nothing but the
+    numbers and separators (optionally inside brackets, optionally ending with
+    a period), and the numbers must be a permutation of 1…n; anything else is
+    None (never guessed)."""
+    if not isinstance(text, str) or n < 1:
+        return None
+    text = re.sub(r"[*_`]", "", text)
+    markers = list(_MARKER.finditer(text))
+    tail = text[markers[-1].end():] if markers else text
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    line = lines[0] if markers else lines[-1]
+    line = line.rstrip(".").strip()
+    if len(line) >= 2 and line[0] + line[-1] in ("[]", "()", "{}"):
+        line = line[1:-1].strip()
+    if not _ANSWER.fullmatch(line):
+        return None
+    numbers = [int(x) for x in re.findall(r"\d+", line)]
+    return numbers if sorted(numbers) == list(range(1, n + 1)) else None
+
+
+def _check_pair(pred: Sequence[int], gold: Sequence[int]) -> None:
+    if sorted(pred) != sorted(gold) or sorted(gold) != list(range(1, len(gold) + 1)):
+        raise ValueError(f"orderings must be permutations of the same 1…n: got {list(pred)} and {list(gold)}")
+
+
+def exact_match(pred: Sequence[int] | None, gold: Sequence[int]) -> bool:
+    """True iff the whole predicted ordering equals the gold (the paper's ✓); None is wrong."""
+    return pred is not None and list(pred) == list(gold)
+
+
+def kendall_tau(pred: Sequence[int], gold: Sequence[int]) -> float:
+    """Kendall's tau (``scipy.stats.kendalltau``; no ties, so tau-b = tau-a)
+    between the chronological rank each image gets in ``pred`` and in ``gold``:
+    1 identical, −1 reversed. Needs n ≥ 2."""
+    from scipy.stats import kendalltau
+
+    _check_pair(pred, gold)
+    if len(gold) < 2:
+        raise ValueError("Kendall's tau needs at least two images")
+    rank_pred = {img: r for r, img in enumerate(pred)}
+    rank_gold = {img: r for r, img in enumerate(gold)}
+    images = sorted(rank_gold)
+    return float(kendalltau([rank_pred[i] for i in images], [rank_gold[i] for i in images]).statistic)
+
+
+def position_accuracy(pred: Sequence[int], gold: Sequence[int]) -> float:
+    """Share of chronological ranks at which ``pred`` names the right image."""
+    _check_pair(pred, gold)
+    return sum(a == b for a, b in zip(pred, gold)) / len(gold)
+
+
+def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequence[int]]) -> dict:
+    """Aggregate over items: ``n``, ``n_valid``, ``n_invalid``; ``exact_match``
+    over all items (invalid = wrong, as Table S21's x/10) and
+    ``exact_match_valid`` over valid ones; mean ``kendall_tau`` and
+    ``position_accuracy`` over valid ones (None when none is valid);
+    ``chance_exact_match`` = mean of 1/n! (a uniform random guess)."""
+    if len(preds) != len(golds):
+        raise ValueError(f"{len(preds)} predictions for {len(golds)} gold orderings")
+    valid = [(p, g) for p, g in zip(preds, golds) if p is not None]
+    n = len(golds)
+
+    def mean(xs):
+        xs = list(xs)
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "n": n,
+        "n_valid": len(valid),
+        "n_invalid": n - len(valid),
+        "exact_match": mean(exact_match(p, g) for p, g in zip(preds, golds)),
+        "exact_match_valid": mean(exact_match(p, g) for p, g in valid),
+        "kendall_tau": mean(kendall_tau(p, g) for p, g in valid),
+        "position_accuracy": mean(position_accuracy(p, g) for p, g in valid),
+        "chance_exact_match": mean(1 / math.factorial(len(g)) for g in golds),
+    }
+
+
+# --------------------------------------------------------------------------- records
+
+
+def select_steps(n_steps: int, k: int) -> list[int]:
+    """``k`` of ``n_steps`` step indices (0-based), nearest to evenly spaced:
+    ``round(i·(n−1)/(k−1))`` with halves rounded up; first and last always in."""
+    if not 2 <= k <= n_steps:
+        raise ValueError(f"cannot pick {k} of {n_steps} steps (need 2 <= k <= n)")
+    return [(2 * i * (n_steps - 1) + (k - 1)) // (2 * (k - 1)) for i in range(k)]
+
+
+def probe_record(proc: Procedure, *, seed: int, n_images: int, load=image_bytes) -> dict:
+    """The ordering record of one procedure (module docstring)."""
+    k = proc.n if n_images == 0 else n_images
+    steps = select_steps(proc.n, k)
+    shown = list(shuffle_variant(k, rng_for(seed, "ordering-probe", proc.source, proc.id), min_moved=2).order)
+    answer = gold_order(shown)
+    parts = []
+    for p, rank in enumerate(shown, start=1):
+        parts += [("text", f"Image {p}:"), ("image", str(proc.images[steps[rank]]))]
+    parts.append(("text", ORDERING_INSTRUCTION.format(n=k)))
+    label = format_ordering(answer)
+    meta = {
+        "procedure_id": proc.id, "category": proc.category, "title": proc.title,
+        "steps_used": steps, "shown_order": shown, "gold_order": answer,
+        "step_texts": [proc.texts[s] for s in steps], "procedure_steps": proc.n,
+    }
+    return layout_record(
+        parts, load, id=records.make_id(BUILDER, seed, proc.source, proc.id, k, prefix="order-"), task="ordering",
+        answer=label, choices=[], label=label, source=proc.source, perturbation="shuffle",
+        position=next(p for p, rank in enumerate(shown) if p != rank), n_frames=k, layout=LAYOUT, meta=meta,
+    )
+
+
+def _generate(items_json: str, cfg_json: str):
+    from tqdm.auto import tqdm
+
+    cfg = json.loads(cfg_json)
+    for d in tqdm(json.loads(items_json), desc=BUILDER, unit="seq", disable=not cfg["progress"]):
+        proc = Procedure(d["id"], d["category"], [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"])], d["title"], d["source"])
+        yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"])
+
+
+@dataclass
+class OrderingConfig:
+    out: Path
+    procedures: Path | None = None
+    synthetic: int | None = None
+    seed: int = 42
+    n_images: int = DEFAULT_N_IMAGES
+    synthetic_size: int = 128
+    strict: bool = False
+    keep_work: bool = False
+    progress: bool = True
+
+    def check(self) -> None:
+        """Every cross-field problem at once, each naming the option and the fix."""
+        problems = check_common(self.procedures, self.synthetic, {SPLIT: 1.0}, self.synthetic_size, manifest_flag="--procedures")
+        if self.n_images != 0 and self.n_images < 2:
+            problems.append(f"--n-images {self.n_images}: give at least 2 images per instance (the paper uses 4), or 0 for every step")
+        if problems:
+            raise BuildError("invalid ordering-probe build options:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def build(cfg: OrderingConfig) -> dict:
+    """Run the whole build; returns the ``build.json`` contents."""
+    import datasets
+
+    cfg.check()
+    out = Path(cfg.out).resolve()
+    work = out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    min_steps = max(2, cfg.n_images)
+    manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
+                                                   size=cfg.synthetic_size, progress=cfg.progress, strict=cfg.strict, min_steps=min_steps)
+    items = [{"id": p.id, "category": p.category, "title": p.title, "source": p.source, "texts": p.texts,
+              "images": [str(x) for x in p.images]} for p in sorted(kept, key=lambda p: (p.source, p.id))]
+    cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "procedures": str(cfg.procedures) if cfg.procedures else None})
+    items_json = json.dumps(items, sort_keys=True)
+    arrow_cache = work / "arrow"
+    shutil.rmtree(arrow_cache, ignore_errors=True)
+    ds = datasets.Dataset.from_generator(_generate, features=records.FEATURES, cache_dir=str(arrow_cache),
+                                         gen_kwargs={"items_json": items_json, "cfg_json": cfg_json},
+                                         fingerprint=records.make_id(BUILDER, cfg_json, items_json))
+    dataset = datasets.DatasetDict({SPLIT: ds})
+    cols = ds.select_columns(["n_frames", "source", "position"]).to_dict()
+    info = {
+        "builder": BUILDER,
+        "version": VERSION,
+        "seed": cfg.seed,
+        "args": json.loads(cfg_json),
+        "protocol": {
+            "n_images": cfg.n_images or "all steps",
+            "step_selection": "round(i*(n-1)/(k-1)), halves up",
+            "shuffle": "uniform, never the identity",
+            "answer_format": "image numbers in chronological order, comma-separated, e.g. '2, 4, 1, 3'",
+            "prompt_text": "image labels 'Image k:' and the instruction only (no step texts)",
+        },
+        "sources": [{"path": str(manifest), "bytes": manifest.stat().st_size}]
+        + [{"id": p.id, "category": p.category, "steps": p.n, "bytes": p.image_bytes_total} for p in sorted(kept + short, key=lambda p: p.id)],
+        "counts": {
+            "records": {SPLIT: {"total": len(ds), "n_images": {str(k): v for k, v in sorted(Counter(cols["n_frames"]).items())},
+                                "source": dict(sorted(Counter(cols["source"]).items())),
+                                "first_moved_position": {str(k): v for k, v in sorted(Counter(cols["position"]).items())}}},
+            "sequences": {"kept": len(kept), "too_short": len(short), "skipped": len(skips),
+                          "per_category": dict(sorted(Counter(p.category for p in kept).items()))},
+        },
+        "filtered": [{"id": p.id, "reason": f"{p.n} step(s) (< {min_steps})"} for p in short],
+        "skipped": [asdict(s) for s in skips],
+    }
+    info = records.save(dataset, out, info)
+    if not cfg.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return info
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.description = "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order."
+    p.epilog = (
+        "examples:\n"
+        "  judgetrain build ordering-probe --out data/ordering --synthetic 24\n"
+        "  judgetrain build ordering-probe --out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0\n"
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--synthetic", type=int, metavar="N", help=f"generate N synthetic procedures (default when no manifest is given: {DEFAULT_SYNTHETIC})")
+    src.add_argument("--procedures", type=Path, metavar="MANIFEST",
+                     help='procedure manifest, JSON Lines: {"id", "category", "title"?, "source"?, "steps": [{"text", "image"}, ...]}')
+    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--n-images", type=int, default=DEFAULT_N_IMAGES, metavar="K",
+                   help="images per instance, evenly spaced steps (default 4, as the paper; 0 = every step)")
+    p.add_argument("--synthetic-size", type=int, default=128, metavar="PX", help="side of the synthetic step images in pixels")
+    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
+    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (synthetic procedures, arrow cache) after the build")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def config_from_args(args: argparse.Namespace) -> OrderingConfig:
+    synthetic = args.synthetic if args.synthetic is not None or args.procedures is not None else DEFAULT_SYNTHETIC
+    return OrderingConfig(out=args.out, procedures=args.procedures, synthetic=synthetic, seed=args.seed, n_images=args.n_images,
+                          synthetic_size=args.synthetic_size, strict=args.strict, keep_work=args.keep_work, progress=not args.no_progress)
+
+
+def print_summary(info: dict, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    seq = info["counts"]["sequences"]
+    console.print(f"Ordering probe: {seq['kept']} sequence(s), {seq['too_short']} too short, {seq['skipped']} skipped")
+    t = Table(title="Instances per category")
+    t.add_column("category")
+    t.add_column("instances", justify="right")
+    for c, n in seq["per_category"].items():
+        t.add_row(c, str(n))
+    console.print(t)
+    if info["skipped"]:
+        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
+    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    info = build(cfg)
+    print_summary(info, Path(cfg.out))
+    return 0

@@ -1,0 +1,483 @@
+"""Procedures: step-by-step image sequences for PRISM and the ordering probe.
+
+Two sources, one format:
+
+* **Procedure manifests** (COIN-style cooking / recipe procedures), JSON Lines,
+  one procedure per line::
+
+      {"id": "coin-0042", "category": "make-pizza", "title": "Make a pizza",
+       "source": "coin",
+       "steps": [{"text": "Roll out the dough.", "image": "coin-0042/0.jpg"}, ...]}
+
+  ``id``, ``category`` and ``steps`` (a non-empty list, in chronological
+  order, each with a non-empty ``text`` and an ``image``) are required;
+  ``title`` (what the procedure achieves, shown as "Task: …") and ``source``
+  (the record's ``source`` column; default ``"procedures"``) are optional;
+  other keys are ignored. Image paths are relative to the manifest's folder
+  and may not leave it. A malformed line, a missing / unreadable image or a
+  duplicate id becomes a :class:`Skip` naming ``path:line`` (counted in
+  ``build.json``, never silently dropped); builders fail on them under
+  ``--strict``.
+
+* **Synthetic procedures** (the default, offline): procedures whose step
+  images make the chronological order checkable by eye, rendered with PIL at
+  ``size`` × ``size`` pixels (default 128) as PNG files, with step texts, in
+  six categories (:data:`CATEGORIES`): a pizza topped step by step, a layered
+  drink poured layer by layer, a tower built block by block, a polygon drawn
+  side by side, a plant growing from seed to flower, a clock whose hour hand
+  advances one hour per step. Every image shows the *cumulative* state after
+  its step, so a later step's image always contains visibly more (or, for the
+  clock, a later hour) than an earlier one. Categories are assigned round-robin
+  (``index % 6``) so that any six consecutive procedures cover all of them and
+  semantic outliers (images from another category) always exist; the number
+  of steps (4–8 by default) and every colour, position and parameter are drawn
+  from a generator seeded by (seed, index) through hashlib.
+
+:func:`write_procedures` writes the synthetic set to a folder + manifest in the
+manifest format above: each procedure's folder appears complete or not at all
+(written to a temporary folder, then renamed), a complete folder from the same
+(seed, index, size, version) is kept on rerun (resume), and the manifest is
+written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, UnidentifiedImageError
+from tqdm.auto import tqdm
+
+from judgetrain.seeding import derive_seed
+
+from .common import BuildError, Skip, inside
+
+__all__ = [
+    "SOURCE",
+    "DEFAULT_SOURCE",
+    "CATEGORIES",
+    "Step",
+    "Procedure",
+    "BuildError",
+    "Skip",
+    "read_procedures",
+    "load_procedures",
+    "inside",
+    "check_image",
+    "image_bytes",
+    "render_procedure",
+    "write_procedures",
+]
+
+SOURCE = "synthetic-procedures"
+DEFAULT_SOURCE = "procedures"
+VERSION = "1.0.0"
+CATEGORIES = ("pizza", "layered-drink", "block-tower", "polygon-drawing", "plant-growth", "clock")
+DEFAULT_STEPS_RANGE = (4, 8)
+# Formats whose bytes go into records as they are; anything else is re-encoded as PNG.
+KEPT_FORMATS = ("PNG", "JPEG")
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+BLOCK_COLORS = {
+    "red": (200, 40, 40), "blue": (45, 80, 215), "green": (40, 150, 60), "yellow": (240, 205, 40),
+    "purple": (135, 50, 190), "orange": (240, 135, 30), "cyan": (40, 200, 210), "brown": (130, 80, 35),
+}
+LIQUIDS = {
+    "grenadine": (190, 20, 45), "orange juice": (250, 150, 30), "lemonade": (245, 230, 110),
+    "blue curaçao": (30, 110, 220), "milk": (250, 250, 245), "cola": (70, 35, 20),
+    "mint syrup": (60, 190, 90), "grape juice": (110, 40, 120),
+}
+TOPPINGS = ("pepperoni slices", "black olives", "basil leaves", "mushrooms", "green peppers")
+TOPPING_NAMES = {"pepperoni slices": "pepperoni", "black olives": "olive", "basil leaves": "basil", "mushrooms": "mushroom",
+                 "green peppers": "pepper"}
+POLYGONS = {4: "square", 5: "pentagon", 6: "hexagon", 7: "heptagon", 8: "octagon", 9: "nonagon", 10: "decagon"}
+FLOWER_COLORS = {"red": (215, 40, 50), "yellow": (245, 210, 40), "pink": (240, 120, 170), "purple": (140, 70, 200), "white": (250, 250, 250)}
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a procedure: its instruction text and its image file."""
+
+    text: str
+    image: Path
+
+
+@dataclass
+class Procedure:
+    """A gold procedure: steps in chronological order (``steps[0]`` first)."""
+
+    id: str
+    category: str
+    steps: list[Step]
+    title: str = ""
+    source: str = DEFAULT_SOURCE
+    manifest: str = ""
+    line: int | None = None
+    image_bytes_total: int = field(default=0, compare=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.text for s in self.steps]
+
+    @property
+    def images(self) -> list[Path]:
+        return [s.image for s in self.steps]
+
+
+def check_image(path: Path, what: str) -> int:
+    """Fully decode the image at ``path`` (so a truncated file is caught here,
+    not mid-build); return its size in bytes. Raises ValueError saying why."""
+    if not path.is_file():
+        raise ValueError(f"{what} {path.name!r}: file not found ({path})")
+    try:
+        with Image.open(path) as im:
+            im.load()
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as e:
+        raise ValueError(f"{what} {path.name!r}: unreadable image ({e})") from None
+    return path.stat().st_size
+
+
+def image_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes a record stores for an image file: the file itself when it is
+    PNG or JPEG (no re-encoding, so a record's image is byte-identical to the
+    source), else the image re-encoded as RGB PNG."""
+    data = Path(path).read_bytes()
+    with Image.open(io.BytesIO(data)) as im:
+        if im.format in KEPT_FORMATS:
+            return data
+        buf = io.BytesIO()
+        im.convert("RGB").save(buf, format="PNG")
+        return buf.getvalue()
+
+
+def read_procedures(path: str | os.PathLike) -> tuple[list[Procedure], list[Skip]]:
+    """Parse a procedure manifest (module docstring). Every bad line — not JSON,
+    a missing or mistyped field, a path outside the manifest's folder, a missing
+    or unreadable image, a duplicate id — becomes a :class:`Skip` naming the
+    manifest and line; nothing raises except a missing manifest."""
+    path = Path(path)
+    if not path.is_file():
+        raise BuildError(f"{path}: procedure manifest not found")
+    root = path.parent
+    procedures: list[Procedure] = []
+    skips: list[Skip] = []
+    seen: dict[str, int] = {}
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            sid = None
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("each line must be a JSON object")
+                sid = row.get("id")
+                if not isinstance(sid, str) or not sid:
+                    sid = None
+                    raise ValueError("missing 'id' (a non-empty string naming the procedure)")
+                if sid in seen:
+                    raise ValueError(f"duplicate id {sid!r} (first on line {seen[sid]}); ids must be unique")
+                category = row.get("category")
+                if not isinstance(category, str) or not category:
+                    raise ValueError("missing 'category' (e.g. \"make-pizza\"; semantic outliers come from other categories)")
+                title = row.get("title", "")
+                if not isinstance(title, str):
+                    raise ValueError("'title' must be a string")
+                source = row.get("source", DEFAULT_SOURCE)
+                if not isinstance(source, str) or not source:
+                    raise ValueError("'source' must be a non-empty string")
+                raw = row.get("steps")
+                if not isinstance(raw, list) or not raw:
+                    raise ValueError("'steps' must be a non-empty list of {\"text\", \"image\"} objects in chronological order")
+                steps, total = [], 0
+                for k, step in enumerate(raw):
+                    if not isinstance(step, dict):
+                        raise ValueError(f"steps[{k}] must be an object with 'text' and 'image'")
+                    text = step.get("text")
+                    if not isinstance(text, str) or not text.strip():
+                        raise ValueError(f"steps[{k}].text must be a non-empty string")
+                    image = inside(root, step.get("image"), f"steps[{k}].image")
+                    total += check_image(image, f"steps[{k}].image")
+                    steps.append(Step(text.strip(), image))
+            except (json.JSONDecodeError, ValueError) as e:
+                kind = "malformed manifest line" if isinstance(e, json.JSONDecodeError) else "bad procedure"
+                skips.append(Skip(str(path), n, f"{kind}: {e}", sid))
+                continue
+            seen[sid] = n
+            procedures.append(Procedure(sid, category, steps, title.strip(), source, str(path), n, total))
+    return procedures, skips
+
+
+def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: int, size: int, progress: bool, strict: bool,
+                    min_steps: int) -> tuple[Path, list[Procedure], list[Procedure], list[Skip]]:
+    """The builders' source step: read ``manifest``, or first write ``synthetic``
+    procedures under ``work/synthetic`` and read those. Returns (manifest, kept,
+    too short (< ``min_steps`` steps), skipped). Skips are printed; under
+    ``strict`` any of them fails the build, as does having nothing to keep."""
+    if manifest is None:
+        manifest = write_procedures(work / "synthetic", synthetic, seed=seed, size=size, progress=progress)
+    procedures, skips = read_procedures(manifest)
+    if skips:
+        for s in skips:
+            print(f"warning: skipped {s}", file=sys.stderr)
+        if strict:
+            raise BuildError(f"{len(skips)} bad input(s) (listed above); fix them or rerun without --strict to skip them")
+    kept = [p for p in procedures if p.n >= min_steps]
+    short = [p for p in procedures if p.n < min_steps]
+    if not kept:
+        raise BuildError(f"no procedure with {min_steps}+ steps in {manifest} ({len(short)} too short, {len(skips)} skipped); "
+                         f"see the warnings above")
+    return Path(manifest), kept, short, skips
+
+
+# --------------------------------------------------------------------------- the synthetic renderer
+
+
+def _pastel(rng: np.random.Generator) -> tuple[int, int, int]:
+    return tuple(int(x) for x in rng.integers(215, 250, size=3))
+
+
+def _plan(category: str, n: int, rng: np.random.Generator) -> dict:
+    """Everything random about one procedure, drawn once: texts and drawing parameters."""
+    p: dict[str, Any] = {"category": category, "n": n, "background": _pastel(rng)}
+    if category == "pizza":
+        toppings = [TOPPINGS[i] for i in rng.choice(len(TOPPINGS), size=n - 4, replace=False)]
+        p["toppings"] = toppings
+        p["cheese"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 28)) * 36, rng.uniform(0, 2 * math.pi, 28))]
+        p["spots"] = [[(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0.05, 1, 6)) * 34, rng.uniform(0, 2 * math.pi, 6))]
+                      for _ in toppings]
+        p["burn"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 10)) * 36, rng.uniform(0, 2 * math.pi, 10))]
+        texts = ["Roll the dough out into a round pizza base.", "Spread tomato sauce over the base.",
+                 "Sprinkle grated cheese over the sauce."]
+        texts += [f"Add the {t}." for t in toppings]
+        texts.append("Bake the pizza until the crust is golden brown.")
+        names = [TOPPING_NAMES[t] for t in toppings]
+        names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        title = f"Make a {names} pizza" if names else "Make a cheese pizza"
+    elif category == "layered-drink":
+        liquids = [list(LIQUIDS)[i] for i in rng.choice(len(LIQUIDS), size=n, replace=False)]
+        p["liquids"] = liquids
+        texts = [f"Pour {liquids[0]} into the empty glass."]
+        texts += [f"Slowly pour {liquids[k]} on top of the {liquids[k - 1]}." for k in range(1, n)]
+        title = f"Make a layered drink with {n} layers"
+    elif category == "block-tower":
+        colors = [list(BLOCK_COLORS)[i] for i in rng.choice(len(BLOCK_COLORS), size=n, replace=False)]
+        p["colors"] = colors
+        p["widths"] = [int(w) for w in rng.integers(44, 76, size=n)]
+        p["shifts"] = [int(s) for s in rng.integers(-6, 7, size=n)]
+        texts = [f"Place the {colors[0]} block on the table."]
+        texts += [f"Place the {colors[k]} block on the {colors[k - 1]} block." for k in range(1, n)]
+        title = f"Build a tower of {n} blocks"
+    elif category == "polygon-drawing":
+        shape = POLYGONS[n]
+        p["rotation"] = float(rng.uniform(0, 2 * math.pi))
+        p["color"] = tuple(int(c) for c in rng.integers(20, 140, size=3))
+        texts = [f"Draw the {ORDINALS[k]} side of the {shape}." for k in range(n - 1)]
+        texts.append(f"Draw the last side to close the {shape}.")
+        title = f"Draw {'an' if shape[0] in 'aeiou' else 'a'} {shape}"
+    elif category == "plant-growth":
+        flower = list(FLOWER_COLORS)[int(rng.integers(len(FLOWER_COLORS)))]
+        p["flower"] = flower
+        p["pot"] = tuple(int(c) for c in rng.integers(150, 200, size=3) * np.array([1.0, 0.55, 0.35]))
+        texts = ["Fill the pot with soil and sow a seed.", "Water the soil until a sprout appears."]
+        texts += [f"Keep watering: the stem grows its {ORDINALS[k]} pair of leaves." for k in range(n - 3)]
+        texts.append(f"The plant blooms with a {flower} flower.")
+        title = "Grow a flowering plant from a seed"
+    elif category == "clock":
+        start = int(rng.integers(1, 13))
+        p["hours"] = [(start + k - 1) % 12 + 1 for k in range(n)]
+        p["face"] = _pastel(rng)
+        texts = [f"The clock shows {p['hours'][0]} o'clock."]
+        texts += [f"One hour later, the clock shows {h} o'clock." for h in p["hours"][1:]]
+        title = f"Watch the clock for {n - 1} hours"
+    else:  # pragma: no cover - CATEGORIES is closed
+        raise ValueError(f"unknown category {category!r}")
+    p["texts"], p["title"] = texts, title
+    return p
+
+
+def _polar(cx: float, cy: float, r: float, a: float) -> tuple[float, float]:
+    return cx + r * math.cos(a), cy + r * math.sin(a)
+
+
+def _draw_state(p: dict, k: int, size: int) -> Image.Image:
+    """The image after step ``k`` (0-based): the cumulative state of the procedure."""
+    s = size / 128.0
+    img = Image.new("RGB", (size, size), p["background"])
+    d = ImageDraw.Draw(img)
+    d.rectangle([0, 0, size - 1, size - 1], outline=(150, 150, 150), width=max(1, round(2 * s)))
+
+    def box(x0, y0, x1, y1):
+        return [x0 * s, y0 * s, x1 * s, y1 * s]
+
+    def circle(cx, cy, r, **kw):
+        d.ellipse(box(cx - r, cy - r, cx + r, cy + r), **kw)
+
+    cat, n = p["category"], p["n"]
+    if cat == "pizza":
+        d.rounded_rectangle(box(6, 6, 122, 122), radius=10 * s, fill=(170, 120, 70))
+        baked = k == n - 1
+        circle(64, 64, 50, fill=(200, 130, 60) if baked else (236, 212, 165))
+        if k >= 1:
+            circle(64, 64, 43, fill=(195, 45, 30))
+        if k >= 2:
+            for r, a in p["cheese"]:
+                x, y = _polar(64, 64, r, a)
+                circle(x, y, 4, fill=(250, 226, 120))
+        for t, (topping, spots) in enumerate(zip(p["toppings"], p["spots"])):
+            if k < 3 + t:
+                break
+            for r, a in spots:
+                x, y = _polar(64, 64, r, a)
+                if topping.startswith("pepperoni"):
+                    circle(x, y, 6, fill=(160, 35, 35), outline=(120, 20, 20))
+                elif topping.startswith("black"):
+                    circle(x, y, 4, fill=(25, 25, 25))
+                    circle(x, y, 1.6, fill=(195, 45, 30))
+                elif topping.startswith("basil"):
+                    d.ellipse(box(x - 6, y - 3, x + 6, y + 3), fill=(35, 130, 45))
+                elif topping.startswith("mushrooms"):
+                    d.pieslice(box(x - 5, y - 5, x + 5, y + 5), 180, 360, fill=(205, 185, 150))
+                    d.rectangle(box(x - 1.5, y, x + 1.5, y + 4), fill=(225, 210, 180))
+                else:
+                    d.rectangle(box(x - 6, y - 1.5, x + 6, y + 1.5), fill=(60, 160, 50))
+        if baked:
+            for r, a in p["burn"]:
+                x, y = _polar(64, 64, r, a)
+                circle(x, y, 2.5, fill=(150, 90, 40))
+    elif cat == "layered-drink":
+        top, bottom, left, right = 18, 114, 38, 90
+        layer = (bottom - top - 4) / n
+        for j in range(k + 1):
+            y1 = bottom - j * layer
+            d.rectangle(box(left, y1 - layer, right, y1), fill=LIQUIDS[p["liquids"][j]])
+        w = max(1, round(3 * s))
+        d.line([(left * s, top * s), (left * s, bottom * s), (right * s, bottom * s), (right * s, top * s)], fill=(90, 90, 100), width=w)
+    elif cat == "block-tower":
+        ground = 116
+        d.rectangle(box(4, ground, 124, 124), fill=(120, 90, 60))
+        height = min(13.0, 100.0 / n)
+        for j in range(k + 1):
+            w, shift = p["widths"][j], p["shifts"][j]
+            y1 = ground - j * height
+            d.rectangle(box(64 + shift - w / 2, y1 - height, 64 + shift + w / 2, y1), fill=BLOCK_COLORS[p["colors"][j]],
+                        outline=(30, 30, 30), width=max(1, round(s)))
+    elif cat == "polygon-drawing":
+        pts = [_polar(64 * s, 64 * s, 46 * s, p["rotation"] + 2 * math.pi * i / n) for i in range(n + 1)]
+        for i in range(n):  # faint guide dots at every corner, so the empty part is visible too
+            circle(pts[i][0] / s, pts[i][1] / s, 2, fill=(170, 170, 170))
+        for j in range(k + 1):
+            d.line([pts[j], pts[j + 1]], fill=p["color"], width=max(2, round(4 * s)))
+        circle(pts[k + 1][0] / s, pts[k + 1][1] / s, 3.5, fill=(220, 60, 60))  # the pencil's tip
+    elif cat == "plant-growth":
+        d.polygon([(40 * s, 92 * s), (88 * s, 92 * s), (80 * s, 122 * s), (48 * s, 122 * s)], fill=p["pot"])
+        d.rectangle(box(40, 88, 88, 94), fill=(95, 60, 35))
+        if k == 0:
+            d.ellipse(box(61, 84, 67, 89), fill=(120, 85, 40))
+        else:
+            leaves = max(0, min(k - 1, n - 3))
+            height = 10 + (70 * k) / (n - 1)
+            top = 88 - height
+            d.line([(64 * s, 88 * s), (64 * s, top * s)], fill=(40, 140, 50), width=max(2, round(3 * s)))
+            for j in range(leaves):
+                y = 82 - (j + 1) * (height - 8) / (leaves + 1)
+                d.ellipse(box(64 - 16, y - 4, 64, y + 4), fill=(50, 160, 60))
+                d.ellipse(box(64, y - 4, 64 + 16, y + 4), fill=(50, 160, 60))
+            if k == n - 1:
+                color = FLOWER_COLORS[p["flower"]]
+                for a in range(6):
+                    x, y = _polar(64, top, 7, a * math.pi / 3)
+                    circle(x, y, 5, fill=color, outline=(120, 120, 120))
+                circle(64, top, 4, fill=(240, 190, 40))
+            else:
+                circle(64, top, 3, fill=(70, 175, 70))  # the growing tip
+    elif cat == "clock":
+        circle(64, 64, 52, fill=p["face"], outline=(40, 40, 40), width=max(2, round(3 * s)))
+        for h in range(12):
+            a = -math.pi / 2 + h * math.pi / 6
+            x0, y0 = _polar(64 * s, 64 * s, 44 * s, a)
+            x1, y1 = _polar(64 * s, 64 * s, 50 * s, a)
+            d.line([(x0, y0), (x1, y1)], fill=(40, 40, 40), width=max(1, round((3 if h % 3 == 0 else 1) * s)))
+        hour = p["hours"][k]
+        a = -math.pi / 2 + (hour % 12) * math.pi / 6
+        d.line([(64 * s, 64 * s), _polar(64 * s, 64 * s, 28 * s, a)], fill=(20, 20, 20), width=max(2, round(5 * s)))
+        d.line([(64 * s, 64 * s), (64 * s, 20 * s)], fill=(60, 60, 60), width=max(1, round(2 * s)))
+        circle(64, 64, 3, fill=(20, 20, 20))
+    return img
+
+
+def render_procedure(seed: int, index: int, *, size: int = 128, steps_range=DEFAULT_STEPS_RANGE) -> tuple[dict, list[Image.Image]]:
+    """Synthetic procedure ``index`` of ``seed``: ``(info, images)`` where info
+    holds ``id`` (``proc-<index:05d>``), ``category`` (``CATEGORIES[index % 6]``),
+    ``title`` and ``texts`` (one per step), and ``images`` are RGB ``size``² PIL
+    images, one per step, each showing the state after its step."""
+    lo, hi = steps_range
+    if not 4 <= lo <= hi <= 8:
+        raise ValueError(f"steps_range={steps_range}: need 4 <= min <= max <= 8 (the renderer draws at most 8 steps)")
+    if size < 64:
+        raise ValueError(f"size={size}: images must be at least 64 pixels wide")
+    rng = np.random.default_rng(derive_seed("procedures", seed, index))
+    category = CATEGORIES[index % len(CATEGORIES)]
+    n = int(rng.integers(lo, hi + 1))
+    p = _plan(category, n, rng)
+    info = {"id": f"proc-{index:05d}", "category": category, "title": p["title"], "texts": p["texts"]}
+    return info, [_draw_state(p, k, size) for k in range(n)]
+
+
+def write_procedures(out_dir: str | os.PathLike, n: int, seed: int = 0, *, size: int = 128,
+                     steps_range=DEFAULT_STEPS_RANGE, progress: bool = True) -> Path:
+    """Write ``n`` synthetic procedures to ``out_dir/images/<id>/step-<k>.png``
+    and ``out_dir/manifest.jsonl`` (the manifest format of this module, with
+    ``source`` = :data:`SOURCE`). Resumable: a procedure folder whose
+    ``procedure.json`` matches (seed, index, size, steps range, version) and holds
+    every step image is kept. Returns the manifest path."""
+    if n < 1:
+        raise ValueError(f"n={n}: give the number of procedures to generate (at least 1)")
+    out_dir = Path(out_dir)
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for index in tqdm(range(n), desc=SOURCE, unit="procedure", disable=not progress):
+        pid = f"proc-{index:05d}"
+        folder = out_dir / "images" / pid
+        key = {"seed": seed, "index": index, "size": size, "steps_range": list(steps_range), "version": VERSION}
+        info = None
+        marker = folder / "procedure.json"
+        if marker.is_file():
+            cached = json.loads(marker.read_text())
+            if cached.get("key") == key and all((folder / f"step-{k:02d}.png").is_file() for k in range(len(cached["texts"]))):
+                info = cached
+        if info is None:
+            info, images = render_procedure(seed, index, size=size, steps_range=steps_range)
+            info = {**info, "key": key}
+            tmp = folder.with_name(pid + ".part")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for k, im in enumerate(images):
+                im.save(tmp / f"step-{k:02d}.png")
+            (tmp / "procedure.json").write_text(json.dumps(info, sort_keys=True))
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(tmp, folder)  # the folder appears complete or not at all
+        rows.append({
+            "id": pid, "category": info["category"], "title": info["title"], "source": SOURCE,
+            "steps": [{"text": t, "image": f"images/{pid}/step-{k:02d}.png"} for k, t in enumerate(info["texts"])],
+        })
+    manifest = out_dir / "manifest.jsonl"
+    tmp = manifest.with_name(manifest.name + ".part")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, manifest)
+    return manifest

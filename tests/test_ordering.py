@@ -1,0 +1,167 @@
+"""Chronological-ordering probe (paper 002 App. G): answer parsing, metrics on hand-worked examples, records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+from datasets import Image as ImageFeature
+from datasets import List
+from PIL import Image
+
+from judgetrain import records
+from judgetrain.data_builders import ordering
+from judgetrain.data_builders.procedures import BuildError, read_procedures
+
+# --------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize("text", [
+    "2, 4, 1, 3",
+    "2,4,1,3.",
+    "2 4 1 3",
+    "2-4-1-3",
+    "2 -> 4 -> 1 -> 3",
+    "2 → 4 → 1 → 3",
+    "[2, 4, 1, 3]",
+    "**2, 4, 1, 3**",
+    "Image 2, Image 4, Image 1, Image 3",
+    "Answer: 2, 4, 1, 3",
+    "Final answer:\n\n2, 4, 1, 3\nThat is my ordering.",           # the line after the last marker
+    "Image 2 shows the dough, image 4 the sauce.\nOrder: 2, 4, 1, 3",
+    "The dough comes first, image 4 later.\n2, 4, 1, 3",            # no marker: the last line
+])
+def test_parse_ordering_reads_a_permutation(text):
+    assert ordering.parse_ordering(text, 4) == [2, 4, 1, 3]
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "2, 4, 1",              # too few
+    "2, 4, 1, 3, 5",        # too many
+    "2, 4, 4, 3",           # repeated
+    "1, 3, 0, 2",           # 0-based
+    "The order is 2, 4, 1, 3",   # words on the answer line: never guessed
+    "2, 4, 1, 3\nI am not sure.",  # the last line is not an answer
+    "Answer: B-D-A-C",      # letters are not this probe's format
+    "Answer: 2, 4, 1, 3 or maybe 2, 1, 4, 3",
+    "Answer:",
+])
+def test_parse_ordering_refuses_anything_else(text):
+    assert ordering.parse_ordering(text, 4) is None
+
+
+def test_gold_order_and_format():
+    # shown[p] = chronological rank of the image at display position p
+    assert ordering.gold_order([3, 1, 0, 2]) == [3, 2, 4, 1]  # rank 0 is image 3, rank 1 image 2, …
+    assert ordering.gold_order([0, 1, 2]) == [1, 2, 3]
+    assert ordering.format_ordering([3, 2, 4, 1]) == "3, 2, 4, 1"
+    assert ordering.parse_ordering(ordering.format_ordering([3, 2, 4, 1]), 4) == [3, 2, 4, 1]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_metrics_on_hand_worked_examples():
+    gold = [2, 4, 1, 3]
+    # one adjacent inversion (images 1 and 3): 5 concordant pairs, 1 discordant → tau = (5 − 1) / 6
+    assert ordering.kendall_tau([2, 4, 3, 1], gold) == pytest.approx(2 / 3)
+    assert ordering.position_accuracy([2, 4, 3, 1], gold) == 0.5
+    assert ordering.kendall_tau(gold, gold) == 1.0 and ordering.position_accuracy(gold, gold) == 1.0
+    assert ordering.kendall_tau([3, 1, 4, 2], gold) == pytest.approx(-1.0)  # reversed
+    assert ordering.position_accuracy([3, 1, 4, 2], gold) == 0.0
+    # a rotation (the first image moved to the end, the others one place earlier): 3 of 6 pairs discordant
+    assert ordering.kendall_tau([4, 1, 3, 2], gold) == pytest.approx(0.0)
+    assert ordering.exact_match(gold, gold) and not ordering.exact_match([2, 4, 3, 1], gold)
+    assert not ordering.exact_match(None, gold)
+    with pytest.raises(ValueError):
+        ordering.kendall_tau([1, 2, 3], gold)
+
+
+def test_ordering_metrics_count_invalid_answers_as_wrong():
+    golds = [[2, 4, 1, 3], [1, 2, 3, 4], [3, 1, 2], [4, 3, 2, 1]]
+    preds = [[2, 4, 1, 3], [1, 2, 4, 3], None, [1, 2, 3, 4]]
+    m = ordering.ordering_metrics(preds, golds)
+    assert (m["n"], m["n_valid"], m["n_invalid"]) == (4, 3, 1)
+    assert m["exact_match"] == pytest.approx(1 / 4)         # the paper's x/n: 1 of 4
+    assert m["exact_match_valid"] == pytest.approx(1 / 3)
+    assert m["kendall_tau"] == pytest.approx((1 + 2 / 3 - 1) / 3)
+    assert m["position_accuracy"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert m["chance_exact_match"] == pytest.approx((3 / 24 + 1 / 6) / 4)
+    empty = ordering.ordering_metrics([None], [[1, 2]])
+    assert empty["exact_match"] == 0 and empty["kendall_tau"] is None
+
+
+def test_select_steps_is_evenly_spaced():
+    assert ordering.select_steps(4, 4) == [0, 1, 2, 3]
+    assert ordering.select_steps(5, 4) == [0, 1, 3, 4]      # 0, 1.33, 2.67, 4
+    assert ordering.select_steps(7, 4) == [0, 2, 4, 6]
+    assert ordering.select_steps(8, 4) == [0, 2, 5, 7]      # 0, 2.33, 4.67, 7
+    assert ordering.select_steps(6, 3) == [0, 3, 5]         # 0, 2.5 → 3, 5
+    with pytest.raises(ValueError):
+        ordering.select_steps(3, 4)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def test_probe_records(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    ordering.configure_parser(parser)
+    assert ordering.main(parser.parse_args(["--out", str(tmp_path / "ds"), "--synthetic", "12", "--seed", "5",
+                                            "--no-progress", "--keep-work"])) == 0
+    assert "Dataset written to" in capsys.readouterr().out
+    procs = {p.id: p for p in read_procedures(tmp_path / "ds.work" / "synthetic" / "manifest.jsonl")[0]}
+    ds = records.load(tmp_path / "ds", verify=True)
+    assert list(ds) == ["test"] and len(ds["test"]) == 12
+    rows = ds["test"].cast_column("images", List(ImageFeature(decode=False)))
+    records.validate_records(rows, split="test")
+    moved_first = set()
+    for row in rows:
+        m = json.loads(row["meta"])
+        proc = procs[m["procedure_id"]]
+        assert row["task"] == "ordering" and row["choices"] == [] and row["layout"] == "G" and row["n_frames"] == 4
+        assert row["completion"][0]["content"][0]["text"] == row["label"]
+        order = ordering.parse_ordering(row["label"], 4)
+        assert order == m["gold_order"]
+        assert m["steps_used"] == ordering.select_steps(proc.n, 4)
+        images = [im["bytes"] for im in row["images"]]
+        chronological = [proc.steps[s].image.read_bytes() for s in m["steps_used"]]
+        # the answer puts the shown images back in chronological order, and the shown order is shuffled
+        assert [images[k - 1] for k in order] == chronological and images != chronological
+        assert row["position"] == next(p for p in range(4) if images[p] != chronological[p])
+        moved_first.add(row["position"])
+        texts = [c["text"] for c in row["prompt"][0]["content"] if c["type"] == "text"]
+        assert texts[:4] == ["Image 1:", "Image 2:", "Image 3:", "Image 4:"]
+        assert texts[4] == ordering.ORDERING_INSTRUCTION.format(n=4)
+        assert not any(t in "\n".join(texts) for t in proc.texts)  # no step text leaks into the prompt
+    assert len(moved_first) > 1
+    again = ordering.build(ordering.OrderingConfig(out=tmp_path / "again", synthetic=12, seed=5, progress=False))
+    first = json.loads((tmp_path / "ds" / "build.json").read_text())
+    assert again["splits"] == first["splits"]
+
+
+def test_all_steps_and_too_short(tmp_path):
+    rows = []
+    for pid, n in (("p4", 4), ("p6", 6), ("p2", 2)):
+        (tmp_path / pid).mkdir()
+        steps = []
+        for k in range(n):
+            Image.fromarray(np.full((8, 8, 3), 10 * k + n, np.uint8)).save(tmp_path / pid / f"{k}.png")
+            steps.append({"text": f"step {k}", "image": f"{pid}/{k}.png"})
+        rows.append({"id": pid, "category": "c", "steps": steps})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    info = ordering.build(ordering.OrderingConfig(out=tmp_path / "six", procedures=manifest, n_images=6, progress=False))
+    assert info["counts"]["sequences"]["kept"] == 1 and [f["id"] for f in info["filtered"]] == ["p4", "p2"]
+    info = ordering.build(ordering.OrderingConfig(out=tmp_path / "all", procedures=manifest, n_images=0, progress=False))
+    ds = records.load(tmp_path / "all")["test"]
+    assert sorted(ds["n_frames"]) == [2, 4, 6]
+    two = next(r for r in ds if r["n_frames"] == 2)
+    assert two["label"] == "2, 1"  # the only non-identity order of two images
+    with pytest.raises(BuildError, match="--n-images"):
+        ordering.OrderingConfig(out=tmp_path, n_images=1).check()
+    assert math.isclose(ordering.ordering_metrics([[2, 1]], [[2, 1]])["chance_exact_match"], 0.5)
