@@ -12,13 +12,21 @@ import importlib
 import sys
 
 # builder name -> module (imported lazily: building TimeCatch should not import the trainer)
-BUILDERS = {"timecatch": "judgetrain.data_builders.timecatch"}
-COMMANDS = {"quickstart": "judgetrain.quickstart"}
+BUILDERS = {
+    "timecatch": "judgetrain.data_builders.timecatch",
+    "prism": "judgetrain.data_builders.prism",
+    "mirage": "judgetrain.data_builders.mirage",
+    "ordering-probe": "judgetrain.data_builders.ordering",
+}
+COMMANDS = {"quickstart": "judgetrain.quickstart", "train": "judgetrain.launch", "merge": "judgetrain.merge"}
+# commands whose unknown arguments are passed on (recipe overrides for the trainer)
+PASS_THROUGH = {"train"}
 
 EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline
   judgetrain build timecatch --out data/timecatch --synthetic 200
-  judgetrain build timecatch --help
+  judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate-config zero3
+  judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/merged
 """
 
 
@@ -39,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         mod.configure_parser(p)
         p.set_defaults(_main=mod.main)
     build = sub.add_parser("build", help="build a dataset of task records", formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog="example:\n  judgetrain build timecatch --out data/timecatch --synthetic 200\n")
+                           epilog="example:\n  judgetrain build timecatch --out data/timecatch --synthetic 200\n  judgetrain build prism --out data/prism --synthetic 40\n")
     builders = build.add_subparsers(dest="builder", metavar="BUILDER", required=True)
     for name, module in BUILDERS.items():
         mod = importlib.import_module(module)
@@ -51,16 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    from judgetrain.data_builders.timecatch import BuildError
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command not in PASS_THROUGH:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from judgetrain.data_builders.common import BuildError
     from judgetrain.models import ModelNotFoundError
     from judgetrain.perceptual import BackboneWeightsMissing
     from judgetrain.records import IncompleteDatasetError, RecordValidationError
+    from judgetrain.train import ConfigError
 
     try:
-        return args._main(args)
+        return args._main(args, extra) if args.command in PASS_THROUGH else args._main(args)
     # Errors whose message already says what to do: no traceback on top of it.
-    except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing) as e:
+    except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing,
+            ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -89,6 +89,10 @@ class ModelFamily:
     vision_tower_regex: str
     projector_regex: str
     image_token: str
+    # Module names (suffixes, as PEFT's ``modules_to_save`` matches them) that
+    # are trained fully when a recipe unfreezes the vision tower / projector.
+    vision_modules: tuple[str, ...] = ()
+    projector_modules: tuple[str, ...] = ()
     lora_target_regex: str = _LM_PROJECTIONS
     aliases: tuple[str, ...] = ()
     min_pixels: int | None = None
@@ -152,6 +156,8 @@ FAMILIES: dict[str, ModelFamily] = {
         # language model; everything else under `visual.` is the encoder.
         vision_tower_regex=r"(?:^|\.)visual\.",
         projector_regex=r"(?:^|\.)visual\.(?:merger|deepstack_merger_list)(?:\.|$)",
+        vision_modules=("visual",),
+        projector_modules=("visual.merger", "visual.deepstack_merger_list"),
         image_token="<|image_pad|>",
         # 32 px per token; 64..1280 tokens per frame keeps a 16-frame prompt
         # within ~20k visual tokens while small frames are not upscaled much.
@@ -166,6 +172,8 @@ FAMILIES: dict[str, ModelFamily] = {
         example_checkpoints=("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct"),
         vision_tower_regex=r"(?:^|\.)visual\.",
         projector_regex=r"(?:^|\.)visual\.merger(?:\.|$)",
+        vision_modules=("visual",),
+        projector_modules=("visual.merger",),
         image_token="<|image_pad|>",
         # The model card's recommended range: 256..1280 visual tokens of 28x28 px.
         min_pixels=256 * 28 * 28,
@@ -183,6 +191,8 @@ FAMILIES: dict[str, ModelFamily] = {
         aliases=("llava-critic", "llava-ov"),
         vision_tower_regex=r"(?:^|\.)vision_tower\.",
         projector_regex=r"(?:^|\.)(?:multi_modal_projector(?:\.|$)|image_newline$)",
+        vision_modules=("vision_tower",),
+        projector_modules=("multi_modal_projector",),  # image_newline is a bare parameter: it stays frozen
         image_token="<image>",
     ),
 }
