@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
 
-.PHONY: setup quickstart test test-all bench clean
+.PHONY: setup quickstart test test-slow test-all bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,11 +26,17 @@ quickstart: setup
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# multi-process accelerate / DeepSpeed launches on CPU (a few minutes; DeepSpeed
+# compiles its shared-memory op once into TORCH_EXTENSIONS_DIR)
+test-slow: setup
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
 test-all: setup
 	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_builder.py
+	$(BIN)/python benchmarks/bench_scoring.py --threads 1
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
