@@ -308,3 +308,39 @@ def test_every_recipe_parses_and_dry_runs_on_the_tiny_model_of_its_family(recipe
     assert run.lora_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == 2
     run.trainer.train()
     assert run.trainer.state.global_step == 1
+
+
+def test_data_filters_and_mixture(tmp_path, data):
+    from judgetrain.train import DataArguments, load_training_data
+
+    full = records.load(data)["train"]
+    n_detect_a = sum(1 for t, lay in zip(full["task"], full["layout"]) if t == "temporal_detect" and lay == "A")
+    train, evaluation, info = load_training_data(DataArguments(datasets=[str(data)], tasks=["temporal_detect"], layouts=["A"]), seed=0)
+    assert len(train) == n_detect_a and set(train["task"]) == {"temporal_detect"} and set(train["layout"]) == {"A"}
+    assert info["left_out"][f"{data}:train"] == len(full) - n_detect_a
+    assert info["datasets"][0]["splits"]["train"] == records.read_build_info(data)["splits"]["train"]["content_hash"]
+
+    short = max(4, min(full["n_frames"]))
+    capped, _, _ = load_training_data(DataArguments(datasets=[str(data)], max_frames=short, eval_split=None), seed=0)
+    assert len(capped) == sum(1 for n in full["n_frames"] if n <= short) and max(capped["n_frames"]) <= short
+
+    # two datasets mixed 3:1 (the same folder twice keeps the test small): all_exhausted
+    # oversamples the lighter one, and the draw is seeded
+    mixed, _, _ = load_training_data(DataArguments(datasets=[str(data), str(data)], mixture_weights=[3.0, 1.0], eval_split=None), seed=0)
+    again, _, _ = load_training_data(DataArguments(datasets=[str(data), str(data)], mixture_weights=[3.0, 1.0], eval_split=None), seed=0)
+    assert len(mixed) > len(full) and mixed["id"] == again["id"]
+    plain, _, _ = load_training_data(DataArguments(datasets=[str(data), str(data)], eval_split=None), seed=0)
+    assert len(plain) == 2 * len(full)
+
+
+def test_max_pixels_bounds_the_image_tokens(tmp_path, tiny_models, data):
+    from judgetrain.train import record_length
+
+    row = records.load(data)["train"][0]
+    default = setup(args_for("qwen3-vl", tiny_models, data, tmp_path / "a", "--max_steps", "1", "--max_train_samples", "2"))
+    small = setup(args_for("qwen3-vl", tiny_models, data, tmp_path / "b", "--max_steps", "1", "--max_train_samples", "2",
+                           "--min_pixels", "1024", "--max_pixels", "1024"))
+    # 1024 pixels = one 32x32 visual token per frame
+    assert record_length(small.processor, row) < record_length(default.processor, row)
+    assert record_length(small.processor, row) - len(small.processor.tokenizer(
+        small.processor.apply_chat_template(row["prompt"] + row["completion"], tokenize=False))["input_ids"]) == 0
