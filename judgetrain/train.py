@@ -188,8 +188,6 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     if training_args.eval_strategy != "no" and not data_args.eval_split:
         strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
         problems.append(f"eval_strategy: {strategy} needs eval_split; set `eval_split: validation` or `eval_strategy: no`")
-    if not lora_args.use_lora and model_args.freeze_vision_tower is False and model_args.freeze_projector is True:
-        problems.append("freeze_projector: a trainable vision tower feeds the language model through the projector; unfreeze it too")
     if lora_args.use_lora and (lora_args.lora_r <= 0 or lora_args.lora_alpha <= 0):
         problems.append("lora_r / lora_alpha: must be positive")
     if not 0 <= lora_args.lora_dropout < 1:

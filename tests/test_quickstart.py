@@ -1,0 +1,22 @@
+"""The README's first command runs end to end, offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_quickstart_builds_trains_and_says_where(tmp_path):
+    out = tmp_path / "qs"
+    done = subprocess.run([sys.executable, "-m", "judgetrain", "quickstart", "--out", str(out), "--clips", "6", "--train-steps", "2"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for family in ("qwen3-vl", "qwen2.5-vl", "llava-onevision"):
+        assert (out / "models" / family / "model.safetensors").is_file()
+    assert json.loads((out / "timecatch" / "build.json").read_text())["builder"] == "timecatch"
+    run = out / "runs" / "tiny-qwen3vl-timecatch"
+    assert json.loads((run / "trainer_state.json").read_text())["global_step"] == 2
+    assert (run / "adapter_model.safetensors").is_file()
+    assert f"everything is under {out}" in done.stdout
+    assert "judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml" in done.stdout
