@@ -18,6 +18,12 @@ BUILDERS = {
     "mirage": "judgetrain.data_builders.mirage",
     "ordering-probe": "judgetrain.data_builders.ordering",
 }
+# judgetrain eval <name> -> (module, parser configurator, entry point, help)
+EVALS = {
+    "timecatch": ("judgetrain.eval.timecatch", "configure_parser", "main", "evaluate a model on a TimeCatch set (paper 000)"),
+    "report": ("judgetrain.eval.report", "configure_report_parser", "report_main", "recompute metrics, report and plots from predictions.jsonl"),
+    "compare": ("judgetrain.eval.report", "configure_compare_parser", "compare_main", "put evaluation runs side by side with per-cell differences"),
+}
 COMMANDS = {"quickstart": "judgetrain.quickstart", "train": "judgetrain.launch", "merge": "judgetrain.merge"}
 # commands whose unknown arguments are passed on (recipe overrides for the trainer)
 PASS_THROUGH = {"train"}
@@ -27,6 +33,7 @@ EPILOG = """examples:
   judgetrain build timecatch --out data/timecatch --synthetic 200
   judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate-config zero3
   judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/merged
+  judgetrain eval timecatch --model quickstart/models/qwen3-vl --data quickstart/timecatch --split validation --out results/zs
 """
 
 
@@ -54,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
         p = builders.add_parser(name, help=mod.__doc__.strip().splitlines()[0])
         mod.configure_parser(p)
         p.set_defaults(_main=mod.main)
+    evals = sub.add_parser("eval", help="evaluate models, rebuild reports, compare runs", formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="examples:\n  judgetrain eval timecatch --model M --data DIR --split test --out results/RUN\n"
+                                  "  judgetrain eval report results/RUN\n  judgetrain eval compare results/A results/B --out cmp.md\n")
+    evaluations = evals.add_subparsers(dest="evaluation", metavar="EVALUATION", required=True)
+    for name, (module, configure, entry, help_text) in EVALS.items():
+        mod = importlib.import_module(module)
+        p = evaluations.add_parser(name, help=help_text)
+        getattr(mod, configure)(p)
+        p.set_defaults(_main=getattr(mod, entry))
     return parser
 
 
@@ -63,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from judgetrain.data_builders.common import BuildError
+    from judgetrain.eval.report import PredictionsError
     from judgetrain.models import ModelNotFoundError
     from judgetrain.perceptual import BackboneWeightsMissing
     from judgetrain.records import IncompleteDatasetError, RecordValidationError
@@ -72,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return args._main(args, extra) if args.command in PASS_THROUGH else args._main(args)
     # Errors whose message already says what to do: no traceback on top of it.
     except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing,
-            ConfigError) as e:
+            ConfigError, PredictionsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 
-def test_quickstart_builds_trains_and_says_where(tmp_path):
+def test_quickstart_builds_evaluates_trains_and_compares(tmp_path):
     out = tmp_path / "qs"
     done = subprocess.run([sys.executable, "-m", "judgetrain", "quickstart", "--out", str(out), "--clips", "6", "--train-steps", "2"],
                           capture_output=True, text=True, timeout=900)
@@ -18,5 +18,11 @@ def test_quickstart_builds_trains_and_says_where(tmp_path):
     run = out / "runs" / "tiny-qwen3vl-timecatch"
     assert json.loads((run / "trainer_state.json").read_text())["global_step"] == 2
     assert (run / "adapter_model.safetensors").is_file()
+    for name in ("zero-shot", "lora"):
+        assert (out / "results" / name / "report.md").is_file()
+        assert json.loads((out / "results" / name / "metrics.json").read_text())
+    assert "Δ lora" in (out / "results" / "comparison.md").read_text()
+    assert f"Reports: {out / 'results' / 'zero-shot' / 'report.md'}" in done.stdout
+    assert "scores near chance" in done.stdout and "--model Qwen/Qwen3-VL-2B-Instruct" in done.stdout
     assert f"everything is under {out}" in done.stdout
     assert "judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml" in done.stdout

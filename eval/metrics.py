@@ -1,0 +1,177 @@
+"""Metrics shared by the evaluations: accuracy tables, random baselines, confusion matrices, LPIPS bins.
+
+Every function here is a pure function of prediction rows (the dicts stored one
+per line in ``predictions.jsonl``, see :mod:`judgetrain.eval.report`), so a
+report is recomputable from that file alone. The fields read are ``task``,
+``source``, ``subset``, ``label``, ``prediction``, ``choices``, ``position``
+(0-based), ``n_frames`` and ``lpips_swapped``.
+
+Accuracy is scikit-learn's ``accuracy_score`` over (label, prediction) pairs;
+confusion matrices are its ``confusion_matrix``. Accuracies are fractions in
+0..1 here; reports print them as percentages with one decimal (paper 000 Table 2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "LPIPS_BIN_WIDTH",
+    "TASK_ABBREV",
+    "TASK_TITLES",
+    "TIMECATCH_TASKS",
+    "LOCALIZE_TASKS",
+    "accuracy",
+    "accuracy_cell",
+    "accuracy_table",
+    "compute_metrics",
+    "confusion",
+    "lpips_bins",
+    "random_accuracy",
+    "subset_table",
+]
+
+TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
+LOCALIZE_TASKS = ("temporal_localize", "frame_localize")
+TASK_TITLES = {
+    "temporal_detect": "Temporal Detect",
+    "temporal_localize": "Temporal Localize",
+    "frame_detect": "Frame Detect",
+    "frame_localize": "Frame Localize",
+}
+TASK_ABBREV = {"temporal_detect": "TD", "temporal_localize": "TL", "frame_detect": "FD", "frame_localize": "FL"}
+SUBSETS = ("main", "long")
+# Paper 000 §6: swapped pairs are grouped in fixed 0.1-wide LPIPS bins (0.0–0.1, 0.1–0.2, …).
+LPIPS_BIN_WIDTH = 0.1
+ALL = "all"
+
+
+def accuracy(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Fraction of rows whose ``prediction`` equals ``label`` (``nan`` for no rows)."""
+    if not rows:
+        return math.nan
+    from sklearn.metrics import accuracy_score
+
+    return float(accuracy_score([str(r["label"]) for r in rows], [str(r["prediction"]) for r in rows]))
+
+
+def random_accuracy(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Expected accuracy of a uniform guess over each item's own choices, averaged over
+    items: 1/2 for detection, mean 1/n for frame localization, mean 1/len(choices) for
+    temporal localization (1/C(n,2) with all-pairs choices, 1/(n-1) with adjacent ones).
+    Computed per item because n varies within a source (paper 000 Table 2, Random row)."""
+    if not rows:
+        return math.nan
+    return sum(1.0 / len(r["choices"]) for r in rows) / len(rows)
+
+
+def accuracy_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"accuracy", "random", "n", "correct"}`` for one group of rows."""
+    acc = accuracy(rows)
+    return {"accuracy": acc, "random": random_accuracy(rows), "n": len(rows),
+            "correct": 0 if not rows else round(acc * len(rows))}
+
+
+def _group(rows: Iterable[Mapping[str, Any]], *keys: str) -> dict[tuple, list[Mapping[str, Any]]]:
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(k) for k in keys), []).append(r)
+    return groups
+
+
+def _tasks_in(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    present = {r["task"] for r in rows}
+    return [t for t in TIMECATCH_TASKS if t in present] + sorted(present - set(TIMECATCH_TASKS))
+
+
+def accuracy_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{task: {source: cell, ..., "all": cell}}`` (cells from :func:`accuracy_cell`);
+    tasks in TimeCatch order, sources sorted."""
+    groups = _group(rows, "task", "source")
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for task in _tasks_in(rows):
+        sources = sorted({s for (t, s) in groups if t == task})
+        table[task] = {s: accuracy_cell(groups[(task, s)]) for s in sources}
+        table[task][ALL] = accuracy_cell([r for r in rows if r["task"] == task])
+    return table
+
+
+def subset_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{task: {"main": cell, "long": cell, "all": cell}}``: accuracy by sequence-length
+    subset (main: 4–8 frames, long: 9–16); a subset with no rows is left out."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], str(r.get("subset") or "unknown")), []).append(r)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for task in _tasks_in(rows):
+        subsets = {s for (t, s) in groups if t == task}
+        order = [s for s in SUBSETS if s in subsets] + sorted(subsets - set(SUBSETS))
+        out[task] = {s: accuracy_cell(groups[(task, s)]) for s in order}
+        out[task][ALL] = accuracy_cell([r for r in rows if r["task"] == task])
+    return out
+
+
+_FIRST_INT = re.compile(r"\d+")
+
+
+def _first_frame(answer: Any) -> int | None:
+    """The first 1-based frame number of an answer ("3" -> 3, "3 and 4" -> 3)."""
+    m = _FIRST_INT.search(str(answer))
+    return int(m.group()) if m else None
+
+
+def confusion(rows: Sequence[Mapping[str, Any]], task: str) -> dict[str, Any] | None:
+    """Predicted vs true anomaly position for a localization task, as 1-based frame numbers.
+
+    True position: ``position + 1`` (the noise frame, or the earlier swapped frame).
+    Predicted: the frame number answered; for temporal localization the first frame of
+    the predicted pair. Returns ``{"labels", "counts", "normalized"}`` (rows = true,
+    columns = predicted, each row of ``normalized`` summing to 1 or all zero), or
+    ``None`` when the task has no rows."""
+    from sklearn.metrics import confusion_matrix
+
+    sel = [r for r in rows if r["task"] == task and r.get("position", -1) is not None and r.get("position", -1) >= 0]
+    if not sel:
+        return None
+    true = [int(r["position"]) + 1 for r in sel]
+    pred = [_first_frame(r["prediction"]) or 0 for r in sel]
+    top = max(int(r["n_frames"]) for r in sel) - (1 if task == "temporal_localize" else 0)
+    labels = list(range(1, max(top, *true, *pred) + 1))
+    counts = confusion_matrix(true, pred, labels=labels).tolist()
+    normalized = [[c / sum(row) if sum(row) else 0.0 for c in row] for row in counts]
+    return {"labels": labels, "counts": counts, "normalized": normalized}
+
+
+def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
+               width: float = LPIPS_BIN_WIDTH) -> list[dict[str, Any]]:
+    """Accuracy of ``task`` by LPIPS distance of the swapped pair, in ``width``-wide bins
+    ``[k*width, (k+1)*width)`` from 0 up to the largest value seen (empty bins included,
+    ``accuracy`` ``nan`` there). Only swapped records carry ``lpips_swapped``; intact
+    ones are left out. Each bin: ``{"lo", "hi", "n", "correct", "accuracy"}``."""
+    sel = [r for r in rows if r["task"] == task and r.get("lpips_swapped") is not None]
+    if not sel:
+        return []
+    # round() first: 0.3 / 0.1 is 2.9999999999999996, which floor would put in bin 2.
+    index = [int(math.floor(round(float(r["lpips_swapped"]) / width, 9))) for r in sel]
+    bins = []
+    for k in range(max(index) + 1):
+        members = [r for r, i in zip(sel, index) if i == k]
+        cell = accuracy_cell(members)
+        bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": cell["n"],
+                     "correct": cell["correct"], "accuracy": cell["accuracy"]})
+    return bins
+
+
+def compute_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Everything a TimeCatch report shows, from prediction rows alone."""
+    return {
+        "n": len(rows),
+        "overall": {t: cell for t, cells in accuracy_table(rows).items() for s, cell in cells.items() if s == ALL},
+        "by_task_source": accuracy_table(rows),
+        "by_subset": subset_table(rows),
+        "confusion": {t: c for t in LOCALIZE_TASKS if (c := confusion(rows, t)) is not None},
+        "lpips_bins": {"temporal_detect": lpips_bins(rows, "temporal_detect")},
+    }

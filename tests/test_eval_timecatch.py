@@ -1,0 +1,296 @@
+"""TimeCatch evaluation: metric values on hand-worked examples, predictions I/O, resume after
+SIGKILL, finished runs never rescored, report/compare, data-parallel over two CPU processes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judgetrain.eval import metrics as M
+from judgetrain.eval import report as R
+from judgetrain.eval import timecatch as T
+
+LIMIT = 8  # the first 8 validation records hold all four tasks
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(task, label, prediction, choices, source="clevrer", subset="main", position=-1, n_frames=4, lpips=None):
+    return {"id": f"{task}-{label}-{prediction}-{source}-{subset}-{position}-{lpips}", "task": task, "source": source,
+            "subset": subset, "label": label, "prediction": prediction, "correct": label == prediction,
+            "choices": choices, "position": position, "n_frames": n_frames, "lpips_swapped": lpips}
+
+
+YN = ["yes", "no"]
+
+
+def _pairs(n):
+    return [f"{i} and {j}" for i in range(1, n + 1) for j in range(i + 1, n + 1)]
+
+
+def _frames(n):
+    return [str(i) for i in range(1, n + 1)]
+
+
+# --------------------------------------------------------------------------- metrics, hand-worked
+
+
+def test_accuracy_and_random_row_hand_worked():
+    rows = [
+        _row("temporal_detect", "yes", "yes", YN, lpips=0.05),
+        _row("temporal_detect", "no", "yes", YN),
+        _row("temporal_detect", "yes", "yes", YN, lpips=0.31),
+        _row("temporal_localize", "2 and 3", "2 and 3", _pairs(4), position=1, n_frames=4),     # C(4,2) = 6
+        _row("temporal_localize", "1 and 2", "3 and 4", _pairs(5), position=0, n_frames=5),     # C(5,2) = 10
+        _row("frame_localize", "3", "1", _frames(4), position=2, n_frames=4),
+        _row("frame_localize", "8", "8", _frames(8), position=7, n_frames=8, subset="main"),
+        _row("frame_localize", "10", "2", _frames(10), position=9, n_frames=10, subset="long"),
+        _row("frame_detect", "no", "no", YN, source="craft"),
+    ]
+    t = M.accuracy_table(rows)
+    assert t["temporal_detect"]["clevrer"] == {"accuracy": 2 / 3, "random": 0.5, "n": 3, "correct": 2}
+    assert t["temporal_localize"]["clevrer"]["accuracy"] == 0.5
+    assert t["temporal_localize"]["clevrer"]["random"] == pytest.approx((1 / 6 + 1 / 10) / 2)
+    assert t["frame_localize"]["clevrer"]["accuracy"] == pytest.approx(1 / 3)
+    assert t["frame_localize"]["clevrer"]["random"] == pytest.approx((1 / 4 + 1 / 8 + 1 / 10) / 3)
+    assert t["frame_detect"] == {"craft": {"accuracy": 1.0, "random": 0.5, "n": 1, "correct": 1},
+                                 "all": {"accuracy": 1.0, "random": 0.5, "n": 1, "correct": 1}}
+    assert list(t) == list(M.TIMECATCH_TASKS)  # paper order, whatever the row order
+
+    s = M.subset_table(rows)
+    assert s["frame_localize"]["main"]["n"] == 2 and s["frame_localize"]["main"]["accuracy"] == 0.5
+    assert s["frame_localize"]["long"] == {"accuracy": 0.0, "random": 0.1, "n": 1, "correct": 0}
+
+    # LPIPS: only swapped rows, 0.1-wide bins, 0.31 in bin 3 (empty bins 1, 2 kept with n = 0)
+    bins = M.lpips_bins(rows)
+    assert [(b["lo"], b["hi"], b["n"]) for b in bins] == [(0.0, 0.1, 1), (0.1, 0.2, 0), (0.2, 0.3, 0), (0.3, 0.4, 1)]
+    assert bins[0]["accuracy"] == 1.0 and math.isnan(bins[1]["accuracy"])
+    # a value exactly on an edge goes up (0.3 / 0.1 is 2.999… in floating point)
+    assert M.lpips_bins([_row("temporal_detect", "yes", "no", YN, lpips=0.3)])[-1]["lo"] == 0.3
+
+
+def test_confusion_uses_first_frame_of_the_pair_and_normalises_rows():
+    rows = [
+        _row("temporal_localize", "2 and 3", "2 and 3", _pairs(4), position=1, n_frames=4),
+        _row("temporal_localize", "2 and 3", "1 and 4", _pairs(4), position=1, n_frames=4),
+        _row("temporal_localize", "1 and 2", "2 and 4", _pairs(4), position=0, n_frames=4),
+        _row("frame_localize", "4", "4", _frames(4), position=3, n_frames=4),
+    ]
+    c = M.confusion(rows, "temporal_localize")
+    assert c["labels"] == [1, 2, 3]  # first frame of a pair of 4 frames: 1..3
+    assert c["counts"] == [[0, 1, 0], [1, 1, 0], [0, 0, 0]]
+    assert c["normalized"] == [[0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]
+    f = M.confusion(rows, "frame_localize")
+    assert f["labels"] == [1, 2, 3, 4] and f["counts"][3] == [0, 0, 0, 1]
+    assert M.confusion(rows, "frame_detect") is None
+
+
+# --------------------------------------------------------------------------- predictions I/O, report, compare
+
+
+def test_partial_last_line_is_dropped_and_bad_middle_line_named(tmp_path):
+    p = tmp_path / R.PREDICTIONS
+    with R.PredictionWriter(p) as w:
+        w.write([{"id": "a"}, {"id": "b"}])
+    with open(p, "a") as f:
+        f.write('{"id": "c", "task": "tempo')
+    assert [r["id"] for r in R.read_predictions(p)] == ["a", "b"]
+    assert R.repair_predictions(p) == 2
+    assert p.read_text() == '{"id": "a"}\n{"id": "b"}\n'
+    p.write_text('{"id": "a"}\nnot json\n{"id": "b"}\n')
+    with pytest.raises(R.PredictionsError, match="line 2"):
+        R.read_predictions(p)
+
+
+def _write_run(run, rows, model="m"):
+    run.mkdir(parents=True)
+    with R.PredictionWriter(run / R.PREDICTIONS) as w:
+        w.write(rows)
+    (run / R.RUN_INFO).write_text(json.dumps({"model": model, "adapter": None, "data": "d", "split": "test",
+                                              "world_size": 1, "command": "judgetrain eval timecatch --model m"}))
+
+
+def _runs(tmp_path):
+    base = [_row("temporal_detect", "yes", "yes", YN, source="clevrer", lpips=0.12),
+            _row("temporal_detect", "no", "yes", YN, source="clevrer"),
+            _row("temporal_detect", "no", "no", YN, source="craft"),
+            _row("frame_localize", "2", "1", _frames(4), source="clevrer", position=1)]
+    tuned = [dict(r, prediction=r["label"], correct=True) for r in base[:3]] + [dict(base[3])]
+    _write_run(tmp_path / "base", base, "base-model")
+    _write_run(tmp_path / "tuned", tuned, "tuned-model")
+    return tmp_path / "base", tmp_path / "tuned"
+
+
+def test_report_recomputes_everything_from_predictions(tmp_path):
+    base, _ = _runs(tmp_path)
+    human = tmp_path / "human.csv"
+    human.write_text("task,source,accuracy\ntemporal_detect,clevrer,91.7\ntemporal_detect,craft,75\n")
+    m = R.report(base, human=human)
+    assert m["by_task_source"]["temporal_detect"]["clevrer"]["accuracy"] == 0.5
+    assert m["human"]["temporal_detect"]["clevrer"] == pytest.approx(0.917)
+    md = (base / R.REPORT).read_text()
+    assert "| Random | 50.0 | 50.0 | 50.0 | 25.0 |" in md
+    assert "| base-model | 50.0 | 100.0 | 66.7 | 0.0 |" in md
+    assert "| Human | 91.7 | 75.0 | – | – |" in md
+    assert "| n | 2 | 1 | 3 | 1 |" in md
+    assert "judgetrain eval timecatch --model m" in md and "judgetrain eval report" in md
+    for fig in ("confusion_frame_localize.png", "lpips_temporal_detect.png"):
+        assert (base / fig).stat().st_size > 1000 and f"]({fig})" in md
+    assert json.loads((base / R.METRICS).read_text())["figures"] == ["confusion_frame_localize.png", "lpips_temporal_detect.png"]
+    # recomputable: delete the outputs, regenerate, same metrics
+    first = (base / R.METRICS).read_text()
+    for f in [R.METRICS, R.REPORT, "confusion_frame_localize.png"]:
+        (base / f).unlink()
+    R.report(base, human=human)
+    assert (base / R.METRICS).read_text() == first and (base / "confusion_frame_localize.png").is_file()
+
+
+def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
+    base, tuned = _runs(tmp_path)
+    out = tmp_path / "cmp.md"
+    args = _parse(R.configure_compare_parser, [str(base), str(tuned), "--names", "0-shot,FT", "--out", str(out)])
+    assert R.compare_main(args) == 0
+    md = out.read_text()
+    lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in md.splitlines()
+             if line.startswith("| ") and not line.startswith("| |")}
+    # columns: TD clevrer, TD craft, FL clevrer
+    assert lines["0-shot"] == ["50.0", "100.0", "0.0"]
+    assert lines["FT"] == ["100.0", "100.0", "0.0"]
+    assert lines["Δ FT"] == ["+50.0", "+0.0", "+0.0"]
+    assert "Δ FT" in capsys.readouterr().out  # the rich table
+    with pytest.raises(ValueError, match="one per run"):
+        R.compare([base, tuned], names=["a"])
+
+
+def _parse(configure, argv):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    configure(p)
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- the real scoring engine on a tiny model
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen(tmp_path_factory):
+    from judgetrain.models.tiny import build_tiny
+
+    out = tmp_path_factory.mktemp("tiny") / "qwen3-vl"
+    build_tiny("qwen3-vl", out)
+    return out
+
+
+def _argv(model, data, out, *extra):
+    return ["--model", str(model), "--data", str(data), "--split", "validation", "--out", str(out),
+            "--batch-size", "2", "--limit", str(LIMIT), "--no-progress", *extra]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_qwen, timecatch_build, tmp_path_factory):
+    """An uninterrupted in-process run over the first LIMIT validation records."""
+    out = tmp_path_factory.mktemp("runs") / "reference"
+    args = _parse(T.configure_parser, _argv(tiny_qwen, timecatch_build[0], out))
+    t0 = time.perf_counter()
+    assert T.main(args) == 0
+    return out, time.perf_counter() - t0
+
+
+def _accuracy_part(metrics):
+    return {k: v for k, v in metrics.items() if k != "run"}
+
+
+def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
+    out, _ = reference_run
+    rows = R.read_predictions(out / R.PREDICTIONS)
+    from judgetrain import records
+
+    ds = records.load(timecatch_build[0])["validation"].select(range(LIMIT))
+    assert [r["id"] for r in rows] == ds["id"]  # dataset order, one line per record
+    assert {r["task"] for r in rows} == set(M.TIMECATCH_TASKS)
+    for r, rec in zip(rows, ds.select_columns(["label", "choices", "meta", "position"])):
+        assert r["label"] == rec["label"] and r["choices"] == rec["choices"] and r["position"] == rec["position"]
+        assert r["prediction"] in r["choices"] and r["correct"] == (r["prediction"] == r["label"])
+        assert sum(r["probs"]) == pytest.approx(1.0) and r["prediction"] == r["choices"][max(range(len(r["probs"])), key=r["probs"].__getitem__)]
+        assert r["lpips_swapped"] == json.loads(rec["meta"]).get("lpips_swapped")
+        assert r["subset"] in ("main", "long") and r["model"].endswith("qwen3-vl")
+    m = json.loads((out / R.METRICS).read_text())
+    assert m["n"] == LIMIT and m["run"]["world_size"] == 1
+    assert m == R.report(out)  # recomputable from predictions.jsonl alone
+    assert "temporal_localize" in m["confusion"] and m["lpips_bins"]["temporal_detect"]
+
+
+def test_finished_run_is_never_rescored(reference_run, tiny_qwen, timecatch_build, capsys):
+    out, _ = reference_run
+    before = (out / R.PREDICTIONS).read_bytes()
+    result = T.evaluate(str(tiny_qwen), timecatch_build[0], out, split="validation", batch_size=2, limit=LIMIT,
+                        progress=False)
+    assert result["n_scored"] == 0 and (out / R.PREDICTIONS).read_bytes() == before
+    # another model into the same folder is refused rather than mixed in
+    with pytest.raises(ValueError, match="another run"):
+        T.evaluate(str(tiny_qwen) + "-other", timecatch_build[0], out, split="validation", limit=LIMIT, progress=False)
+
+
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(reference_run, tiny_qwen, timecatch_build, tmp_path):
+    ref, _ = reference_run
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "judgetrain.eval.timecatch", *_argv(tiny_qwen, timecatch_build[0], out)]
+    cmd[cmd.index("--batch-size") + 1] = "1"  # one line per flush: easy to stop in the middle
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pred = out / R.PREDICTIONS
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if pred.exists() and pred.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(R.read_predictions(pred))
+    assert 3 <= done < LIMIT and not (out / R.METRICS).exists()
+    with open(pred, "a") as f:  # what a kill in the middle of a write leaves
+        f.write('{"id": "tc-partial", "task": "temporal_det')
+
+    args = _parse(T.configure_parser, _argv(tiny_qwen, timecatch_build[0], out))
+    result = T.evaluate(args.model, args.data, args.out, split="validation", batch_size=2, limit=LIMIT, progress=False)
+    assert result["n_scored"] == LIMIT - done
+    rows = R.read_predictions(pred)
+    assert pred.read_bytes().endswith(b"\n") and len(rows) == LIMIT == len({r["id"] for r in rows})
+    got = json.loads((out / R.METRICS).read_text())
+    assert _accuracy_part(got) == _accuracy_part(json.loads((ref / R.METRICS).read_text()))
+    assert got["run"] == json.loads((ref / R.METRICS).read_text())["run"]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_match_one(reference_run, tiny_qwen, timecatch_build, tmp_path):
+    ref, _ = reference_run
+    out = tmp_path / "ddp"
+    accelerate = Path(sys.executable).parent / "accelerate"
+    cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           "-m", "judgetrain.eval.timecatch", *_argv(tiny_qwen, timecatch_build[0], out)]
+    env = dict(os.environ, ACCELERATE_USE_CPU="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads((out / R.METRICS).read_text())
+    assert got["run"]["world_size"] == 2  # `--cpu --num_processes 2` would silently run one process
+    assert _accuracy_part(got) == _accuracy_part(json.loads((ref / R.METRICS).read_text()))
+    assert not list(out.glob("predictions.rank*.jsonl"))
+    assert [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)] == \
+        [r["id"] for r in R.read_predictions(ref / R.PREDICTIONS)]
