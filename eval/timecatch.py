@@ -328,4 +328,10 @@ def _print_summary(result: dict[str, Any]) -> None:
 if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.timecatch ...
     _parser = argparse.ArgumentParser(prog="judgetrain eval timecatch")
     configure_parser(_parser)
-    sys.exit(main(_parser.parse_args()))
+    _code = main(_parser.parse_args())
+    from accelerate import PartialState
+
+    # all ranks passed evaluate()'s last barrier; tear the group down together
+    # (a rank exiting while another still holds the gloo group can make it abort)
+    PartialState().destroy_process_group()
+    sys.exit(_code)

@@ -641,7 +641,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     run = setup(argv)
     train_and_save(run)
-    run.trainer.end()  # finish trackers and destroy the process group (two-process CPU runs abort at exit otherwise)
+    # Every rank waits until the main one has written its files, then the
+    # group is torn down together: a rank that tears down (or exits) while
+    # another still holds the gloo group makes the latter abort with SIGABRT.
+    run.trainer.accelerator.wait_for_everyone()
+    run.trainer.end()  # finish trackers and destroy the process group
     return 0
 
 

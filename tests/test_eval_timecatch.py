@@ -200,9 +200,8 @@ def reference_run(tiny_qwen, timecatch_build, tmp_path_factory):
     """An uninterrupted in-process run over the first LIMIT validation records."""
     out = tmp_path_factory.mktemp("runs") / "reference"
     args = _parse(T.configure_parser, _argv(tiny_qwen, timecatch_build[0], out))
-    t0 = time.perf_counter()
     assert T.main(args) == 0
-    return out, time.perf_counter() - t0
+    return out
 
 
 def _accuracy_part(metrics):
@@ -210,7 +209,7 @@ def _accuracy_part(metrics):
 
 
 def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
-    out, _ = reference_run
+    out = reference_run
     rows = R.read_predictions(out / R.PREDICTIONS)
     from judgetrain import records
 
@@ -230,7 +229,7 @@ def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
 
 
 def test_finished_run_is_never_rescored(reference_run, tiny_qwen, timecatch_build, capsys):
-    out, _ = reference_run
+    out = reference_run
     before = (out / R.PREDICTIONS).read_bytes()
     result = T.evaluate(str(tiny_qwen), timecatch_build[0], out, split="validation", batch_size=2, limit=LIMIT,
                         progress=False)
@@ -241,7 +240,7 @@ def test_finished_run_is_never_rescored(reference_run, tiny_qwen, timecatch_buil
 
 
 def test_sigkill_mid_run_then_resume_matches_uninterrupted(reference_run, tiny_qwen, timecatch_build, tmp_path):
-    ref, _ = reference_run
+    ref = reference_run
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "judgetrain.eval.timecatch", *_argv(tiny_qwen, timecatch_build[0], out)]
     cmd[cmd.index("--batch-size") + 1] = "1"  # one line per flush: easy to stop in the middle
@@ -279,7 +278,7 @@ def _free_port():
 
 @pytest.mark.slow
 def test_two_cpu_processes_match_one(reference_run, tiny_qwen, timecatch_build, tmp_path):
-    ref, _ = reference_run
+    ref = reference_run
     out = tmp_path / "ddp"
     accelerate = Path(sys.executable).parent / "accelerate"
     cmd = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
