@@ -533,7 +533,7 @@ def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[
         f"accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}",
         "```",
         "",
-        f"Original command: `{' '.join(shlex.quote(a) for a in ['python -m judgetrain.train', *argv])}`",
+        f"Original command: `python -m judgetrain.train {' '.join(shlex.quote(a) for a in argv)}`",
         "",
     ]
     _atomic_write(out / "README.md", "\n".join(lines))
