@@ -37,3 +37,40 @@ def inside(root: Path, rel: Any, what: str) -> Path:
     if not path.is_relative_to(root.resolve()):
         raise ValueError(f"'{what}' {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
     return path
+
+
+def split_table(title: str, label: str, counts: dict, key: str, *, total: bool = False):
+    """A rich table of ``counts[split][key][row]`` with one column per split
+    (``counts`` is build.json's ``counts.records``), optionally a total row."""
+    from rich.table import Table
+
+    splits = list(counts)
+    t = Table(title=title)
+    t.add_column(label)
+    for s in splits:
+        t.add_column(s, justify="right")
+    for row in sorted({k for s in splits for k in counts[s][key]}):
+        t.add_row(row, *[str(counts[s][key].get(row, 0)) for s in splits])
+    if total:
+        t.add_row("total", *[str(counts[s]["total"]) for s in splits])
+    return t
+
+
+def balance_table(counts: dict):
+    """Pairwise A/B balance per split: gold letter, and gold shown first or second."""
+    from rich.table import Table
+
+    t = Table(title="Pairwise balance (gold letter; gold shown first / second)")
+    for c in ("split", "gold = A", "gold = B", "gold first", "gold second"):
+        t.add_column(c, justify="right")
+    for s, c in counts.items():
+        lab, pres = c["pairwise_label"], c["pairwise_presentation"]
+        t.add_row(s, str(lab.get("A", 0)), str(lab.get("B", 0)), str(pres.get("gold_first", 0)), str(pres.get("gold_second", 0)))
+    return t
+
+
+def finish_summary(console, info: dict, out) -> None:
+    """The last lines of every build summary: skipped inputs, and where the dataset went."""
+    if info["skipped"]:
+        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
+    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped

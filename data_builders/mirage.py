@@ -92,7 +92,7 @@ from .prism import (
     presentation,
     shuffle_variant,
 )
-from .common import BuildError, Skip, inside
+from .common import BuildError, Skip, balance_table, finish_summary, inside, split_table
 from .procedures import check_image, image_bytes, read_procedures, write_procedures
 
 BUILDER = "mirage"
@@ -511,25 +511,10 @@ def print_summary(info: dict, out: Path) -> None:
             t.add_row(f"{d}/{g}", *[str(c.get(v, 0)) for v in verdicts])
     console.print(t)
     counts = info["counts"]["records"]
-    splits = list(counts)
-    t = Table(title="Pairwise records per domain / negative generator and split")
-    t.add_column("domain / generator")
-    for s in splits:
-        t.add_column(s, justify="right")
-    for r in sorted({k for s in splits for k in counts[s]["domain_generator"]}):
-        t.add_row(r, *[str(counts[s]["domain_generator"].get(r, 0)) for s in splits])
-    t.add_row("total", *[str(counts[s]["total"]) for s in splits])
-    console.print(t)
-    t = Table(title="Pairwise balance (gold letter; gold shown first / second)")
-    for c in ("split", "gold = A", "gold = B", "gold first", "gold second"):
-        t.add_column(c, justify="right")
-    for s in splits:
-        lab, pres = counts[s]["pairwise_label"], counts[s]["pairwise_presentation"]
-        t.add_row(s, str(lab.get("A", 0)), str(lab.get("B", 0)), str(pres.get("gold_first", 0)), str(pres.get("gold_second", 0)))
-    console.print(t)
-    if info["skipped"]:
-        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
-    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+    console.print(split_table("Pairwise records per domain / negative generator and split", "domain / generator", counts,
+                              "domain_generator", total=True))
+    console.print(balance_table(counts))
+    finish_summary(console, info, out)
 
 
 def main(args: argparse.Namespace) -> int:

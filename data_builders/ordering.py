@@ -54,7 +54,7 @@ from judgetrain import records
 from judgetrain.seeding import rng_for
 
 from .prism import check_common, layout_record, shuffle_variant
-from .common import BuildError
+from .common import BuildError, finish_summary
 from .procedures import Procedure, Step, image_bytes, load_procedures
 
 BUILDER = "ordering-probe"
@@ -338,9 +338,7 @@ def print_summary(info: dict, out: Path) -> None:
     for c, n in seq["per_category"].items():
         t.add_row(c, str(n))
     console.print(t)
-    if info["skipped"]:
-        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
-    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+    finish_summary(console, info, out)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -117,7 +117,7 @@ from PIL import Image, ImageDraw, ImageFont
 from judgetrain import records
 from judgetrain.seeding import derive_seed, rng_for
 
-from .common import BuildError
+from .common import BuildError, balance_table, finish_summary, split_table
 from .procedures import Procedure, image_bytes, load_procedures
 
 BUILDER = "prism"
@@ -835,7 +835,6 @@ def config_from_args(args: argparse.Namespace) -> PrismConfig:
 def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
     """Records per split by task / perturbation and by layout, pairwise A/B balance."""
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     counts = info["counts"]["records"]
@@ -843,26 +842,10 @@ def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
     seq = info["counts"]["sequences"]
     console.print(f"{title}: {seq['kept']} gold sequence(s) kept, {seq.get('too_short', 0)} too short, {seq['skipped']} skipped; "
                   + ", ".join(f"{s} {n}" for s, n in seq["per_split"].items()))
-    for key, label in (("task_perturbation", "task / perturbation"), ("layout", "layout")):
-        t = Table(title=f"Records per {label} and split")
-        t.add_column(label)
-        for s in splits:
-            t.add_column(s, justify="right")
-        for r in sorted({k for s in splits for k in counts[s][key]}):
-            t.add_row(r, *[str(counts[s][key].get(r, 0)) for s in splits])
-        if key == "layout":
-            t.add_row("total", *[str(counts[s]["total"]) for s in splits])
-        console.print(t)
-    t = Table(title="Pairwise balance (gold letter; gold shown first / second)")
-    for c in ("split", "gold = A", "gold = B", "gold first", "gold second"):
-        t.add_column(c, justify="right")
-    for s in splits:
-        lab, pres = counts[s]["pairwise_label"], counts[s]["pairwise_presentation"]
-        t.add_row(s, str(lab.get("A", 0)), str(lab.get("B", 0)), str(pres.get("gold_first", 0)), str(pres.get("gold_second", 0)))
-    console.print(t)
-    if info["skipped"]:
-        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
-    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+    console.print(split_table("Records per task / perturbation and split", "task / perturbation", counts, "task_perturbation"))
+    console.print(split_table("Records per layout and split", "layout", counts, "layout", total=True))
+    console.print(balance_table(counts))
+    finish_summary(console, info, out)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from .common import BuildError, Skip, inside  # noqa: F401  (BuildError: raised from here)
+from .common import BuildError, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
 
 BUILDER = "timecatch"
 VERSION = "1.0.0"
@@ -666,19 +666,8 @@ def print_summary(info: dict, out: Path) -> None:
     console.print("Kept sequence lengths (frames: count)")
     for k, v in hist.items():
         console.print(f"  {int(k):>2}: {'█' * max(1, round(30 * v / width))} {v}")
-    t = Table(title="Records per task and split")
-    splits = list(info["counts"]["records"])
-    t.add_column("task / perturbation")
-    for s in splits:
-        t.add_column(s, justify="right")
-    rows = sorted({k for s in splits for k in info["counts"]["records"][s]["task_perturbation"]})
-    for r in rows:
-        t.add_row(r, *[str(info["counts"]["records"][s]["task_perturbation"].get(r, 0)) for s in splits])
-    t.add_row("total", *[str(info["counts"]["records"][s]["total"]) for s in splits])
-    console.print(t)
-    if info["skipped"]:
-        console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
-    print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+    console.print(split_table("Records per task and split", "task / perturbation", info["counts"]["records"], "task_perturbation", total=True))
+    finish_summary(console, info, out)
 
 
 def main(args: argparse.Namespace) -> int:
