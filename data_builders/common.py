@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildError", "Skip", "inside"]
+__all__ = ["BuildError", "Skip", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
 
 
 class BuildError(RuntimeError):
@@ -37,6 +37,23 @@ def inside(root: Path, rel: Any, what: str) -> Path:
     if not path.is_relative_to(root.resolve()):
         raise ValueError(f"'{what}' {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
     return path
+
+
+def parse_splits(value: str) -> dict[str, float]:
+    """``"train=0.7,validation=0.2,test=0.1"`` → dict; BuildError naming the format otherwise."""
+    out = {}
+    for part in value.split(","):
+        try:
+            k, x = part.split("=")
+            out[k.strip()] = float(x)
+        except ValueError:
+            raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.8,validation=0.2") from None
+    return out
+
+
+def csv(value: str) -> tuple[str, ...]:
+    """A comma-separated command-line list, blanks dropped."""
+    return tuple(x.strip() for x in value.split(",") if x.strip())
 
 
 def split_table(title: str, label: str, counts: dict, key: str, *, total: bool = False):

@@ -84,15 +84,13 @@ from .prism import (
     balance_letters,
     check_common,
     consecutive_swaps,
-    csv,
     instruction_for,
     layout_record,
     pairwise_parts,
-    parse_splits,
     presentation,
     shuffle_variant,
 )
-from .common import BuildError, Skip, balance_table, finish_summary, inside, split_table
+from .common import BuildError, Skip, balance_table, csv, finish_summary, inside, parse_splits, split_table
 from .procedures import check_image, image_bytes, read_procedures, write_procedures
 
 BUILDER = "mirage"

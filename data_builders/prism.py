@@ -117,7 +117,7 @@ from PIL import Image, ImageDraw, ImageFont
 from judgetrain import records
 from judgetrain.seeding import derive_seed, rng_for
 
-from .common import BuildError, balance_table, finish_summary, split_table
+from .common import BuildError, balance_table, csv, finish_summary, parse_splits, split_table
 from .procedures import Procedure, image_bytes, load_procedures
 
 BUILDER = "prism"
@@ -778,22 +778,6 @@ def build(cfg: PrismConfig) -> dict:
 
 
 # --------------------------------------------------------------------------- CLI
-
-
-def parse_splits(value: str) -> dict[str, float]:
-    """``"train=0.7,validation=0.2,test=0.1"`` → dict; BuildError naming the format otherwise."""
-    out = {}
-    for part in value.split(","):
-        try:
-            k, x = part.split("=")
-            out[k.strip()] = float(x)
-        except ValueError:
-            raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.7,validation=0.2,test=0.1") from None
-    return out
-
-
-def csv(value: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in value.split(",") if x.strip())
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:

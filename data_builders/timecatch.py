@@ -63,7 +63,7 @@ from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from .common import BuildError, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
+from .common import BuildError, Skip, finish_summary, inside, parse_splits, split_table  # noqa: F401  (BuildError: raised from here)
 
 BUILDER = "timecatch"
 VERSION = "1.0.0"
@@ -582,17 +582,6 @@ def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float]]
     return default, per_source
 
 
-def _parse_splits(value: str) -> dict[str, float]:
-    out = {}
-    for part in value.split(","):
-        try:
-            k, x = part.split("=")
-            out[k.strip()] = float(x)
-        except ValueError:
-            raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.8,validation=0.2") from None
-    return out
-
-
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.description = "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records."
     p.epilog = (
@@ -640,7 +629,7 @@ def config_from_args(args: argparse.Namespace) -> TimeCatchConfig:
         lpips_threshold=args.lpips_threshold, lpips_net=args.lpips_net, lpips_pretrained=not args.lpips_random_backbone,
         device=args.device, tasks=tuple(t for t in args.tasks.split(",") if t), prompts=tuple(p for p in args.prompts.split(",") if p),
         descriptions=not args.no_descriptions, adjacent_choices=args.adjacent_choices,
-        subsets=tuple(s for s in args.subsets.split(",") if s), splits=_parse_splits(args.splits),
+        subsets=tuple(s for s in args.subsets.split(",") if s), splits=parse_splits(args.splits),
         synthetic_long_fraction=args.synthetic_long_fraction, synthetic_kind=args.synthetic_kind, strict=args.strict, keep_work=args.keep_work,
         progress=not args.no_progress,
     )
