@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
 
-.PHONY: setup quickstart test test-slow test-all bench clean
+.PHONY: setup system-deps quickstart test test-slow test-all bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,17 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 setup: $(BIN)/.installed
+
+# Debian/Ubuntu packages outside PyPI: WordNet for METEOR (read from
+# /usr/share/wordnet, no NLTK download) and PostgreSQL for shared Optuna studies.
+SYSTEM_PACKAGES ?= wordnet-base postgresql
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	else echo "system packages present: $(SYSTEM_PACKAGES)"; fi
 
 quickstart: setup
 	$(BIN)/judgetrain quickstart
