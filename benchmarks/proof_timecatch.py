@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--epochs", type=float, default=4)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frame-labels", action="store_true", help='build with "Frame k:" before each image')
+    p.add_argument("--tasks", default="temporal_detect,frame_detect,frame_localize", help="TimeCatch tasks to build and train on")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "proof")
     args = p.parse_args(argv)
 
@@ -42,8 +44,8 @@ def main(argv: list[str] | None = None) -> dict:
     data = out / "timecatch"
     if not (data / "build.json").is_file():
         timecatch.build(timecatch.TimeCatchConfig(out=data, synthetic=args.clips, seed=args.seed, lpips_pretrained=False,
-                                                  tasks=("temporal_detect", "frame_detect", "frame_localize"), progress=False,
-                                                  subsets=("main",)))
+                                                  tasks=tuple(args.tasks.split(",")), progress=False,
+                                                  subsets=("main",), frame_labels=args.frame_labels))
     t_data = time.perf_counter() - t0
     run = out / "run"
     train.main(["--config", str(REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"), "--model_name_or_path", str(model),
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_train = time.perf_counter() - t0 - t_data
     result = evaluate(str(run), data, out / "eval", split="validation", progress=False)
     metrics = result["metrics"]
-    summary = {"clips": args.clips, "epochs": args.epochs, "seconds": {"data": t_data, "train": t_train,
+    summary = {"clips": args.clips, "epochs": args.epochs, "frame_labels": args.frame_labels, "seconds": {"data": t_data, "train": t_train,
                "total": time.perf_counter() - t0}, "metrics": metrics}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(json.dumps({"seconds": summary["seconds"]}, indent=2))

@@ -31,6 +31,9 @@ Protocol, as built here:
 7. **Prompts**: images first, then the scene description (Appendix A.3; off
    with ``--no-descriptions``), then the instruction. Temporal detection has
    the base prompt A and the variants B–E of Appendix A.2 (``--prompts``).
+   ``--frame-labels`` (off by default; the paper shows the images back to
+   back) puts a text item ``"Frame k:"`` before the k-th image, so that a
+   position can be read off the prompt instead of counted.
 8. **Splits** by source sequence (all records of a sequence share a split):
    the manifest's ``split`` when given, else per source an exact 80/20
    train/validation partition of the sequences in a seeded hash order.
@@ -156,6 +159,7 @@ class TimeCatchConfig:
     tasks: tuple[str, ...] = TIMECATCH_TASKS
     prompts: tuple[str, ...] = ("A",)
     descriptions: bool = True
+    frame_labels: bool = False
     adjacent_choices: bool = False
     subsets: tuple[str, ...] = ("main", "long")
     splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
@@ -404,6 +408,7 @@ def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCat
         "subset": subset,
         "description": seq.description,
         "description_shown": show_description,
+        "frame_labels": cfg.frame_labels,
         "times_s": done["times_s"],
         "source_frame_indices": done["source_indices"],
         "lpips_consecutive": done["lpips_consecutive"],
@@ -421,6 +426,7 @@ def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCat
                 id=rid, task=task, images=[{"bytes": b, "path": None} for b in images], instruction=prefix + instruction,
                 answer=label, choices=choices, label=label, source=seq.source, perturbation=perturbation,
                 position=position, n_frames=n, layout=layout, meta=meta,
+                image_labels=[f"Frame {k}:" for k in range(1, n + 1)] if cfg.frame_labels else None,
             )
         )
 
@@ -607,6 +613,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", default=",".join(TIMECATCH_TASKS), help="comma-separated subset of " + ",".join(TIMECATCH_TASKS))
     p.add_argument("--prompts", default="A", help="temporal-detection prompt layouts, comma-separated from A,B,C,D,E")
     p.add_argument("--no-descriptions", action="store_true", help="leave scene descriptions out of the prompts (ablation)")
+    p.add_argument("--frame-labels", action="store_true",
+                   help='put "Frame k:" before the k-th image (default: images back to back, as in the paper)')
     p.add_argument("--adjacent-choices", action="store_true", help="temporal localization choices: adjacent pairs only (default: every pair)")
     p.add_argument("--subsets", default="main,long", help="which length subsets to keep: main (4–8 frames), long (9–16)")
     p.add_argument("--splits", default="train=0.8,validation=0.2", help="fractions per split by source sequence, when the manifest gives none")
@@ -628,7 +636,7 @@ def config_from_args(args: argparse.Namespace) -> TimeCatchConfig:
         intervals=per_source, default_interval=default or DEFAULT_INTERVAL_S,
         lpips_threshold=args.lpips_threshold, lpips_net=args.lpips_net, lpips_pretrained=not args.lpips_random_backbone,
         device=args.device, tasks=tuple(t for t in args.tasks.split(",") if t), prompts=tuple(p for p in args.prompts.split(",") if p),
-        descriptions=not args.no_descriptions, adjacent_choices=args.adjacent_choices,
+        descriptions=not args.no_descriptions, frame_labels=args.frame_labels, adjacent_choices=args.adjacent_choices,
         subsets=tuple(s for s in args.subsets.split(",") if s), splits=parse_splits(args.splits),
         synthetic_long_fraction=args.synthetic_long_fraction, synthetic_kind=args.synthetic_kind, strict=args.strict, keep_work=args.keep_work,
         progress=not args.no_progress,

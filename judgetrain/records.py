@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,15 +135,22 @@ def make_record(
     meta: Mapping[str, Any],
     system: str | None = None,
     text_before_images: str | None = None,
+    image_labels: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Build one record with the prompt laid out as DESIGN.md fixes it: the
     images first, in ``images`` order, then the instruction text (optionally
     preceded by ``text_before_images``). ``answer`` is the completion text (the
-    label alone, or a rationale followed by the label)."""
+    label alone, or a rationale followed by the label). ``image_labels``, one
+    per image, puts a text item (e.g. ``"Frame 3:"``) right before each image."""
+    if image_labels is not None and len(image_labels) != len(images):
+        raise ValueError(f"record {id}: {len(image_labels)} image labels for {len(images)} images")
     content: list[dict[str, Any]] = []
     if text_before_images:
         content.append({"type": "text", "text": text_before_images})
-    content += [{"type": "image", "text": None} for _ in images]
+    for k in range(len(images)):
+        if image_labels is not None:
+            content.append({"type": "text", "text": image_labels[k]})
+        content.append({"type": "image", "text": None})
     content.append({"type": "text", "text": instruction})
     prompt = [{"role": "user", "content": content}]
     if system:

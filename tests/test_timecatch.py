@@ -213,10 +213,16 @@ def test_same_seed_same_hashes_other_seed_differs(tmp_path, timecatch_build, syn
     again = timecatch.build(timecatch.TimeCatchConfig(**{**cfg.__dict__, "out": tmp_path / "again"}))
     assert again["splits"] == info["splits"]
     other = timecatch.build(timecatch.TimeCatchConfig(**{**cfg.__dict__, "out": tmp_path / "other", "seed": 8,
-                                                         "descriptions": False, "adjacent_choices": True}))
+                                                         "descriptions": False, "adjacent_choices": True,
+                                                         "frame_labels": True}))
     assert other["splits"] != info["splits"]
     for r in records.load(tmp_path / "other")["train"]:
-        assert "Scene description" not in r["prompt"][0]["content"][-1]["text"]
+        content = r["prompt"][0]["content"]
+        assert "Scene description" not in content[-1]["text"]
+        # --frame-labels: "Frame k:" right before the k-th image, then the instruction
+        expected = [item for k in range(1, r["n_frames"] + 1) for item in (("text", f"Frame {k}:"), ("image", None))]
+        assert [(c["type"], c["text"]) for c in content[:-1]] == expected
+        assert json.loads(r["meta"])["frame_labels"] is True
         if r["task"] == "temporal_localize":
             assert r["choices"] == timecatch.temporal_choices(r["n_frames"], adjacent_only=True)
 
