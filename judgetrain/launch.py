@@ -65,16 +65,22 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-processes", type=int, default=None, help="processes (GPUs) to launch; default: the config's")
 
 
+def accelerate_args(accelerate_config: str | None, num_processes: int | None) -> list[str]:
+    """``accelerate launch`` options for a shipped config name or file and a process count."""
+    launch_args = []
+    if accelerate_config:
+        launch_args += ["--config_file", str(resolve_accelerate_config(accelerate_config))]
+    if num_processes:
+        launch_args += ["--num_processes", str(num_processes)]
+    return launch_args
+
+
 def main(args: argparse.Namespace, overrides: list[str] | None = None) -> int:
     from accelerate.commands.launch import launch_command, launch_command_parser
 
     if not args.recipe.is_file():
         raise SystemExit(f"error: recipe {args.recipe} not found")
-    launch_args = []
-    if args.accelerate_config:
-        launch_args += ["--config_file", str(resolve_accelerate_config(args.accelerate_config))]
-    if args.num_processes:
-        launch_args += ["--num_processes", str(args.num_processes)]
+    launch_args = accelerate_args(args.accelerate_config, args.num_processes)
     script = ["--config", str(args.recipe), *(overrides or [])]
     launch = launch_command_parser().parse_args([*launch_args, "-m", "judgetrain.train", *script])
     print("launching: accelerate launch " + " ".join([*launch_args, "-m", "judgetrain.train", *script]), flush=True)

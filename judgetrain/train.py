@@ -607,6 +607,11 @@ def setup(argv: list[str] | None = None) -> Run:
         eval_dataset=evaluation if training_args.eval_strategy != "no" else None,
         processing_class=processor, peft_config=peft_config, callbacks=[_checkpoint_complete_callback()],
     )
+    from judgetrain.sweep import sweep_callback
+
+    callback = sweep_callback(evaluation, processor, training_args)  # only in a trial started by `judgetrain sweep`
+    if callback is not None:
+        trainer.add_callback(callback)
     if trainer.accelerator.is_main_process:
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
