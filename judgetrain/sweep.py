@@ -170,9 +170,10 @@ class SearchSpace:
         """``--field value`` flags for the trainer: the fixed overrides, then the trial's values."""
         return [a for k, v in {**self.fixed, **values}.items() for a in (f"--{k}", _flag_value(v))]
 
-    def validate(self, recipe: Path) -> None:
-        """Parse the recipe with every probe value through the trainer's parser and
-        cross-field checks; raise one :class:`SweepError` listing every problem."""
+    def validate(self, recipe: Path, extra: list[str] | None = None) -> None:
+        """Parse the recipe (with the sweep's ``extra`` overrides) with every probe value
+        through the trainer's parser and cross-field checks; raise one
+        :class:`SweepError` listing every problem."""
         from judgetrain import train
 
         known = {a.dest for a in train.make_parser()._actions}
@@ -183,8 +184,12 @@ class SearchSpace:
 
                 close = difflib.get_close_matches(name, known, n=1)
                 problems.append(f"{self.path}: {name!r} is not a recipe field" + (f"; did you mean {close[0]!r}?" if close else ""))
+        base = self.overrides({}) + list(extra or [])
         if not problems:
-            base = self.overrides({})
+            try:
+                train.parse(["--config", str(recipe), *base])
+            except (train.ConfigError, SystemExit, ValueError) as e:
+                raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
             for p in self.params:
                 for v in p.probe_values():
                     try:
@@ -392,7 +397,8 @@ def _objective_fn(cfg: SweepConfig, console):
         env[ENV] = json.dumps({
             "storage": cfg.storage, "study": cfg.study, "trial_id": trial._trial_id, "trial_number": trial.number,
             "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": os.getpid(),
-            "heartbeat": cfg.heartbeat,
+            # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
+            "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
         })
         # wandb: every trial a run in the study's group
         env.setdefault("WANDB_RUN_GROUP", cfg.study)
@@ -474,7 +480,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
     console = Console(stderr=True)
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.space.validate(cfg.recipe)
+    cfg.space.validate(cfg.recipe, cfg.extra)
     cfg.out.mkdir(parents=True, exist_ok=True)
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
@@ -692,7 +698,7 @@ class SweepCallback(_callback_base()):
             import optuna
 
             storage = storage_from_url(self.env["storage"], heartbeat_interval=None)
-            study = optuna.load_study(study_name=self.env["study"], storage=storage)
+            study = optuna.load_study(study_name=self.env["study"], storage=storage, pruner=make_pruner(*self.env["pruner"]))
             self._trial = optuna.trial.Trial(study, self.env["trial_id"])
         return self._trial
 
