@@ -362,9 +362,13 @@ class SweepConfig:
 
 
 def _reason(rc: int, log: Path) -> str:
+    import re
+
     tail = log.read_text(errors="replace")[-20000:] if log.is_file() else ""
-    if rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+    # accelerate launch exits 1 when its training process dies of a signal, and says which
+    died = re.findall(r"died with <Signals\.(SIG[A-Z]+)", tail)
+    if rc < 0 or died:
+        name = died[-1] if died else (signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc))
         return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "") + f"; log: {log}"
     if "OutOfMemoryError" in tail or "CUDA out of memory" in tail:
         return f"out of GPU memory; log: {log}"
@@ -477,7 +481,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
     from optuna.trial import TrialState
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
     cfg.space.validate(cfg.recipe, cfg.extra)

@@ -207,3 +207,184 @@ def test_dashboard_serves_the_study(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------- the controller, end to end (slow)
+
+
+def sweep_cmd(recipe: Path, storage: str, study: str, out: Path, *extra: str) -> list[str]:
+    return [str(BIN / "judgetrain"), "sweep", str(recipe), "--space", str(REPO / "recipes" / "spaces" / "tiny.yaml"),
+            "--storage", storage, "--study", study, "--out", str(out), "--objective", "eval_loss", *extra]
+
+
+def run_ok(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path, recipe):
+    # four useful learning rates first (the pruner's startup trials), then two
+    # that barely move the loss: the median pruner stops those at their first evaluation
+    enqueue = tmp_path / "enqueue.yaml"
+    good = [{"lora_r": r, "lora_alpha": a, "learning_rate": 5e-3} for r, a in [(4, 8), (8, 8), (4, 16), (8, 16)]]
+    slow = [{"lora_r": 4, "lora_alpha": 8, "learning_rate": 1e-4}, {"lora_r": 8, "lora_alpha": 16, "learning_rate": 1e-4}]
+    enqueue.write_text(yaml.safe_dump(good + slow))
+    storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
+    run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials", "4",
+                     "--max_steps", "6"))
+    study = load(storage, "e2e")
+    trials = study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4 + [TrialState.PRUNED] * 2
+    assert [t.params for t in trials] == good + slow
+    for t in trials:
+        folder = out / f"trial-{t.number:04d}"
+        result = json.loads((folder / sweep.RESULT_FILE).read_text())
+        evals = {h["step"]: h["eval_loss"] for h in json.loads((folder / "trainer_state.json").read_text())["log_history"]
+                 if "eval_loss" in h}
+        assert t.intermediate_values == pytest.approx(evals, abs=1e-6)
+        assert (folder / "adapter_model.safetensors").is_file() and (folder / "judgetrain_recipe.yaml").is_file()
+        if t.state == TrialState.PRUNED:
+            assert result["state"] == "pruned" and list(evals) == [2]
+        else:
+            assert result["state"] == "complete" and list(evals) == [2, 4, 6]
+            assert t.value == pytest.approx(evals[6], abs=1e-6)
+    best = min((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.value)
+    run_ok([str(BIN / "judgetrain"), "sweep", "best", "e2e", "--storage", storage, "--out", str(tmp_path / "best.yaml")])
+    text = (tmp_path / "best.yaml").read_text()
+    assert text.startswith("# accelerate launch -m judgetrain.train --config ")
+    doc = yaml.safe_load(text)
+    assert {k: doc[k] for k in best.params} == best.params
+    margs, dargs, largs, targs = train.parse(["--config", str(tmp_path / "best.yaml")])
+    assert (largs.lora_r, largs.lora_alpha, targs.learning_rate) == (best.params["lora_r"], best.params["lora_alpha"],
+                                                                     best.params["learning_rate"])
+
+
+def _two_controllers(tmp_path: Path, recipe: Path, storage: str) -> None:
+    out = tmp_path / "trials"
+    procs = [subprocess.Popen(sweep_cmd(recipe, storage, "shared", out, "--trials", "4", "--seed", str(seed), "--pruner", "none",
+                                        "--max_steps", "2"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for seed in (1, 2)]
+    for p in procs:
+        log = p.communicate(timeout=1200)[0]
+        assert p.returncode == 0, log[-3000:]
+    study = load(storage, "shared")
+    numbers = [t.number for t in study.trials]
+    assert numbers == list(range(len(numbers)))  # no trial lost or written twice
+    states = [t.state for t in study.trials]
+    # each controller stops once the study holds 4 finished trials; one may be mid-trial then
+    assert states.count(TrialState.COMPLETE) in (4, 5) and set(states) == {TrialState.COMPLETE}
+    owners = {t.user_attrs["controller"]["pid"] for t in study.trials}
+    assert len(owners) == 2  # both controllers ran trials
+    for t in study.trials:  # every trial has its own folder holding its own result
+        result = json.loads((out / f"trial-{t.number:04d}" / sweep.RESULT_FILE).read_text())
+        assert result["trial_number"] == t.number and result["values"] == pytest.approx([t.value])
+
+
+@pytest.mark.slow
+def test_two_controllers_share_a_journal_file_study(tmp_path, recipe):
+    _two_controllers(tmp_path, recipe, journal(tmp_path / "shared.journal"))
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server on 127.0.0.1 for this module, started from the Debian binaries."""
+    import tempfile
+
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not versions:
+        pytest.skip("PostgreSQL server binaries not found: run `make system-deps` (Debian package postgresql)")
+    bindir = versions[-1].parent
+    root = Path(tempfile.mkdtemp(prefix="judgetrain-pg-"))
+    root.chmod(0o755)
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(root, "postgres", "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(root / "data"), "-U", "postgres", "--auth=trust"],
+                   check=True, capture_output=True)
+    subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "log"), "-w", "-o",
+                    f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"], check=True, capture_output=True)
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_two_controllers_share_a_postgresql_study(tmp_path, recipe, postgres):
+    _two_controllers(tmp_path, recipe, postgres)
+
+
+def _pids(pattern: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found if int(p) != os.getpid()]
+
+
+def _wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (got := cond()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+    return got
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Leave no controller or trial process behind when a test fails midway."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@pytest.mark.slow
+def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
+    storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
+    ctl = subprocess.Popen(sweep_cmd(recipe, storage, "kill-trial", out, "--trials", "2", "--retries", "1", "--pruner", "none",
+                                     "--max_steps", "30", "--eval_steps", "10"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        # the training process of trial 0 (not its accelerate launcher): SIGKILL it once it has trained a little
+        pattern = f"-m judgetrain.train .*{out}/trial-0000"
+        trainer = _wait_for(lambda: [p for p in _pids(pattern) if b"accelerate" not in Path(f"/proc/{p}/cmdline").read_bytes()],
+                            300, "trial 0 to start")
+        _wait_for(lambda: "{'loss'" in (out / "trial-0000" / "train.log").read_text(errors="replace"), 300, "trial 0 to train")
+        os.kill(trainer[0], signal.SIGKILL)
+        log = ctl.communicate(timeout=1200)[0]
+    finally:
+        _stop_group(ctl)
+    assert ctl.returncode == 0, log[-3000:]
+    trials = load(storage, "kill-trial").trials
+    assert trials[0].state == TrialState.FAIL and "killed by SIGKILL" in trials[0].user_attrs["fail_reason"]
+    retry = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[0].params
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 2
+
+
+@pytest.mark.slow
+def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp_path, recipe):
+    storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
+    cmd = sweep_cmd(recipe, storage, "kill-ctl", out, "--trials", "3", "--retries", "1", "--pruner", "none", "--max_steps", "20",
+                    "--eval_steps", "10")
+    ctl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for(lambda: (out / "trial-0001" / "train.log").is_file(), 600, "trial 1 to start")
+        first = (out / "trial-0000" / sweep.RESULT_FILE).read_bytes()
+        ctl.send_signal(signal.SIGKILL)  # the controller alone: its trial's processes live on
+        ctl.wait()
+        # the orphaned training process notices that its controller is gone and stops by itself
+        _wait_for(lambda: not _pids(f"{out}/trial-0001"), 300, "the orphaned trial to stop")
+    finally:
+        _stop_group(ctl)
+    assert load(storage, "kill-ctl").trials[1].state == TrialState.RUNNING
+    proc = run_ok(cmd, timeout=1200)
+    assert "marked failed, queued again" in proc.stderr
+    trials = load(storage, "kill-ctl").trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
+    assert "controller pid" in trials[1].user_attrs["fail_reason"]
+    assert trials[2].system_attrs["failed_trial"] == 1 and trials[2].params == trials[1].params
+    assert (out / "trial-0000" / sweep.RESULT_FILE).read_bytes() == first  # the finished trial was not run again
