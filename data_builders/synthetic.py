@@ -99,11 +99,13 @@ class _Scene:
     height: float                # box height in world units
 
 
-def _make_scene(rng: np.random.Generator, size: tuple[int, int]) -> _Scene:
+def _make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int | None = None) -> _Scene:
     w, h = size
     height = WORLD_WIDTH * (h - 2 * _BORDER_PX) / (w - 2 * _BORDER_PX)
-    n = int(rng.integers(2, 6))
     combos = [(c, s) for c in COLORS for s in SHAPES]
+    if n_objects is not None and not 2 <= n_objects <= len(combos):
+        raise ValueError(f"n_objects={n_objects}: a scene holds 2..{len(combos)} objects (distinct colour-shape names)")
+    n = int(rng.integers(2, 6)) if n_objects is None else n_objects
     picked = [combos[i] for i in rng.choice(len(combos), size=n, replace=False)]
     radius = rng.uniform(0.26, 0.38, size=n)
     pos = np.zeros((n, 2))
@@ -249,14 +251,58 @@ def _draw(img: Image.Image, scene: _Scene, pos: np.ndarray) -> np.ndarray:
     return np.asarray(img)
 
 
-def _scene_clip(seed_parts: tuple, times: np.ndarray, size: tuple[int, int]):
-    """Simulate now, render lazily: returns (scene, events, iterator of HxWx3 uint8 frames)."""
+def _scene_clip(seed_parts: tuple, times: np.ndarray, size: tuple[int, int], n_objects: int | None = None,
+                trace: list | None = None):
+    """Simulate now, render lazily: returns (scene, positions at ``times``, events, iterator of HxWx3 uint8 frames)."""
     if min(size) < 48:
         raise ValueError(f"size={size}: width and height must be at least 48 pixels, e.g. (160, 120).")
-    scene = _make_scene(np.random.default_rng(derive_seed(*seed_parts, "scene")), size)
-    positions, events = _simulate(scene, times)
+    scene = _make_scene(np.random.default_rng(derive_seed(*seed_parts, "scene")), size, n_objects)
+    positions, events = _simulate(scene, times, trace)
     background = _background(np.random.default_rng(derive_seed(*seed_parts, "texture")), size)
-    return scene, events, (_draw(background.copy(), scene, p) for p in positions)
+    return scene, positions, events, (_draw(background.copy(), scene, p) for p in positions)
+
+
+@dataclass(frozen=True)
+class PhysicsRun:
+    """The full simulated state of one clip, so that questions about it can be answered from it.
+
+    ``names[i]`` is object ``i`` ("<colour> <shape>", distinct); ``radius`` (n,)
+    and positions are in world units (x to the right, y up, floor at y=0, the box
+    ``box`` = (width, height)). ``positions`` (n_frames, n, 2) holds the centres
+    drawn in frame ``f`` (time ``f / fps``); ``substeps`` (K+1, n, 2) the centres
+    after every physics substep ``k = 0..K`` (time ``k / SUBSTEP_HZ``; row 0 is the
+    start), up to the last frame. ``events`` as in :class:`PhysicsClip`.
+    """
+
+    names: tuple[str, ...]
+    radius: np.ndarray
+    fps: int
+    positions: np.ndarray
+    substeps: np.ndarray
+    events: tuple[Event, ...]
+    box: tuple[float, float]
+
+    @property
+    def n_frames(self) -> int:
+        return len(self.positions)
+
+    @property
+    def duration_s(self) -> float:
+        return self.n_frames / self.fps
+
+
+def run_physics(seed_parts: tuple, n_frames: int, *, fps: int = 8, size=(160, 120),
+                n_objects: int | None = None) -> tuple[PhysicsRun, Iterator[np.ndarray]]:
+    """Simulate the scene seeded by ``seed_parts`` (hashed with :func:`derive_seed`) for
+    ``n_frames`` frames at ``fps``; return its :class:`PhysicsRun` and a lazy iterator
+    of the rendered HxWx3 uint8 frames. ``n_objects`` None draws 2..5 objects."""
+    if n_frames < 1:
+        raise ValueError(f"n_frames={n_frames}: need at least one frame")
+    trace: list = []
+    scene, positions, events, frames = _scene_clip(seed_parts, np.arange(n_frames) / fps, tuple(size), n_objects, trace)
+    substeps = np.stack([scene.pos] + [p for _, p in trace])
+    run = PhysicsRun(scene.names, scene.radius.copy(), fps, positions, substeps, events, (WORLD_WIDTH, scene.height))
+    return run, frames
 
 
 def _clip_duration(seed: int, index: int, duration_range_s, long_fraction=0.0, long_range_s=(15.0, 25.0)) -> float:
@@ -278,7 +324,7 @@ def simulate_clip(seed: int, index: int, *, duration_s: float | None = None, fps
     if duration_s is None:
         duration_s = _clip_duration(seed, index, DEFAULT_DURATION_RANGE_S)
     n_frames = max(1, int(round(duration_s * fps)))
-    scene, events, frames = _scene_clip(("physics", seed, index), np.arange(n_frames) / fps, tuple(size))
+    scene, _, events, frames = _scene_clip(("physics", seed, index), np.arange(n_frames) / fps, tuple(size))
     clip = PhysicsClip(id=f"physics-{index:05d}", description=describe_events(events), events=events,
                        n_objects=len(scene.names), duration_s=n_frames / fps, fps=fps)
     return clip, frames
@@ -368,7 +414,7 @@ def write_frame_folders(out_dir, n: int, seed: int = 0, *, size=(160, 120), fram
     rows = []
     for index in tqdm(range(n), desc=SOURCE_FRAMES, unit="clip", disable=not progress):
         k = int(np.random.default_rng(derive_seed("n_frames", seed, index)).integers(lo, hi + 1))
-        _, events, frames = _scene_clip(("frames", seed, index), np.arange(k) * frame_interval_s, tuple(size))
+        _, _, events, frames = _scene_clip(("frames", seed, index), np.arange(k) * frame_interval_s, tuple(size))
         clip_id = f"frames-{index:05d}"
         folder = out_dir / "frames" / clip_id
         names = [f"{i:03d}.png" for i in range(k)]

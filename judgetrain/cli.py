@@ -17,6 +17,8 @@ BUILDERS = {
     "prism": "judgetrain.data_builders.prism",
     "mirage": "judgetrain.data_builders.mirage",
     "ordering-probe": "judgetrain.data_builders.ordering",
+    "video-mcq": "judgetrain.data_builders.video_mcq",
+    "rationales": "judgetrain.data_builders.rationales",
 }
 # judgetrain eval <name> -> (module, parser configurator, entry point, help)
 EVALS = {
@@ -24,9 +26,10 @@ EVALS = {
     "report": ("judgetrain.eval.report", "configure_report_parser", "report_main", "recompute metrics, report and plots from predictions.jsonl"),
     "compare": ("judgetrain.eval.report", "configure_compare_parser", "compare_main", "put evaluation runs side by side with per-cell differences"),
 }
-COMMANDS = {"quickstart": "judgetrain.quickstart", "train": "judgetrain.launch", "merge": "judgetrain.merge"}
+COMMANDS = {"quickstart": "judgetrain.quickstart", "train": "judgetrain.launch", "merge": "judgetrain.merge",
+            "sweep": "judgetrain.sweep", "dashboard": "judgetrain.dashboard"}
 # commands whose unknown arguments are passed on (recipe overrides for the trainer)
-PASS_THROUGH = {"train"}
+PASS_THROUGH = {"train", "sweep"}
 
 EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline

@@ -1,0 +1,934 @@
+"""Video multiple-choice manifests for PhaseFusion: synthetic physics questions and benchmark converters.
+
+Video MCQ items are not task records: PhaseFusion samples frames at evaluation
+time, because the sampler is what it studies (paper 001 §2–3). A **manifest** is
+JSON Lines, one question per line (DESIGN.md):
+
+    {"id": "vmcq-00000", "video": "videos/vmcq-00000.mp4", "question": "Which object touches the floor first?",
+     "options": ["The red ball", "The gray cube", "The cyan cylinder"], "answer": 1,
+     "benchmark": "synthetic-physics", "duration": 12.0, "num_frames": 96}
+
+``video`` is relative to the manifest's folder and must stay inside it;
+``options`` are in gold (canonical) order and ``answer`` indexes them (0-based);
+``duration`` (seconds) and ``num_frames`` are optional. Further keys (``qtype``,
+``evidence_s``, ``clip_seed``, a benchmark's own metadata) are kept in
+:attr:`VideoQuestion.extra`. :func:`load_manifest` validates every line and
+names ``file:line: field`` for each problem.
+
+**Synthetic questions** (``judgetrain build video-mcq --synthetic N``) need no
+download. Each question gets its own physics clip (data_builders/synthetic.py:
+3–5 coloured objects bouncing in a box, ``--frames`` frames at ``--fps``,
+H.264), and its answer is computed from the simulation itself
+(:class:`~judgetrain.data_builders.synthetic.PhysicsRun`: event log and
+positions):
+
+| qtype | question | options |
+| --- | --- | --- |
+| ``first_collision`` | Which two objects collide with each other first? | object pairs of the clip |
+| ``most_bounces`` | Which object bounces off the floor the most times? | objects of the clip |
+| ``fastest`` | Which object moves fastest on average over the whole video? | objects of the clip |
+| ``leftmost_end`` | Which object is farthest to the left at the end of the video? | objects of the clip |
+| ``collision_count`` | How many times do the <a> and the <b> collide with each other? | consecutive counts, ascending |
+
+Touches of one pair (or one object and the floor) less than ``--min-gap``
+seconds (default 0.5 s) after the previous one belong to the same contact
+episode: that is one collision (bounce) to a viewer. A clip is used for a
+question only when its answer is unambiguous in the simulation: the first
+collision comes at least ``--min-gap`` before any other pair's, the
+most-bouncing object has at least two more bounce episodes than the next, the
+fastest object travels at least 10 % farther than the next (path length over
+every physics substep), and the leftmost object leads by at least 0.3 world
+units in every frame of the last second; otherwise the next clip of the same
+(seed, question) is simulated (counted in ``build.json``). Clips have 3–4
+objects, 5 only when five object options are asked for (with five, something
+collides every few frames and few answers stay unambiguous). ``evidence_s``
+lists the times of the deciding events (first collision and runner-up, the
+bounces or collisions counted, the last second); ``clip_seed`` the seed parts
+of the clip (``run_physics(clip_seed, num_frames, fps=…, n_objects=…)``
+re-simulates it). Collisions and bounces are instants, so with the default 96 frames an 8-frame grid (one sample per 1.5 s)
+misses most of them and which ones depends on its phase, while the 24-frame
+union of three phases (one per 0.5 s) brackets them: the phase can matter, as
+PhaseFusion needs.
+
+Distractors are other objects (or pairs) of the same clip, those taking part
+in later events first. Types cycle in the order of ``--qtypes``, option counts
+cycle through ``--options`` per round of types, and the gold position is
+balanced per option count (each block of k questions with k options puts gold
+once in each slot, in a seeded order; count options stay ascending, so the
+window of counts is chosen to put gold there); ``build.json`` records the
+counts. Seeds come from hashlib (judgetrain.seeding); the same arguments give
+byte-identical videos and manifest. Videos are written atomically one by one,
+and an existing one is kept, so a killed build resumes where it stopped.
+
+**Converters** (``--from egoschema|mvbench|videomme --annotations FILE
+--videos DIR``) turn the benchmarks' published annotation files into a
+manifest written to ``--out``, which must contain ``--videos`` (manifest paths
+stay inside the manifest's folder, e.g. ``--out`` the benchmark's root):
+
+- **EgoSchema** (github.com/egoschema/EgoSchema): ``questions.json``, a list of
+  ``{"q_uid", "google_drive_id", "question", "option 0", …, "option 4"}``, and
+  ``subset_answers.json`` (``--answers``; default: beside the questions), a
+  mapping ``q_uid → correct option index`` for the public 500-question subset.
+  Video: ``DIR/<q_uid>.mp4``. Questions without a public answer are skipped
+  and counted. ``id`` = ``q_uid``.
+- **MVBench** (OpenGVLab/MVBench): one JSON list per task (``json/<task>.json``;
+  ``--annotations`` a file or the folder), items ``{"video", "question",
+  "candidates": [...], "answer": <text of the correct candidate>}``, plus
+  ``"start"``/``"end"`` (seconds) for the bounded tasks, kept in ``extra``.
+  ``--videos`` is MVBench's ``video/`` folder; each task's videos lie in the
+  sub-folder of :data:`MVBENCH_TASKS` (the benchmark's own ``data_list``); a task
+  not listed there reads ``DIR/<video>``. ``episodic_reasoning`` is stored as
+  frame folders, not videos, and is skipped with that reason. ``id`` =
+  ``<task>-<index in the file>``; ``answer`` = the candidate's index.
+- **Video-MME** (lmms-lab/Video-MME): ``videomme/test-00000-of-00001.parquet``
+  (or the same rows as JSON / JSON Lines) with ``video_id``, ``duration``
+  (the category ``short``/``medium``/``long``, not seconds: kept as
+  ``extra.duration_category``), ``domain``, ``sub_category``, ``url``,
+  ``videoID`` (the YouTube id; video ``DIR/<videoID>.mp4``), ``question_id``,
+  ``task_type``, ``question``, ``options`` (``["A. …", "B. …", "C. …", "D. …"]``,
+  letter prefixes removed) and ``answer`` (a letter). ``id`` = ``question_id``.
+
+A question whose video is missing (or, with ``--probe``, unreadable) or whose
+annotation is inconsistent (answer not among the options) is reported with
+its file, item and id, counted in ``build.json`` and left out of the
+manifest; ``--strict`` makes it an error. ``--probe`` reads every video's frame
+count and fps (PyAV) into ``num_frames`` and ``duration``. ``--sample N`` keeps
+``random.Random(seed).sample(items, N)`` of the usable items, the subsets of
+paper 001 App. A (seed 42).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .common import BuildError, Skip, csv, inside
+
+__all__ = [
+    "BENCHMARK_SYNTHETIC",
+    "CONVERTERS",
+    "MANIFEST",
+    "MVBENCH_TASKS",
+    "QTYPES",
+    "ManifestError",
+    "SyntheticConfig",
+    "VideoQuestion",
+    "build_synthetic",
+    "configure_parser",
+    "convert",
+    "load_manifest",
+    "main",
+]
+
+BUILDER = "video-mcq"
+VERSION = "1.0.0"
+MANIFEST = "manifest.jsonl"
+BUILD_INFO = "build.json"
+BENCHMARK_SYNTHETIC = "synthetic-physics"
+QTYPES = ("first_collision", "most_bounces", "fastest", "leftmost_end", "collision_count")
+QUESTIONS = {
+    "first_collision": "Which two objects collide with each other first?",
+    "most_bounces": "Which object bounces off the floor the most times?",
+    "fastest": "Which object moves fastest on average over the whole video?",
+    "leftmost_end": "Which object is farthest to the left at the end of the video?",
+    "collision_count": "How many times do the {a} and the {b} collide with each other?",
+}
+DEFAULT_FRAMES, DEFAULT_FPS, DEFAULT_SIZE = 96, 8, (160, 120)
+DEFAULT_OPTIONS = (3, 5)
+DEFAULT_MIN_GAP_S = 0.5
+FASTEST_RATIO = 1.1        # the fastest object travels >= 10 % farther than the next
+MOST_BOUNCES_LEAD = 2      # the most-bouncing object bounces at least twice more than the next
+LEFTMOST_GAP = 0.3         # world units (~ one object radius) in every frame of the last second
+MAX_ATTEMPTS = 500
+MAX_REPORTED_PROBLEMS = 20
+
+_FIELDS = ("id", "video", "question", "options", "answer", "benchmark", "duration", "num_frames")
+
+
+class ManifestError(BuildError):
+    """A manifest that cannot be read; the message names file:line: field and the fix."""
+
+
+@dataclass(frozen=True)
+class VideoQuestion:
+    """One multiple-choice question about one video (a manifest line, DESIGN.md).
+
+    ``video`` is absolute (resolved inside the manifest's folder); ``options`` are
+    in gold order and ``answer`` indexes them (0-based); ``duration`` (seconds) and
+    ``num_frames`` are None when the manifest does not give them; ``extra`` keeps
+    any further keys of the line (e.g. ``qtype``), ``line`` is the 1-based line number.
+    """
+
+    id: str
+    video: Path
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    benchmark: str
+    duration: float | None = None
+    num_frames: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    line: int = 0
+
+
+# ---------------------------------------------------------------- manifest
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _text(obj: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{key}: must be a non-empty string, got {value!r}")
+        return None
+    return value
+
+
+def _check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """The validated fields of one manifest object, or the problems found (each ``field: what and how to fix``)."""
+    if not isinstance(obj, dict):
+        return None, [f"(line): expected a JSON object with {', '.join(_FIELDS[:6])}, got {type(obj).__name__}"]
+    problems: list[str] = []
+    qid, question, benchmark = (_text(obj, k, problems) for k in ("id", "question", "benchmark"))
+    video = None
+    if "video" not in obj:
+        problems.append("video: missing; give the video's path relative to the manifest's folder")
+    else:
+        try:
+            video = inside(root, obj["video"], "video")
+        except ValueError as e:
+            problems.append(f"video: {e}")
+    options = obj.get("options")
+    if not (isinstance(options, list) and len(options) >= 2 and all(isinstance(o, str) and o.strip() for o in options)):
+        problems.append(f"options: must be a list of at least two non-empty strings, got {options!r}")
+        options = None
+    elif len(set(options)) != len(options):
+        dup = next(o for o, c in Counter(options).items() if c > 1)
+        problems.append(f"options: {dup!r} appears more than once; options must be distinct")
+        options = None
+    answer = obj.get("answer")
+    if not _is_int(answer):
+        problems.append(f"answer: must be the 0-based index of the correct option (an integer), got {answer!r}")
+    elif options is not None and not 0 <= answer < len(options):
+        problems.append(f"answer: {answer} is not an index into the {len(options)} options (0..{len(options) - 1})")
+    duration = obj.get("duration")
+    if duration is not None and not (isinstance(duration, (int, float)) and not isinstance(duration, bool)
+                                     and math.isfinite(duration) and duration > 0):
+        problems.append(f"duration: must be the video's length in seconds (a number > 0) or absent, got {duration!r}")
+    num_frames = obj.get("num_frames")
+    if num_frames is not None and not (_is_int(num_frames) and num_frames >= 1):
+        problems.append(f"num_frames: must be the video's frame count (an integer >= 1) or absent, got {num_frames!r}")
+    if problems:
+        return None, problems
+    return {"id": qid, "video": video, "question": question, "options": tuple(options), "answer": answer,
+            "benchmark": benchmark, "duration": None if duration is None else float(duration), "num_frames": num_frames,
+            "extra": {k: v for k, v in obj.items() if k not in _FIELDS}}, []
+
+
+def _raise(path: Path, problems: list[str]) -> None:
+    shown = problems[:MAX_REPORTED_PROBLEMS]
+    more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+    raise ManifestError(f"{path}: {len(problems)} problem(s) in the video-MCQ manifest (fields: DESIGN.md, "
+                        f"'Video multiple-choice items'):\n  " + "\n  ".join(shown) + more)
+
+
+def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
+    """Read and validate a video-MCQ manifest (JSON Lines); ManifestError naming
+    ``file:line: field`` for every bad line (up to 20 shown), duplicate ids, or a
+    ``video`` path leaving the manifest's folder. Blank lines are allowed. Video
+    files need not exist here (the evaluation reports unreadable ones)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
+                            "or convert a benchmark with `--from egoschema|mvbench|videomme`")
+    root = path.parent
+    questions, problems, seen = [], [], {}
+    with open(path, encoding="utf-8") as f:
+        for ln, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                problems.append(f"{path}:{ln}: (line): not valid JSON ({e.msg} at column {e.colno}); write one JSON object per line")
+                continue
+            fields, bad = _check_line(obj, root)
+            problems += [f"{path}:{ln}: {p}" for p in bad]
+            if fields is None:
+                continue
+            if fields["id"] in seen:
+                problems.append(f"{path}:{ln}: id: {fields['id']!r} is already used on line {seen[fields['id']]}; ids must be unique")
+                continue
+            seen[fields["id"]] = ln
+            questions.append(VideoQuestion(**fields, line=ln))
+    if problems:
+        _raise(path, problems)
+    if not questions:
+        raise ManifestError(f"{path}: the manifest holds no questions")
+    return questions
+
+
+def _manifest_row(qid: str, video: str, question: str, options: Sequence[str], answer: int, benchmark: str,
+                  duration: float | None = None, num_frames: int | None = None, **extra: Any) -> dict[str, Any]:
+    row = {"id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
+           "benchmark": benchmark}
+    if duration is not None:
+        row["duration"] = duration
+    if num_frames is not None:
+        row["num_frames"] = num_frames
+    return row | extra
+
+
+def _write_manifest(out: Path, rows: list[dict[str, Any]]) -> Path:
+    from judgetrain.eval.report import write_rows
+
+    path = out / MANIFEST
+    write_rows(path, rows)
+    load_manifest(path)  # what was written must read back
+    return path
+
+
+# ---------------------------------------------------------------- synthetic questions
+
+@dataclass
+class SyntheticConfig:
+    """Arguments of a synthetic build (the CLI flags of the same names)."""
+
+    out: Path
+    n: int
+    seed: int = 42
+    frames: int = DEFAULT_FRAMES
+    fps: int = DEFAULT_FPS
+    options: tuple[int, int] = DEFAULT_OPTIONS
+    size: tuple[int, int] = DEFAULT_SIZE
+    min_gap_s: float = DEFAULT_MIN_GAP_S
+    qtypes: tuple[str, ...] = QTYPES
+    progress: bool = True
+
+    def check(self) -> None:
+        lo, hi = self.options
+        problems = []
+        if self.n < 1:
+            problems.append(f"--synthetic {self.n}: need at least one question")
+        if not 2 <= lo <= hi <= 5:
+            problems.append(f"--options {lo}-{hi}: need 2 <= min <= max <= 5 (a clip has at most 5 objects), e.g. 3-5")
+        if self.fps < 1 or self.frames < 2 * self.fps:
+            problems.append(f"--frames {self.frames} --fps {self.fps}: need fps >= 1 and a clip of at least 2 s")
+        if self.min_gap_s <= 0:
+            problems.append(f"--min-gap {self.min_gap_s}: must be > 0 seconds")
+        unknown = [q for q in self.qtypes if q not in QTYPES]
+        if unknown or not self.qtypes:
+            problems.append(f"--qtypes: unknown {unknown}; choose from {','.join(QTYPES)}")
+        if self.size[0] % 2 or self.size[1] % 2 or min(self.size) < 48:
+            problems.append(f"--size {self.size[0]}x{self.size[1]}: width and height must be even and >= 48, e.g. 160x120")
+        if problems:
+            raise BuildError("; ".join(problems))
+
+    def params(self) -> dict[str, Any]:
+        """Everything a video depends on: a resumed build must match it."""
+        return {"seed": self.seed, "frames": self.frames, "fps": self.fps, "options": list(self.options),
+                "size": list(self.size), "min_gap_s": self.min_gap_s, "qtypes": list(self.qtypes), "version": VERSION}
+
+
+@dataclass(frozen=True)
+class _Draft:
+    options: tuple[str, ...]
+    answer: int
+    evidence_s: tuple[float, ...]
+    question: str | None = None   # None: the type's fixed question
+
+
+def _obj(name: str) -> str:
+    return f"The {name}"
+
+
+def _pair(a: str, b: str) -> str:
+    return f"The {a} and the {b}"
+
+
+def _place(gold: str, primary: Sequence[str], secondary: Sequence[str], k: int, pos: int,
+           rng: np.random.Generator) -> tuple[str, ...] | None:
+    """Gold at ``pos`` among ``k`` options; distractors drawn from ``primary`` first, then ``secondary``."""
+    pool = [primary[i] for i in rng.permutation(len(primary))] + [secondary[i] for i in rng.permutation(len(secondary))]
+    if len(pool) < k - 1:
+        return None
+    picked = pool[:k - 1]
+    picked = [picked[i] for i in rng.permutation(len(picked))]
+    return tuple(picked[:pos] + [gold] + picked[pos:])
+
+
+def _event_times(run, kind: str) -> dict[tuple[str, ...], list[float]]:
+    """Times of every ``kind`` event per object (bounce) or per pair (collision), in time order."""
+    times: dict[tuple[str, ...], list[float]] = {}
+    for e in run.events:
+        if e.kind == kind:
+            times.setdefault((e.a, e.b) if kind == "collision" else (e.a,), []).append(e.time_s)
+    return times
+
+
+def _episodes(times: Sequence[float], min_gap: float) -> list[float]:
+    """Start times of contact episodes: a pair touching again within ``min_gap`` of its
+    previous touch is still in the same collision as far as a viewer can tell."""
+    starts: list[float] = []
+    for prev, t in zip([-math.inf, *times], times):
+        if t - prev >= min_gap:
+            starts.append(t)
+    return starts
+
+
+def _pairs(run) -> list[tuple[str, str]]:
+    return list(combinations(run.names, 2))  # scene order, as the simulator names collisions
+
+
+def _first_collision(run, k, pos, rng, min_gap):
+    """Gold: the pair that touches first, at least ``min_gap`` ahead of any other pair's first
+    touch; distractors: pairs colliding later first, then pairs that never collide."""
+    first = {pair: ts[0] for pair, ts in _event_times(run, "collision").items()}
+    if not first:
+        return None
+    ranked = sorted(first, key=first.get)
+    if len(ranked) > 1 and first[ranked[1]] - first[ranked[0]] < min_gap:
+        return None
+    never = [_pair(*p) for p in _pairs(run) if p not in first]
+    options = _place(_pair(*ranked[0]), [_pair(*p) for p in ranked[1:]], never, k, pos, rng)
+    if options is None:
+        return None
+    return _Draft(options, pos, tuple(round(first[p], 4) for p in ranked[:2]))
+
+
+def _most_bounces(run, k, pos, rng, min_gap):
+    per_object = _event_times(run, "bounce")
+    starts = {name: _episodes(per_object.get((name,), []), min_gap) for name in run.names}
+    ranked = sorted(run.names, key=lambda name: -len(starts[name]))
+    if len(starts[ranked[0]]) - len(starts[ranked[1]]) < MOST_BOUNCES_LEAD:
+        return None
+    options = _place(_obj(ranked[0]), [_obj(name) for name in ranked[1:]], [], k, pos, rng)
+    return None if options is None else _Draft(options, pos, tuple(round(t, 4) for t in starts[ranked[0]]))
+
+
+def _fastest(run, k, pos, rng, min_gap):
+    path = np.linalg.norm(np.diff(run.substeps, axis=0), axis=-1).sum(axis=0)
+    order = np.argsort(-path, kind="stable")
+    if path[order[0]] < FASTEST_RATIO * path[order[1]]:
+        return None
+    options = _place(_obj(run.names[order[0]]), [_obj(run.names[i]) for i in order[1:]], [], k, pos, rng)
+    return None if options is None else _Draft(options, pos, ())
+
+
+def _leftmost_end(run, k, pos, rng, min_gap):
+    last = run.positions[max(0, run.n_frames - run.fps):, :, 0]     # x of every object, last second
+    order = np.argsort(last, axis=1, kind="stable")
+    leader = order[:, 0]
+    gaps = np.take_along_axis(last, order[:, 1:2], 1)[:, 0] - np.take_along_axis(last, order[:, :1], 1)[:, 0]
+    if (leader != leader[-1]).any() or gaps.min() < LEFTMOST_GAP:
+        return None
+    i = int(leader[-1])
+    rest = [_obj(n) for j, n in enumerate(run.names) if j != i]
+    options = _place(_obj(run.names[i]), rest, [], k, pos, rng)
+    t_end = run.duration_s
+    return None if options is None else _Draft(options, pos, (round(t_end - 1.0, 4), round(t_end, 4)))
+
+
+def _collision_count(run, k, pos, rng, min_gap):
+    per_pair = _event_times(run, "collision")
+    counts = {pair: _episodes(per_pair.get(pair, []), min_gap) for pair in _pairs(run)}
+    eligible = [pair for pair, starts in counts.items() if len(starts) >= pos]  # the options start at count - pos >= 0
+    if not eligible:
+        return None
+    a, b = eligible[int(rng.integers(len(eligible)))]
+    starts = counts[(a, b)]
+    low = len(starts) - pos
+    return _Draft(tuple(str(low + i) for i in range(k)), pos, tuple(round(t, 4) for t in starts),
+                  QUESTIONS["collision_count"].format(a=a, b=b))
+
+
+_GENERATORS: dict[str, Callable[..., _Draft | None]] = {
+    "first_collision": _first_collision, "most_bounces": _most_bounces, "fastest": _fastest,
+    "leftmost_end": _leftmost_end, "collision_count": _collision_count,
+}
+_PAIR_TYPES = ("first_collision",)   # options are pairs of objects: 3 objects give 3 pairs, 4 give 6
+
+
+def _plan(cfg: SyntheticConfig) -> list[tuple[int, str, int, int]]:
+    """(index, qtype, option count, gold position) per question; a question's plan depends
+    only on its index and the parameters, so a larger N extends a build without changing it."""
+    from judgetrain.seeding import rng_for
+
+    ks = list(range(cfg.options[0], cfg.options[1] + 1))
+    used: Counter = Counter()
+    plan = []
+    for i in range(cfg.n):
+        qtype = cfg.qtypes[i % len(cfg.qtypes)]
+        k = ks[(i // len(cfg.qtypes)) % len(ks)]
+        j = used[k]
+        used[k] += 1
+        block = rng_for(BUILDER, cfg.seed, "positions", k, j // k).permutation(k)
+        plan.append((i, qtype, k, int(block[j % k])))
+    return plan
+
+
+def _n_objects(qtype: str, k: int, rng: np.random.Generator) -> int:
+    """3..4 objects, more only when the options need them: the box is small, and with five
+    objects something collides every few frames, which leaves few unambiguous answers."""
+    if qtype == "collision_count":
+        least = 3
+    elif qtype in _PAIR_TYPES:
+        least = 3 if k <= 3 else 4
+    else:
+        least = max(3, k)   # one object per option
+    return int(rng.integers(least, max(least, 4) + 1))
+
+
+def _synthetic_question(cfg: SyntheticConfig, index: int, qtype: str, k: int, pos: int):
+    """Simulate clips of (seed, index, attempt = 0, 1, …) until one answers ``qtype``
+    unambiguously; returns (draft, physics run, frame iterator, attempt). The clip is
+    ``run_physics(("video-mcq", seed, index, attempt), …)``, recorded as ``clip_seed``."""
+    from judgetrain.seeding import rng_for
+
+    from .synthetic import run_physics
+
+    for attempt in range(MAX_ATTEMPTS):
+        parts = (BUILDER, cfg.seed, index, attempt)
+        n_objects = _n_objects(qtype, k, rng_for(*parts, "n_objects"))
+        run, frames = run_physics(parts, cfg.frames, fps=cfg.fps, size=cfg.size, n_objects=n_objects)
+        draft = _GENERATORS[qtype](run, k, pos, rng_for(*parts, "options"), cfg.min_gap_s)
+        if draft is not None:
+            return draft, run, frames, attempt
+    raise BuildError(f"question {index} ({qtype}, {k} options, gold at {pos}): no clip among {MAX_ATTEMPTS} simulated "
+                     f"answers it unambiguously; lower --min-gap (now {cfg.min_gap_s} s) or lengthen --frames")
+
+
+def _read_info(out: Path) -> dict[str, Any] | None:
+    path = out / BUILD_INFO
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise BuildError(f"{path}: unreadable ({e.msg}); delete it (and the folder's videos) to rebuild") from None
+
+
+def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
+    """Write ``cfg.n`` synthetic physics questions: ``out/videos/*.mp4``, ``out/manifest.jsonl``
+    and ``out/build.json``; returns build.json's content. Resumes a killed build with the same
+    parameters (finished videos are kept); a folder built with other parameters is refused."""
+    from tqdm.auto import tqdm
+
+    from judgetrain.eval.report import write_json
+
+    from .synthetic import _video_codec, _write_mp4
+
+    cfg.check()
+    out = Path(cfg.out)
+    previous = _read_info(out)
+    if previous is not None and (previous.get("builder"), "params" in previous) != (BUILDER, True):
+        raise BuildError(f"{out} holds another build ({previous.get('builder')}, {previous.get('source', 'not synthetic')}); "
+                         "use a new --out folder for synthetic questions")
+    if previous is not None and previous["params"] != cfg.params():
+        raise BuildError(f"{out} holds a video-mcq build with other parameters ({previous['params']}); "
+                         "use a new --out folder, or delete that one to rebuild")
+    (out / "videos").mkdir(parents=True, exist_ok=True)
+    write_json(out / BUILD_INFO, {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": False})
+    codec = _video_codec()
+    rows, written, rejected = [], 0, 0
+    counts: dict[str, Counter] = {"qtype": Counter(), "options": Counter()}
+    positions: dict[int, list[int]] = {k: [0] * k for k in range(cfg.options[0], cfg.options[1] + 1)}
+    for index, qtype, k, pos in tqdm(_plan(cfg), desc="video-mcq", unit="question", disable=not cfg.progress):
+        draft, run, frames, attempt = _synthetic_question(cfg, index, qtype, k, pos)
+        qid = f"vmcq-{index:05d}"
+        path = out / "videos" / f"{qid}.mp4"
+        if not (path.is_file() and path.stat().st_size > 0):
+            _write_mp4(path, frames, cfg.fps, cfg.size, codec)
+            written += 1
+        rows.append(_manifest_row(qid, f"videos/{path.name}", draft.question or QUESTIONS[qtype], draft.options, draft.answer,
+                                  BENCHMARK_SYNTHETIC, run.duration_s, run.n_frames, qtype=qtype,
+                                  evidence_s=list(draft.evidence_s), n_objects=len(run.names),
+                                  clip_seed=[BUILDER, cfg.seed, index, attempt]))
+        rejected += attempt
+        counts["qtype"][qtype] += 1
+        counts["options"][str(k)] += 1
+        positions[k][pos] += 1
+    manifest = _write_manifest(out, rows)
+    info = {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": True,
+            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "seed": cfg.seed, "manifest": manifest.name, "codec": codec,
+            "counts": {"questions": len(rows), "qtype": dict(counts["qtype"]), "options": dict(counts["options"]),
+                       "answer_position": {str(k): v for k, v in positions.items()},
+                       "answer_position_all": [sum(v[p] for v in positions.values() if p < len(v))
+                                               for p in range(cfg.options[1])],
+                       "videos_written": written, "videos_kept": len(rows) - written, "clips_rejected": rejected},
+            "skipped": []}
+    write_json(out / BUILD_INFO, info)
+    return info
+
+
+# ---------------------------------------------------------------- converters
+
+# MVBench's data_list: task file -> video sub-folder of MVBench's video/ folder, and whether the items are frame folders.
+MVBENCH_TASKS: dict[str, tuple[str, bool]] = {
+    "action_sequence": ("star/Charades_v1_480", False), "action_prediction": ("star/Charades_v1_480", False),
+    "action_antonym": ("ssv2_video", False), "fine_grained_action": ("Moments_in_Time_Raw/videos", False),
+    "unexpected_action": ("FunQA_test/test", False), "object_existence": ("clevrer/video_validation", False),
+    "object_interaction": ("star/Charades_v1_480", False), "object_shuffle": ("perception/videos", False),
+    "moving_direction": ("clevrer/video_validation", False), "action_localization": ("sta/sta_video", False),
+    "scene_transition": ("scene_qa/video", False), "action_count": ("perception/videos", False),
+    "moving_count": ("clevrer/video_validation", False), "moving_attribute": ("clevrer/video_validation", False),
+    "state_change": ("perception/videos", False), "fine_grained_pose": ("nturgbd", False),
+    "character_order": ("perception/videos", False), "egocentric_navigation": ("vlnqa", False),
+    "episodic_reasoning": ("tvqa/frames_fps3_hq", True), "counterfactual_inference": ("clevrer/video_validation", False),
+}
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass
+class _Item:
+    """One converted question before its video is checked: where it came from, and its manifest fields."""
+
+    where: str            # "file[index]", for messages
+    id: str
+    video: Path           # absolute
+    question: Any
+    options: Any
+    answer: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+    problem: tuple[str, str] | None = None   # (kind, what is wrong) when the annotation itself is unusable
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise BuildError(f"{path}: no such annotation file")
+    try:
+        if path.suffix == ".jsonl":
+            return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BuildError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+
+
+def _require(row: Any, keys: Sequence[str], where: str, fmt: str) -> None:
+    if not isinstance(row, dict):
+        raise BuildError(f"{where}: expected an object with {', '.join(keys)} ({fmt}), got {type(row).__name__}")
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise BuildError(f"{where}: field(s) {', '.join(repr(m) for m in missing)} missing; is this {fmt}? "
+                         f"(the item has {sorted(row)})")
+
+
+def _egoschema(annotations: Path, videos: Path, answers: Path | None) -> list[_Item]:
+    rows = _read_json(annotations)
+    if not isinstance(rows, list):
+        raise BuildError(f"{annotations}: expected EgoSchema's questions.json (a JSON list of questions)")
+    answers = answers or annotations.with_name("subset_answers.json")
+    key = _read_json(answers)
+    if not isinstance(key, dict):
+        raise BuildError(f"{answers}: expected EgoSchema's subset_answers.json (an object q_uid -> option index)")
+    fields = ["q_uid", "question"] + [f"option {i}" for i in range(5)]
+    items = []
+    for i, row in enumerate(rows):
+        where = f"{annotations}[{i}]"
+        _require(row, fields, where, "EgoSchema questions.json")
+        uid = str(row["q_uid"])
+        item = _Item(where, uid, videos / f"{uid}.mp4", row["question"], [row[f"option {j}"] for j in range(5)],
+                     key.get(uid), {k: row[k] for k in ("google_drive_id",) if k in row})
+        if uid not in key:
+            item.problem = ("no public answer", f"no answer in {answers.name} (only the public subset has answers)")
+        items.append(item)
+    return items
+
+
+def _mvbench(annotations: Path, videos: Path) -> list[_Item]:
+    files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
+    if not files:
+        raise BuildError(f"{annotations}: no MVBench task files (*.json) in this folder")
+    items = []
+    for path in files:
+        rows = _read_json(path)
+        if not isinstance(rows, list):
+            raise BuildError(f"{path}: expected an MVBench task file (a JSON list of questions)")
+        task = path.stem
+        folder, frames = MVBENCH_TASKS.get(task, ("", False))
+        for i, row in enumerate(rows):
+            where = f"{path}[{i}]"
+            _require(row, ["video", "question", "candidates", "answer"], where, "an MVBench task file")
+            extra = {"task": task} | {k: row[k] for k in ("start", "end") if k in row}
+            cands, gold = row["candidates"], row["answer"]
+            answer = cands.index(gold) if isinstance(cands, list) and cands.count(gold) == 1 else None
+            item = _Item(where, f"{task}-{i:04d}", videos / folder / str(row["video"]), row["question"], cands, answer, extra)
+            if frames:
+                item.problem = ("frame folders", f"task {task} is stored as frame folders, not videos; PhaseFusion needs video files")
+            elif answer is None:
+                item.problem = ("bad annotation", f"answer {gold!r} is not exactly one of the candidates {cands!r}")
+            items.append(item)
+    return items
+
+
+def _videomme_rows(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    rows = _read_json(path)
+    if not isinstance(rows, list):
+        raise BuildError(f"{path}: expected Video-MME rows (a parquet file, a JSON list, or JSON Lines)")
+    return rows
+
+
+def _videomme(annotations: Path, videos: Path) -> list[_Item]:
+    items = []
+    for i, row in enumerate(_videomme_rows(annotations)):
+        where = f"{annotations}[{i}]"
+        _require(row, ["videoID", "question_id", "question", "options", "answer"], where, "Video-MME (test parquet)")
+        options, problem = [], None
+        for j, text in enumerate(row["options"] if isinstance(row["options"], list) else []):
+            letter, sep, body = str(text).partition(". ")
+            if letter != _LETTERS[j] or not sep:
+                problem = f"option {j} {text!r} does not start with '{_LETTERS[j]}. '"
+            options.append(body.strip() if sep else str(text))
+        if not options:
+            problem = f"options must be a list like ['A. …', 'B. …'], got {row['options']!r}"
+        letter = row["answer"]
+        answer = _LETTERS.index(letter) if isinstance(letter, str) and len(letter) == 1 and letter in _LETTERS[:len(options)] else None
+        if answer is None and problem is None:
+            problem = f"answer {letter!r} is not one of the option letters {_LETTERS[:len(options)]}"
+        extra = {"video_id": row.get("video_id"), "duration_category": row.get("duration"), "domain": row.get("domain"),
+                 "sub_category": row.get("sub_category"), "task_type": row.get("task_type")}
+        item = _Item(where, str(row["question_id"]), videos / f"{row['videoID']}.mp4", row["question"], options, answer,
+                     {k: v for k, v in extra.items() if v is not None})
+        item.problem = None if problem is None else ("bad annotation", problem)
+        items.append(item)
+    return items
+
+
+CONVERTERS = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME"}
+
+
+def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike, *,
+            answers: str | os.PathLike | None = None, sample: int | None = None, seed: int = 42, probe: bool = False,
+            strict: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``).
+
+    ``source`` is a key of :data:`CONVERTERS`; ``videos`` must lie inside ``out``.
+    Questions with a missing (or, with ``probe``, unreadable) video or an
+    inconsistent annotation are listed in build.json's ``skipped`` (file[item],
+    id, reason) and counted; ``strict`` raises instead. Returns build.json's content.
+    """
+    from tqdm.auto import tqdm
+
+    from judgetrain.eval.report import write_json
+
+    if source not in CONVERTERS:
+        raise BuildError(f"--from {source!r}: choose one of {', '.join(CONVERTERS)}")
+    annotations, videos, out = Path(annotations), Path(videos), Path(out)
+    if not videos.is_dir():
+        raise BuildError(f"--videos {videos}: no such folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if not videos.resolve().is_relative_to(out.resolve()):
+        raise BuildError(f"--videos {videos} is not inside --out {out}: manifest paths stay inside the manifest's folder; "
+                         f"write the manifest above the videos, e.g. --out {videos.parent}")
+    if source == "egoschema":
+        items = _egoschema(annotations, videos, Path(answers) if answers else None)
+    elif answers:
+        raise BuildError("--answers is for EgoSchema only (its answers come in a separate file)")
+    else:
+        items = _mvbench(annotations, videos) if source == "mvbench" else _videomme(annotations, videos)
+
+    skipped: list[Skip] = []
+    kinds: Counter = Counter()
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for item in tqdm(items, desc=f"{source} videos", unit="question", disable=not progress):
+        row, problem = _converted_row(item, source, out, probe, seen)
+        if problem is not None:
+            kind, reason = problem
+            if strict:
+                raise BuildError(f"{item.where} (id {item.id}): {reason} (--strict makes this an error)")
+            skipped.append(Skip(item.where, None, reason, item.id))
+            kinds[kind] += 1
+            continue
+        seen[item.id] = item.where
+        rows.append(row)
+    usable = len(rows)
+    if sample is not None:
+        if not 1 <= sample <= len(rows):
+            raise BuildError(f"--sample {sample}: {len(rows)} usable questions; choose 1..{len(rows)}")
+        rows = random.Random(seed).sample(rows, sample)  # paper 001 App. A: random.Random(42).sample
+    if not rows:
+        raise BuildError(f"{annotations}: no usable question ({len(skipped)} skipped; first: {skipped[0] if skipped else '-'})")
+    manifest = _write_manifest(out, rows)
+    info = {"builder": BUILDER, "version": VERSION, "source": source, "benchmark": CONVERTERS[source],
+            "args": {"annotations": str(annotations), "answers": str(answers) if answers else None, "videos": str(videos),
+                     "out": str(out), "sample": sample, "seed": seed, "probe": probe, "strict": strict},
+            "seed": seed, "manifest": manifest.name,
+            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(annotations, answers, source)],
+            "counts": {"annotated": len(items), "usable": usable, "questions": len(rows), "skipped": len(skipped),
+                       "skipped_by_reason": dict(kinds), "options": dict(Counter(str(len(r["options"])) for r in rows)),
+                       "answer_position": dict(Counter(str(r["answer"]) for r in rows))},
+            "skipped": [asdict(s) for s in skipped]}
+    write_json(out / BUILD_INFO, info)
+    return info
+
+
+def _converted_row(item: _Item, source: str, out: Path, probe: bool,
+                   seen: Mapping[str, str]) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """The manifest row of one converted question, or (kind, reason) why it cannot be used."""
+    from judgetrain.video import VideoDecodeError, probe as probe_video
+
+    if item.problem is not None:
+        return None, item.problem
+    if item.id in seen:
+        return None, ("duplicate id", f"id {item.id!r} is already used by {seen[item.id]}")
+    if not item.video.is_file():
+        return None, ("missing video", f"video not found: {item.video}")
+    duration = num_frames = None
+    if probe:
+        try:
+            info = probe_video(item.video)
+        except VideoDecodeError as e:
+            return None, ("unreadable video", f"unreadable video: {e}")
+        duration, num_frames = info.duration_s, info.n_frames
+    rel = Path(os.path.relpath(item.video.absolute(), out.absolute())).as_posix()
+    row = _manifest_row(item.id, rel, item.question, item.options, item.answer, source, duration, num_frames, **item.extra)
+    _, bad = _check_line(row, out)  # the loader's own checks, so that the manifest always loads
+    return (None, ("bad annotation", "; ".join(bad))) if bad else (row, None)
+
+
+def _annotation_files(annotations: Path, answers: Any, source: str) -> list[Path]:
+    files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
+    if source == "egoschema":
+        files.append(Path(answers) if answers else annotations.with_name("subset_answers.json"))
+    return files
+
+
+# ---------------------------------------------------------------- command line
+
+def _options(value: str) -> tuple[int, int]:
+    try:
+        lo, _, hi = value.partition("-")
+        return int(lo), int(hi or lo)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: write MIN-MAX or N, e.g. 3-5 or 4") from None
+
+
+def _size(value: str) -> tuple[int, int]:
+    try:
+        w, h = value.lower().split("x")
+        return int(w), int(h)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: write WIDTHxHEIGHT, e.g. 160x120") from None
+
+
+_SYNTHETIC_FLAGS = {"frames": "--frames", "fps": "--fps", "options": "--options", "size": "--size", "min_gap": "--min-gap",
+                    "qtypes": "--qtypes"}
+_CONVERTER_FLAGS = {"annotations": "--annotations", "answers": "--answers", "videos": "--videos", "sample": "--sample",
+                    "probe": "--probe", "strict": "--strict"}
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.description = ("Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions "
+                     "whose answers follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME annotations.")
+    p.epilog = (
+        "examples:\n"
+        "  judgetrain build video-mcq --out data/vmcq --synthetic 60\n"
+        "  judgetrain build video-mcq --out data/vmcq --synthetic 300 --seed 1 --frames 128 --options 4-5\n"
+        "  judgetrain build video-mcq --from egoschema --annotations egoschema/questions.json --videos egoschema/videos --out egoschema\n"
+        "  judgetrain build video-mcq --from mvbench --annotations mvbench/json --videos mvbench/video --out mvbench --sample 500\n"
+        "  judgetrain build video-mcq --from videomme --annotations videomme/videomme/test-00000-of-00001.parquet "
+        "--videos videomme/data --out videomme --sample 500 --probe\n"
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--synthetic", type=int, metavar="N", help="write N synthetic physics questions, one clip each")
+    src.add_argument("--from", dest="source", choices=list(CONVERTERS), help="convert a benchmark's published annotations")
+    p.add_argument("--out", type=Path, required=True, help="output folder: manifest.jsonl, build.json (and videos/ when synthetic)")
+    p.add_argument("--seed", type=int, default=42, help="synthetic clips and questions; --sample's random.Random seed (default 42)")
+    syn = p.add_argument_group("synthetic questions")
+    syn.add_argument("--frames", type=int, help=f"frames per clip (default {DEFAULT_FRAMES})")
+    syn.add_argument("--fps", type=int, help=f"frames per second (default {DEFAULT_FPS})")
+    syn.add_argument("--options", type=_options, help="options per question, MIN-MAX or N (default 3-5)")
+    syn.add_argument("--size", type=_size, help="video WIDTHxHEIGHT in pixels (default 160x120)")
+    syn.add_argument("--min-gap", type=float, metavar="S", help=f"seconds between a deciding event and the runner-up (default {DEFAULT_MIN_GAP_S})")
+    syn.add_argument("--qtypes", help=f"comma-separated question types (default all: {','.join(QTYPES)})")
+    conv = p.add_argument_group("benchmark conversion")
+    conv.add_argument("--annotations", type=Path, metavar="FILE", help="EgoSchema questions.json, an MVBench task JSON (or its json/ folder), Video-MME parquet/JSON")
+    conv.add_argument("--answers", type=Path, metavar="FILE", help="EgoSchema subset_answers.json (default: beside --annotations)")
+    conv.add_argument("--videos", type=Path, metavar="DIR", help="the benchmark's video folder (inside --out)")
+    conv.add_argument("--sample", type=int, metavar="N", help="keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42)")
+    conv.add_argument("--probe", action="store_true", help="read every video's frame count and fps into num_frames / duration")
+    conv.add_argument("--strict", action="store_true", help="fail on a missing video or bad annotation instead of skipping it")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _unused(args: argparse.Namespace, flags: Mapping[str, str], mode: str) -> None:
+    given = [flag for dest, flag in flags.items() if getattr(args, dest, None) not in (None, False)]
+    if given:
+        raise BuildError(f"{', '.join(given)} only apply {mode}")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.synthetic is not None:
+        _unused(args, _CONVERTER_FLAGS, "with --from (benchmark conversion)")
+        cfg = SyntheticConfig(
+            out=args.out, n=args.synthetic, seed=args.seed, frames=args.frames or DEFAULT_FRAMES,
+            fps=args.fps or DEFAULT_FPS, options=args.options or DEFAULT_OPTIONS, size=args.size or DEFAULT_SIZE,
+            min_gap_s=DEFAULT_MIN_GAP_S if args.min_gap is None else args.min_gap,
+            qtypes=csv(args.qtypes) if args.qtypes else QTYPES, progress=not args.no_progress)
+        info = build_synthetic(cfg)
+    else:
+        _unused(args, _SYNTHETIC_FLAGS, "with --synthetic")
+        if args.annotations is None or args.videos is None:
+            raise BuildError(f"--from {args.source} needs --annotations FILE and --videos DIR")
+        info = convert(args.source, args.annotations, args.videos, args.out, answers=args.answers, sample=args.sample,
+                       seed=args.seed, probe=args.probe, strict=args.strict, progress=not args.no_progress)
+    print_summary(info, Path(args.out))
+    return 0
+
+
+def print_summary(info: dict[str, Any], out: Path) -> None:
+    """Counts per question type, the gold-position balance, skipped questions, and where the manifest went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    counts = info["counts"]
+    if "source" in info:
+        console.print(f"{info['benchmark']}: {counts['annotated']} annotated, {counts['usable']} usable, "
+                      f"{counts['questions']} in the manifest")
+        by_k = {"all": [counts["answer_position"].get(str(p), 0) for p in range(1 + max(map(int, counts["answer_position"])))]}
+    else:
+        t = Table(title="Questions per type")
+        t.add_column("question type")
+        t.add_column("questions", justify="right")
+        for qtype, n in counts["qtype"].items():
+            t.add_row(qtype, str(n))
+        console.print(t)
+        console.print(f"{counts['clips_rejected']} simulated clip(s) rejected as ambiguous; videos written "
+                      f"{counts['videos_written']}, kept from an earlier run {counts['videos_kept']}")
+        by_k = counts["answer_position"]
+    b = Table(title="Gold position (0-based)")
+    b.add_column("options")
+    width = max(len(v) for v in by_k.values())
+    for p in range(width):
+        b.add_column(str(p), justify="right")
+    for k, v in by_k.items():
+        b.add_row(k, *[str(x) for x in v], *[""] * (width - len(v)))
+    console.print(b)
+    if info["skipped"]:
+        console.print(f"[yellow]{len(info['skipped'])} question(s) skipped "
+                      f"({', '.join(f'{k}: {n}' for k, n in counts['skipped_by_reason'].items())}):[/yellow]")
+        for s in info["skipped"][:10]:
+            console.print(f"  {s['path']} (id {s['id']}): {s['reason']}", highlight=False, soft_wrap=True)
+        if len(info["skipped"]) > 10:
+            console.print(f"  … all {len(info['skipped'])} in {out / BUILD_INFO}")
+    print(f"Manifest written to {out / MANIFEST} ({counts['questions']} questions; build.json beside it)", flush=True)
