@@ -507,7 +507,50 @@ def run_sweep(cfg: SweepConfig) -> Any:
             callbacks=[retry_failed, MaxTrialsCallback(cfg.trials, states=(TrialState.COMPLETE, TrialState.PRUNED))],
         )
     _print_summary(study, cfg, console)
+    if "wandb" in _report_to(cfg):
+        wandb_summary(study, cfg.out, [o.name for o in cfg.objectives])
     return study
+
+
+def _report_to(cfg: SweepConfig) -> list[str]:
+    """The trials' report_to: the last --report_to override, else the recipe's."""
+    import yaml
+
+    if "--report_to" in cfg.extra:
+        return [cfg.extra[len(cfg.extra) - 1 - cfg.extra[::-1].index("--report_to") + 1]]
+    value = (yaml.safe_load(cfg.recipe.read_text()) or {}).get("report_to") or []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[str, Any]]:
+    """One wandb run (job type ``study``, in the trials' group) with every trial's
+    state, values and parameters as a table and the best values in its summary.
+    Offline into ``out`` when no API key is configured, as the trials do."""
+    import wandb
+    from optuna.trial import TrialState
+
+    from judgetrain.train import _wandb_netrc
+
+    if not os.environ.get("WANDB_API_KEY") and not _wandb_netrc() and os.environ.get("WANDB_MODE") is None:
+        os.environ["WANDB_MODE"] = "offline"
+    params = sorted({k for t in study.trials for k in t.params})
+    columns = ["trial", "state", *objectives, "steps", *params]
+    rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
+             *(t.params.get(k) for k in params)] for t in study.trials]
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "judgetrain"), group=study.study_name, job_type="study",
+                     name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
+                     reinit="finish_previous")
+    run.log({"trials": wandb.Table(columns=columns, data=rows)})
+    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in TrialState}
+    summary: dict[str, Any] = {f"trials/{k}": v for k, v in counts.items()}
+    if counts["complete"]:
+        best = study.best_trials[0] if len(objectives) > 1 else study.best_trial
+        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values)},
+                        **{f"best/{k}": v for k, v in best.params.items()}})
+    run.summary.update(summary)
+    run_dir = Path(run.dir).parent
+    run.finish()
+    return run_dir, summary
 
 
 def _print_summary(study, cfg: SweepConfig, console) -> None:

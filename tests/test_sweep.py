@@ -388,3 +388,20 @@ def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp
     assert "controller pid" in trials[1].user_attrs["fail_reason"]
     assert trials[2].system_attrs["failed_trial"] == 1 and trials[2].params == trials[1].params
     assert (out / "trial-0000" / sweep.RESULT_FILE).read_bytes() == first  # the finished trial was not run again
+
+
+def test_wandb_study_summary_offline(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # conftest disables wandb; this test runs it offline
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc with a key
+    study = optuna.create_study(study_name="wb", direction="maximize")
+    dist = {"lora_r": optuna.distributions.CategoricalDistribution([4, 8])}
+    for r, v in ((4, 0.5), (8, 0.75)):
+        study.add_trial(optuna.create_trial(value=v, params={"lora_r": r}, distributions=dist, user_attrs={"steps": 6}))
+    study.add_trial(optuna.create_trial(state=TrialState.PRUNED, params={"lora_r": 4}, distributions=dist))
+    run_dir, summary = sweep.wandb_summary(study, tmp_path, ["judge:PRISM-Temporal/macro_f1"])
+    assert os.environ["WANDB_MODE"] == "offline" and run_dir.parent == tmp_path / "wandb"
+    logged = b"".join(p.read_bytes() for p in run_dir.glob("*.wandb"))  # the offline run, for `wandb sync`
+    assert all(k.encode() in logged for k in summary) and b"trials" in logged
+    assert summary["best/trial"] == 1 and summary["best/judge:PRISM-Temporal/macro_f1"] == 0.75 and summary["best/lora_r"] == 8
+    assert (summary["trials/complete"], summary["trials/pruned"]) == (2, 1)
