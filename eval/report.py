@@ -42,6 +42,7 @@ __all__ = [
     "compare_main",
     "configure_compare_parser",
     "configure_report_parser",
+    "figures_markdown",
     "load_human",
     "plot_confusion",
     "plot_lpips",
@@ -51,6 +52,7 @@ __all__ = [
     "report_main",
     "write_json",
     "write_rows",
+    "write_text",
 ]
 
 PREDICTIONS = "predictions.jsonl"
@@ -151,9 +153,14 @@ class PredictionWriter:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write JSON atomically; ``nan`` becomes ``null`` (standard JSON has no NaN)."""
+    write_text(path, json.dumps(_no_nan(obj), indent=2) + "\n")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temp file beside it, then a rename)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_no_nan(obj), indent=2) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
@@ -375,18 +382,20 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
         md.append("\n## Temporal detection by LPIPS distance of the swapped pair\n\n")
         md.append("Swapped sequences only (intact ones have no swapped pair); 0.1-wide bins.\n\n")
         md.append(_lpips_markdown(bins))
-    if figures:
-        md.append("\n## Figures\n\n")
-        for title, name in figures:
-            md.append(f"### {title}\n\n[![{title}]({name})]({name})\n\n")
+    md.append(figures_markdown(figures))
     md.append("\n## Reproduce\n\n```bash\n")
     if info.get("command"):
         md.append(info["command"] + "\n")
     md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n```\n")
-    tmp = run_dir / f".{REPORT}.tmp"
-    tmp.write_text("".join(md))
-    os.replace(tmp, run_dir / REPORT)
+    write_text(run_dir / REPORT, "".join(md))
     return metrics
+
+
+def figures_markdown(figures: Sequence[tuple[str, str]]) -> str:
+    """A report's "Figures" section: each (title, file name) as a heading and a linked image; "" for none."""
+    if not figures:
+        return ""
+    return "\n## Figures\n\n" + "".join(f"### {title}\n\n[![{title}]({name})]({name})\n\n" for title, name in figures)
 
 
 def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:
@@ -464,6 +473,9 @@ def _fmt_cell(v: float | None, delta: bool) -> str:
 
 def configure_report_parser(p: argparse.ArgumentParser) -> None:
     p.description = "Recompute metrics.json, report.md and the figures of an evaluation run from its predictions.jsonl."
+    p.epilog = ("example:\n  judgetrain eval report quickstart/results/lora\n"
+                "  judgetrain eval report results/qwen3vl-2b --human human_accuracy.csv   # adds a Human row\n")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("run", type=Path, help="run folder (the --out of `judgetrain eval timecatch`)")
     p.add_argument("--human", type=Path, default=None,
                    help="human reference accuracies: JSON {task: {source: acc}} or CSV task,source,accuracy")
