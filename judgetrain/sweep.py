@@ -750,9 +750,12 @@ class SweepCallback(_callback_base()):
         return self._trial
 
     def _judge_metrics(self, model) -> dict[str, Any]:
-        from judgetrain.eval.judge import judge_metrics
+        from judgetrain.eval.judge import SUBSETS, judge_metrics
 
-        return judge_metrics(model, self.processor, self.records, batch_size=self.batch_size, progress=False)
+        # score only the subsets the objectives read (PRISM-Temporal by default), when they name subsets
+        wanted = sorted({o.subset for o in self.objectives if o.is_judge})
+        subsets = wanted if all(s in SUBSETS for s in wanted) else None
+        return judge_metrics(model, self.processor, self.records, subsets=subsets, batch_size=self.batch_size, progress=False)
 
     def compute(self, model, eval_metrics: dict[str, float] | None) -> tuple[list[float], dict[str, Any]]:
         judged = self._judge_metrics(model) if any(o.is_judge for o in self.objectives) else {}

@@ -405,3 +405,27 @@ def test_wandb_study_summary_offline(tmp_path, monkeypatch):
     assert all(k.encode() in logged for k in summary) and b"trials" in logged
     assert summary["best/trial"] == 1 and summary["best/judge:PRISM-Temporal/macro_f1"] == 0.75 and summary["best/lora_r"] == 8
     assert (summary["trials/complete"], summary["trials/pruned"]) == (2, 1)
+
+
+def test_judge_objective_is_the_judge_evaluation_of_the_trained_adapter(tmp_path, monkeypatch, recipe, prism_data):
+    """The default objective (macro-F1 on PRISM-Temporal validation) reported from inside
+    training equals `judgetrain eval judge` run afterwards on the saved adapter."""
+    from judgetrain.eval.judge import judge_metrics, metric_value
+    from judgetrain.scoring import Scorer
+    from judgetrain import records
+
+    storage = journal(tmp_path / "s.journal")
+    study = optuna.create_study(study_name="judge", storage=sweep.storage_from_url(storage), direction="maximize")
+    trial = study.ask()
+    _trial_env(monkeypatch, storage, study, trial, [[sweep.DEFAULT_OBJECTIVE, "maximize"]])
+    out = tmp_path / "run"
+    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2",
+                "--max_eval_samples", "12"])
+    result = json.loads((out / sweep.RESULT_FILE).read_text())
+    assert result["state"] == "complete"
+    validation = records.load(prism_data)["validation"].select(range(12))
+    after = judge_metrics(Scorer.from_pretrained(out, batch_size=4), None, validation, subsets=["PRISM-Temporal"])
+    expected = metric_value(after, "PRISM-Temporal", "macro_f1")
+    assert expected is not None
+    assert result["values"] == pytest.approx([expected], abs=1e-9)
+    assert load(storage, "judge").trials[0].intermediate_values == {2: pytest.approx(expected, abs=1e-9)}
