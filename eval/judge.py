@@ -93,6 +93,7 @@ from judgetrain import records
 
 from .metrics import accuracy
 from .report import (
+    EvalInputError,
     METRICS,
     PREDICTIONS,
     REPORT,
@@ -597,7 +598,7 @@ def evaluate(
     out, data = Path(out), Path(data)
     ds_all = records.load(data)
     if split not in ds_all:
-        raise ValueError(f"{data} has no split {split!r}; its splits are {sorted(ds_all)} (pass --split)")
+        raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds_all)} (pass --split)")
     ds = ds_all[split]
     idx = select(ds, tasks=tasks, layouts=layouts, subsets=subsets, limit=limit)
     if not idx:

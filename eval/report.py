@@ -53,6 +53,7 @@ __all__ = [
     "write_json",
     "write_rows",
     "write_text",
+    "EvalInputError",
 ]
 
 PREDICTIONS = "predictions.jsonl"
@@ -63,6 +64,10 @@ RUN_INFO = "run.json"
 
 class PredictionsError(ValueError):
     """A predictions file that cannot be read (not just a partial last line)."""
+
+
+class EvalInputError(ValueError):
+    """An evaluation asked for data that is not there (a split, a task); the message says what is."""
 
 
 # --------------------------------------------------------------------------- predictions.jsonl

@@ -39,6 +39,7 @@ from judgetrain import records
 
 from .metrics import TIMECATCH_TASKS
 from .report import (
+    EvalInputError,
     METRICS,
     PREDICTIONS,
     REPORT,
@@ -92,7 +93,7 @@ def prediction_row(record: dict[str, Any], scores: Any, model: str, adapter: str
 def _select(data: Path, split: str, tasks: Sequence[str], limit: int | None):
     ds = records.load(data)
     if split not in ds:
-        raise ValueError(f"{data} has no split {split!r}; its splits are {sorted(ds)} (pass --split)")
+        raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds)} (pass --split)")
     ds = ds[split]
     meta_cols = ds.select_columns(["id", "task"])
     order = [r["id"] for r in meta_cols]

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from judgetrain.data_builders.common import BuildError
-    from judgetrain.eval.report import PredictionsError
+    from judgetrain.eval.report import EvalInputError, PredictionsError
     from judgetrain.models import ModelNotFoundError
     from judgetrain.perceptual import BackboneWeightsMissing
     from judgetrain.records import IncompleteDatasetError, RecordValidationError
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return args._main(args, extra) if args.command in PASS_THROUGH else args._main(args)
     # Errors whose message already says what to do: no traceback on top of it.
     except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing,
-            ConfigError, PredictionsError) as e:
+            ConfigError, PredictionsError, EvalInputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
