@@ -37,8 +37,9 @@ quickstart: setup
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# multi-process accelerate / DeepSpeed launches on CPU (a few minutes; DeepSpeed
-# compiles its shared-memory op once into TORCH_EXTENSIONS_DIR)
+# multi-process accelerate / DeepSpeed launches on CPU and end-to-end Optuna
+# sweeps (several minutes; DeepSpeed compiles its shared-memory op once into
+# TORCH_EXTENSIONS_DIR)
 test-slow: setup
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
