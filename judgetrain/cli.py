@@ -28,6 +28,7 @@ EVALS = {
     "timecatch": ("judgetrain.eval.timecatch", "configure_parser", "main", "evaluate a model on a TimeCatch set (paper 000)"),
     "report": ("judgetrain.eval.report", "configure_report_parser", "report_main", "recompute metrics, report and plots from predictions.jsonl"),
     "compare": ("judgetrain.eval.report", "configure_compare_parser", "compare_main", "put evaluation runs side by side with per-cell differences"),
+    "phasefusion": ("judgetrain.eval.phasefusion", "configure_parser", "main", "video MCQ over phase-offset frame grids and option orderings, fused posteriors (paper 001)"),
     "judge": ("judgetrain.eval.judge", "configure_parser", "main", "evaluate a judge on PRISM / MIRAGE pairwise, pointwise and ordering records (paper 002)"),
     "bias": ("judgetrain.eval.positional_bias", "configure_parser", "main", "positional and first-option bias of judge or TimeCatch runs"),
 }

@@ -9,6 +9,10 @@ adapter, or merged):
   sequence log-probability is the SUM of its tokens' log-probabilities (or their
   mean with ``reduction="mean"``); the prompt is encoded once per item, and a
   choice of more than one token continues from a copy of the prompt's KV cache.
+- :func:`score_shared_prefix`: the same scores for many prompts that show the same
+  images and differ only after them (one video question under several option
+  orderings): the images and the shared text are encoded once per
+  :class:`PrefixGroup`, and every prompt's rest is scored against a copy of that cache.
 - :func:`generate`: greedy free-text generation, parsed by an answer parser
   (:func:`yes_no`, :func:`choice_letter`, :func:`integer_in_range`,
   :func:`frame_pair`, :func:`likert_1_5`, :func:`ordering`, :func:`one_of`). An
@@ -63,6 +67,7 @@ __all__ = [
     "Generation",
     "GenerationOutput",
     "Parser",
+    "PrefixGroup",
     "Scorer",
     "choice_letter",
     "frame_pair",
@@ -74,6 +79,7 @@ __all__ = [
     "parser_for_record",
     "render_prompt",
     "score",
+    "score_shared_prefix",
     "yes_no",
 ]
 
@@ -335,16 +341,21 @@ class _Model:
             pos = text_pos.unsqueeze(0).expand(3, -1, -1)
         return pos, pos.amax(dim=(0, 2)) + 1
 
-    def forward(self, inputs: Mapping[str, Any], *, position_ids, cache=None, use_cache: bool, last_only: bool):
+    def forward(self, inputs: Mapping[str, Any], *, position_ids, cache=None, use_cache: bool, last_only: bool,
+                keep: int | None = None):
+        """Logits (of the last position with ``last_only``, of the last ``keep`` positions
+        with ``keep``, else of all) and the cache."""
+        if last_only:
+            keep = 1
         kwargs = {k: v for k, v in inputs.items() if k != "mm_token_type_ids" or self.rope_index is not None}
         kwargs["position_ids"] = position_ids
         kwargs["use_cache"] = use_cache
         if cache is not None:
             kwargs[self.cache_arg] = cache
-        if last_only and self.keep_arg:
-            kwargs[self.keep_arg] = 1
+        if keep and self.keep_arg:
+            kwargs[self.keep_arg] = keep
         out = self.model(**kwargs)
-        logits = out.logits[:, -1:] if last_only else out.logits
+        logits = out.logits[:, -keep:] if keep else out.logits
         # Reading the old name on a transformers 5 output logs a deprecation warning.
         return logits, getattr(out, self.cache_arg, None)
 
@@ -474,18 +485,31 @@ def _choice_token_ids(tokenizer: Any, text: str, choices: list[str], where: str)
     """Token ids of each choice as it continues ``text``: tokenise text + choice and
     drop the tokens of text alone (checked to be a prefix, so the split is the one
     the tokenizer itself makes)."""
-    base = tokenizer(text, add_special_tokens=False)["input_ids"]
-    full = tokenizer([text + c for c in choices], add_special_tokens=False)["input_ids"]
+    return _choice_token_ids_many(tokenizer, [text], [choices], [where])[0]
+
+
+def _choice_token_ids_many(tokenizer: Any, texts: list[str], choices: list[list[str]], wheres: list[str],
+                           bases: list[list[int]] | None = None) -> list[list[list[int]]]:
+    """:func:`_choice_token_ids` for many texts in two tokenizer calls (``bases``: the
+    texts' own token ids, when already known)."""
+    if bases is None:
+        bases = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    flat = [t + c for t, cs in zip(texts, choices, strict=True) for c in cs]
+    fulls = iter(tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else [])
     out = []
-    for c, ids in zip(choices, full, strict=True):
-        if not c:
-            raise ValueError(f"{where}: an empty choice cannot be scored.")
-        if ids[: len(base)] != base or len(ids) == len(base):
-            raise ValueError(
-                f"{where}: the choice {c!r} merges with the end of the prompt when tokenised, so its "
-                "log-probability is not defined by the prompt's tokens. End the prompt (or the prefill) "
-                "at a token boundary, e.g. with a newline or a space, or drop the leading space from the choice.")
-        out.append(ids[len(base):])
+    for base, cs, where in zip(bases, choices, wheres, strict=True):
+        per_text = []
+        for c in cs:
+            ids = next(fulls)
+            if not c:
+                raise ValueError(f"{where}: an empty choice cannot be scored.")
+            if ids[: len(base)] != base or len(ids) == len(base):
+                raise ValueError(
+                    f"{where}: the choice {c!r} merges with the end of the prompt when tokenised, so its "
+                    "log-probability is not defined by the prompt's tokens. End the prompt (or the prefill) "
+                    "at a token boundary, e.g. with a newline or a space, or drop the leading space from the choice.")
+            per_text.append(ids[len(base):])
+        out.append(per_text)
     return out
 
 
@@ -625,6 +649,211 @@ def score(
                 raise ValueError(f"{lab} has no choices; constrained scoring needs a closed answer set. "
                                  "Use generate() for free-form tasks.")
         return _score_batch(m, batch, pre, reduction, labels, batcher)
+
+    with _eval_mode(model):
+        return _run_batched(n, run, _Batcher(batch_size, m.device, max(n, 1)), progress, "scoring")
+
+
+# --------------------------------------------------------------------------- shared-prefix scoring
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    """Prompts that show the same images and differ only in the text after the last image,
+    each with its own closed answer set: one video question under several option orderings.
+
+    Attributes:
+        images: the images every prompt shows, in order.
+        prompts: one chat (list of messages) per variant, each showing ``images`` at the
+            same places; they may differ only after the last image.
+        choices: per variant, the closed answer set; a single list of strings applies to
+            every variant.
+    """
+
+    images: list
+    prompts: list
+    choices: list
+
+    def variant_choices(self) -> list[list[str]]:
+        """The answer set of every variant, in ``prompts`` order."""
+        if self.choices and all(isinstance(c, str) for c in self.choices):
+            return [list(self.choices) for _ in self.prompts]
+        return [list(c) for c in self.choices]
+
+
+def _shared_split(m: _Model, texts: list[str], n_images: int, where: str) -> tuple[str, list[list[int]]]:
+    """The longest text every rendering shares, cut at a token boundary after the last
+    image, and each rendering's remaining token ids.
+
+    The cut is the last newline of the shared text (so a shared question goes into the
+    prefix), else just after the last image placeholder (a special token, hence a
+    token boundary); it is kept only when the tokenizer splits prefix + rest exactly
+    as it splits the whole text, so scoring the rest against the prefix's cache is the
+    same computation as scoring the whole prompt.
+    """
+    tok = m.tokenizer
+    image_token = getattr(m.processor, "image_token", None)
+    shared = os.path.commonprefix(texts)[: min(len(t) for t in texts) - 1]  # every variant keeps >= 1 token
+    image_end = 0
+    if n_images:
+        if not image_token or shared.count(image_token) != n_images:
+            raise ValueError(f"{where}: the prompts must show all {n_images} images identically before they first "
+                             "differ; put the images first and the text that varies after them.")
+        image_end = shared.rindex(image_token) + len(image_token)
+    candidates = [shared.rfind("\n") + 1, image_end]
+    fulls = tok(texts, add_special_tokens=False)["input_ids"]
+    for cut in dict.fromkeys(c for c in candidates if c >= max(image_end, 1)):
+        prefix = shared[:cut]
+        head, *rests = tok([prefix] + [t[cut:] for t in texts], add_special_tokens=False)["input_ids"]
+        if all(head + rest == full and rest for rest, full in zip(rests, fulls, strict=True)):
+            return prefix, rests
+    raise ValueError(f"{where}: no token boundary after the last image is shared by every prompt; the prompts must "
+                     "render identically up to (at least) the end of the last image.")
+
+
+def _score_prefix_batch(m: _Model, groups: list[PrefixGroup], labels: list[str], prefill: str | None,
+                        reduction: str, batcher: _Batcher) -> list[list[ChoiceScores]]:
+    import torch
+
+    prefixes, rests, choices, choice_ids = [], [], [], []
+    # Groups of one batch often carry the same prompts (PhaseFusion's S phase grids of one
+    # question): their text is rendered, split and tokenised once.
+    done: dict[str, tuple[str, list[list[int]], list[list[str]], list[list[list[int]]]]] = {}
+    for g, lab in zip(groups, labels, strict=True):
+        per_variant = g.variant_choices()
+        key = json.dumps([g.prompts, per_variant, len(g.images)], default=str)
+        if key not in done:
+            texts = [render_prompt(m.processor, p, prefill) for p in g.prompts]
+            if not texts or len(per_variant) != len(texts) or not all(per_variant):
+                raise ValueError(f"{lab}: needs at least one prompt and a non-empty answer set for every prompt "
+                                 f"(got {len(texts)} prompt(s), {len(per_variant)} answer set(s)).")
+            prefix, rest = _shared_split(m, texts, len(g.images), lab)
+            # The cut is a pre-tokenizer boundary of every prompt (checked above), so a choice
+            # continues the prompt's rest exactly as it continues the whole prompt.
+            ids = _choice_token_ids_many(m.tokenizer, [t[len(prefix):] for t in texts], per_variant,
+                                         [f"{lab}, prompt {v}" for v in range(len(texts))], rest)
+            done[key] = (prefix, rest, per_variant, ids)
+        prefix, rest, per_variant, ids = done[key]
+        prefixes.append(prefix)
+        rests.append(rest)
+        choices.append(per_variant)
+        choice_ids.append(ids)
+    inputs = m.encode(prefixes, [list(g.images) for g in groups])
+    pos, nxt = m.positions(inputs)
+    _, cache = m.forward(inputs, position_ids=pos, use_cache=True, last_only=True)
+
+    # A row continues one group's cache with one variant's rest; a variant whose choices
+    # are all one token is one row (its last position scores every choice), otherwise
+    # each choice gets a row that also holds the choice's tokens but the last.
+    rows: list[tuple[int, int, int | None, list[int], int]] = []
+    for b, per_variant in enumerate(choice_ids):
+        for v, ids in enumerate(per_variant):
+            if all(len(c) == 1 for c in ids):
+                rows.append((b, v, None, rests[b][v], 1))
+            else:
+                rows.extend((b, v, c, rests[b][v] + cid[:-1], len(cid)) for c, cid in enumerate(ids))
+    raw = [[[0.0] * len(c) for c in per_variant] for per_variant in choices]
+    cap = batcher.rows or len(rows)
+    for start in range(0, len(rows), cap):
+        chunk = rows[start:start + cap]
+        try:
+            _score_rest_rows(m, chunk, choice_ids, cache, inputs["attention_mask"], nxt, raw)
+        except torch.OutOfMemoryError as err:
+            err._judgetrain_rows = len(chunk)  # type: ignore[attr-defined]
+            raise
+    return [[_finish(c, r, [len(x) for x in ids], reduction) for c, r, ids in zip(cs, rs, idss, strict=True)]
+            for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)]
+
+
+def _score_rest_rows(m: _Model, chunk: list[tuple[int, int, int | None, list[int], int]],
+                     choice_ids: list[list[list[list[int]]]], cache: Any, prompt_mask: torch.Tensor,
+                     nxt: torch.Tensor, raw: list[list[list[float]]]) -> None:
+    """Score the rows of ``chunk`` against copies of their group's cache in one forward pass
+    and add each choice's log-probability to ``raw[group][variant][choice]``."""
+    import torch
+
+    dev = prompt_mask.device
+    width = max(len(r[3]) for r in chunk)
+    keep = max(r[4] for r in chunk)
+    inp = torch.full((len(chunk), width), m.pad_id, dtype=torch.long, device=dev)
+    valid = torch.zeros((len(chunk), width), dtype=prompt_mask.dtype, device=dev)
+    for r, (_, _, _, tokens, _) in enumerate(chunk):
+        # Right-aligned (pads between the cached prefix and the rest, masked out), so the
+        # positions to score are the last `keep` of every row and logits stay (rows, keep, vocab).
+        inp[r, width - len(tokens):] = torch.tensor(tokens, device=dev)
+        valid[r, width - len(tokens):] = 1
+    owner = torch.tensor([r[0] for r in chunk], device=dev)
+    rows_cache = _select_cache_rows(cache, owner)
+    attn = torch.cat([prompt_mask[owner], valid], dim=1)
+    pos = nxt[owner].unsqueeze(1) + (valid.long().cumsum(-1) - 1).clamp(min=0)
+    if m.rope_index is not None:  # M-RoPE: text positions are equal in all three components
+        pos = pos.unsqueeze(0).expand(3, -1, -1)
+    logits, _ = m.forward({"input_ids": inp, "attention_mask": attn}, position_ids=pos, cache=rows_cache,
+                          use_cache=True, last_only=False, keep=keep)
+    del rows_cache  # the copied keys/values are the big allocation here
+    logits = logits[:, -keep:].float()
+    # (row, position, token) of every scored choice token; one gather, one transfer.
+    at_row, at_pos, at_tok, slot = [], [], [], []
+    for r, (b, v, c, _, n) in enumerate(chunk):
+        targets = [(cid[0], k) for k, cid in enumerate(choice_ids[b][v])] if c is None else \
+            [(t, c) for t in choice_ids[b][v][c]]
+        for j, (t, k) in enumerate(targets):
+            at_row.append(r)
+            at_pos.append(keep - 1 if c is None else keep - n + j)
+            at_tok.append(t)
+            slot.append((b, v, k))
+    rr, pp = torch.tensor(at_row, device=dev), torch.tensor(at_pos, device=dev)
+    vals = (logits[rr, pp, torch.tensor(at_tok, device=dev)] - torch.logsumexp(logits, dim=-1)[rr, pp]).tolist()
+    for (b, v, k), x in zip(slot, vals, strict=True):
+        raw[b][v][k] += x
+
+
+def score_shared_prefix(
+    model: PreTrainedModel,
+    processor: ProcessorMixin,
+    groups: Sequence[PrefixGroup] | Iterable[PrefixGroup],
+    *,
+    family: ModelFamily | str | None = None,
+    prefill: str | None | _FamilyPrefill = FAMILY_PREFILL,
+    batch_size: BatchSize = "auto",
+    reduction: Literal["sum", "mean"] = "sum",
+    progress: bool = True,
+) -> list[list[ChoiceScores]]:
+    """Score many prompts that share their images: per :class:`PrefixGroup`, one
+    :class:`ChoiceScores` per prompt, in input order (a list per group).
+
+    The same numbers as :func:`score` on every prompt as its own item (up to float
+    rounding), at a fraction of the cost: each group's images and the text every
+    prompt shares (chat template, images, the shared question…) are encoded once, with
+    a KV cache, and every prompt's remaining text (options, generation prompt, prefill)
+    and its choices are scored against a copy of that cache, all rows of a batch in one
+    more forward pass. Right-aligned rows with explicit positions (M-RoPE continues
+    from the prefix's largest position) make that pass equal to the full prompt.
+
+    Args:
+        groups: :class:`PrefixGroup` s; prompts of one group must render identically up
+            to the end of their last image.
+        batch_size: groups per prefix pass (their prompts share the second pass), or
+            ``"auto"`` (see :class:`Scorer`).
+        family, prefill, reduction, progress: as in :func:`score`.
+
+    Raises:
+        ValueError: prompts that differ before their last image, an empty answer set, or a
+            choice whose tokens merge with the end of its prompt.
+    """
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+    m = _Model(model, processor, family)
+    seq = _as_sequence(groups)
+    n = len(seq)
+    pre = _resolve_prefill(prefill, m.family)
+
+    def run(idx: list[int], batcher: _Batcher) -> list[list[ChoiceScores]]:
+        batch = [seq[i] for i in idx]
+        for g, i in zip(batch, idx, strict=True):
+            if not isinstance(g, PrefixGroup):
+                raise TypeError(f"group {i} is a {type(g).__name__}; score_shared_prefix takes PrefixGroup objects.")
+        return _score_prefix_batch(m, batch, [f"group {i}" for i in idx], pre, reduction, batcher)
 
     with _eval_mode(model):
         return _run_batched(n, run, _Batcher(batch_size, m.device, max(n, 1)), progress, "scoring")
@@ -1048,6 +1277,13 @@ class Scorer:
         return score(self.model, self.processor, items, family=self.family, prefill=self.prefill,
                      batch_size=self.batch_size, reduction=reduction,
                      progress=self.progress if progress is None else progress)
+
+    def score_shared_prefix(self, groups: Sequence[PrefixGroup] | Iterable[PrefixGroup], *,
+                            reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None) -> list[list[ChoiceScores]]:
+        """:func:`score_shared_prefix` with this scorer's model, family, prefill and batch size."""
+        return score_shared_prefix(self.model, self.processor, groups, family=self.family, prefill=self.prefill,
+                                   batch_size=self.batch_size, reduction=reduction,
+                                   progress=self.progress if progress is None else progress)
 
     def generate(self, items: Sequence[Item] | Iterable[Item], max_new_tokens: int = 64,
                  parser: Callable[[str], str | None] | None = None, *, progress: bool | None = None) -> GenerationOutput:

@@ -4,19 +4,55 @@ Samplers are pure functions from (frame count, fps or budget, …) to 0-based
 frame indices, so grids are testable without any video. Decoding reads a file
 once for the union of the indices asked for and keeps only those frames, so
 memory is bounded by the frames returned, not by the video's length.
+
+Uniform samplers (paper 001 §2, Fig. 2, Eq. 1). A uniform grid has a rate (the
+budget ``b``) and a phase; :func:`phase_indices` is the polyphase family
+``⌊(i + s/S + δ)·T/b⌋`` (phase ``s`` of ``S``, origin ``δ`` in grid steps,
+clipped to ``T − 1``), computed in exact rational arithmetic so that Eq. 1
+holds exactly: the ``S`` phase grids are the polyphase components of the dense
+``S·b`` grid. The four deployed conventions of Fig. 2 are
+:func:`left_endpoint_indices`, :func:`midpoint_indices`,
+:func:`endpoint_inclusive_indices` and :func:`fps_linspace_indices`.
+:class:`FrameCache` decodes each video once for the union of every grid asked
+of it and keeps the frames, resized so the longer side is at most 360 px
+(paper 001 App. A).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["VideoInfo", "VideoDecodeError", "probe", "interval_indices", "decode_frames"]
+__all__ = [
+    "MAX_SIDE",
+    "SAMPLERS",
+    "FrameCache",
+    "VideoDecodeError",
+    "VideoInfo",
+    "decode_frames",
+    "endpoint_inclusive_indices",
+    "fps_linspace_indices",
+    "interval_indices",
+    "left_endpoint_indices",
+    "midpoint_indices",
+    "parse_fraction",
+    "phase_indices",
+    "probe",
+    "sampler_indices",
+]
+
+# Paper 001 App. A: every frame is resized so its longer side is at most 360 px.
+MAX_SIDE = 360
+# The four deployed "uniform" conventions of paper 001 Fig. 2, by the names the CLI uses.
+SAMPLERS = ("left", "midpoint", "inclusive", "fps1")
 
 
 class VideoDecodeError(RuntimeError):
@@ -88,6 +124,97 @@ def interval_indices(n_frames: int, fps: float, interval_s: float) -> list[int]:
     return [min(n_frames - 1, round(k * step)) for k in range(count)]
 
 
+def parse_fraction(value: str | float | int | Fraction, name: str = "value") -> Fraction:
+    """An exact non-negative rational from ``"1/6"``, ``"0.5"``, ``0``, ``0.25`` or a
+    :class:`~fractions.Fraction`. Strings are read exactly as written; a float is taken
+    as the simplest fraction within 1e-6 of it (``1 / 6`` is 1/6 and ``0.1`` is 1/10,
+    not the binary doubles, whose grids could land a frame early)."""
+    try:
+        if isinstance(value, float):
+            frac = Fraction(value).limit_denominator(1_000_000)
+        else:
+            frac = value if isinstance(value, Fraction) else Fraction(str(value).strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{name} {value!r} is not a number or fraction; write e.g. 0, 0.5 or 1/6") from None
+    if frac < 0:
+        raise ValueError(f"{name} {value!r} is negative; it must be >= 0")
+    return frac
+
+
+def _check_grid(n_frames: int, budget: int) -> None:
+    if isinstance(n_frames, bool) or int(n_frames) != n_frames or n_frames < 1:
+        raise ValueError(f"frame count must be a positive integer, got {n_frames!r}")
+    if isinstance(budget, bool) or int(budget) != budget or budget < 1:
+        raise ValueError(f"frame budget must be a positive integer, got {budget!r}")
+
+
+def phase_indices(n_frames: int, budget: int, phase: int = 0, phases: int = 1,
+                  origin: str | float | Fraction = 0) -> list[int]:
+    """Phase ``phase`` of ``phases`` of the uniform ``budget``-frame grid over ``n_frames``
+    frames, with the grid origin moved by ``origin`` grid steps (paper 001 Eq. 1):
+    ``min(T − 1, ⌊(i + s/S + δ)·T/b⌋)`` for ``i = 0..b−1``.
+
+    Exact rational arithmetic, so sample ``i`` of phase ``s`` is sample ``i·S + s`` of
+    the dense grid ``phase_indices(T, S·b, origin=S·δ)`` with no float rounding:
+    the ``S`` phase grids interleave into the dense one. ``phase=0, phases=1,
+    origin=0`` is the left-endpoint sampler; ``origin=1/2`` the midpoint one.
+    """
+    _check_grid(n_frames, budget)
+    if isinstance(phases, bool) or int(phases) != phases or phases < 1:
+        raise ValueError(f"phases must be a positive integer, got {phases!r}")
+    if isinstance(phase, bool) or int(phase) != phase or not 0 <= phase < phases:
+        raise ValueError(f"phase must be an integer in 0..{phases - 1}, got {phase!r}")
+    shift = Fraction(int(phase), int(phases)) + parse_fraction(origin, "origin")
+    return [min(n_frames - 1, math.floor((i + shift) * n_frames / budget)) for i in range(budget)]
+
+
+def left_endpoint_indices(n_frames: int, budget: int) -> list[int]:
+    """``⌊i·T/b⌋`` (torchvision-style uniform sampling; paper 001 Fig. 2)."""
+    return phase_indices(n_frames, budget)
+
+
+def midpoint_indices(n_frames: int, budget: int) -> list[int]:
+    """``⌊(i + ½)·T/b⌋`` (TSN-style segment centres): the left-endpoint grid moved by half a step."""
+    return phase_indices(n_frames, budget, origin=Fraction(1, 2))
+
+
+def endpoint_inclusive_indices(n_frames: int, budget: int) -> list[int]:
+    """``round(i·(T − 1)/(b − 1))``: first and last frame always in (``np.linspace(0, T−1, b)``
+    rounded). Exact halves round to even, as numpy's ``rint`` does; ``b = 1`` gives ``[0]``."""
+    _check_grid(n_frames, budget)
+    if budget == 1:
+        return [0]
+    return [round(Fraction(i * (n_frames - 1), budget - 1)) for i in range(budget)]
+
+
+def fps_linspace_indices(n_frames: int, fps: float, budget: int, target_fps: float = 1.0) -> list[int]:
+    """Decimate to ``target_fps`` (the frames nearest 0 s, 1 s, 2 s, … by default, see
+    :func:`interval_indices`), then take ``budget`` of those endpoint-inclusively
+    (``round(linspace(0, m − 1, b))`` over the ``m`` decimated frames; paper 001 Fig. 2).
+    When fewer than ``budget`` frames survive decimation some repeat, so the budget
+    (and the prompt length) stays ``b`` as in the other conventions."""
+    _check_grid(n_frames, budget)
+    if fps <= 0 or target_fps <= 0:
+        raise ValueError(f"need fps > 0 and target_fps > 0, got fps={fps}, target_fps={target_fps}")
+    kept = interval_indices(n_frames, fps, 1.0 / target_fps)
+    return [kept[k] for k in endpoint_inclusive_indices(len(kept), budget)]
+
+
+def sampler_indices(name: str, n_frames: int, budget: int, fps: float | None = None) -> list[int]:
+    """One of the four deployed conventions of :data:`SAMPLERS` by name (``fps1`` needs ``fps``)."""
+    if name == "left":
+        return left_endpoint_indices(n_frames, budget)
+    if name == "midpoint":
+        return midpoint_indices(n_frames, budget)
+    if name == "inclusive":
+        return endpoint_inclusive_indices(n_frames, budget)
+    if name == "fps1":
+        if fps is None:
+            raise ValueError("the fps1 sampler needs the video's frame rate (fps)")
+        return fps_linspace_indices(n_frames, fps, budget)
+    raise ValueError(f"unknown sampler {name!r}; samplers are {', '.join(SAMPLERS)}")
+
+
 def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: int | None = None) -> list[np.ndarray]:
     """Decode the frames at ``indices`` (0-based, any order, repeats allowed) in
     one pass; returns RGB uint8 arrays of shape (H, W, 3) in the order asked.
@@ -123,3 +250,67 @@ def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: 
     if missing:
         raise VideoDecodeError(f"{path}: the video ended before frame(s) {missing[:5]} (it has fewer frames than stated)")
     return [found[int(i)] for i in indices]
+
+
+class FrameCache:
+    """Decoded, resized frames of recently used videos: a video is decoded once for the
+    union of the indices asked of it, and later requests it can serve cost no decoding.
+
+    Ask for the union of every grid a question needs in one :meth:`get`; grids are then
+    read from that. ``decodes`` counts decoding passes (one per video whose frames were
+    not all held). Frames are RGB uint8, resized so the longer side is at most
+    ``max_side`` (``None``: as decoded). The newest ``max_videos`` videos stay in
+    memory; with ``cache_dir`` the frames also go to ``<cache_dir>/<key>.npz``
+    (written atomically, keyed by the file's resolved path, size, mtime and
+    ``max_side``) so another run over the same videos decodes nothing.
+    """
+
+    def __init__(self, max_side: int | None = MAX_SIDE, *, cache_dir: str | os.PathLike | None = None,
+                 max_videos: int = 4):
+        if max_videos < 1:
+            raise ValueError(f"max_videos must be at least 1, got {max_videos}")
+        self.max_side = max_side
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.max_videos = max_videos
+        self.decodes = 0
+        self._held: OrderedDict[str, dict[int, np.ndarray]] = OrderedDict()
+
+    def _key(self, path: Path) -> str:
+        st = path.stat()
+        raw = "\x00".join(map(str, (path.resolve(), st.st_size, st.st_mtime_ns, self.max_side)))
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+    def _disk(self, path: Path) -> Path | None:
+        return self.cache_dir / f"{self._key(path)}.npz" if self.cache_dir is not None else None
+
+    def get(self, path: str | os.PathLike, indices: Iterable[int]) -> list[np.ndarray]:
+        """The frames at ``indices`` (any order, repeats allowed), in the order asked."""
+        path = Path(path)
+        indices = [int(i) for i in indices]
+        key = str(path.resolve())
+        held = self._held.pop(key, None) or {}
+        self._held[key] = held  # most recently used last
+        missing = sorted(set(indices) - set(held))
+        disk = self._disk(path) if missing and path.is_file() else None
+        if disk is not None and disk.is_file():
+            with np.load(disk) as z:
+                held.update((int(i), f) for i, f in zip(z["indices"], z["frames"]))
+            missing = sorted(set(indices) - set(held))
+        if missing:
+            for i, frame in zip(missing, decode_frames(path, missing, max_side=self.max_side)):
+                held[i] = frame
+            self.decodes += 1
+            if disk is not None:
+                self._save(disk, held)
+        while len(self._held) > self.max_videos:
+            self._held.popitem(last=False)
+        return [held[i] for i in indices]
+
+    @staticmethod
+    def _save(disk: Path, held: dict[int, np.ndarray]) -> None:
+        disk.parent.mkdir(parents=True, exist_ok=True)
+        order = sorted(held)
+        tmp = disk.with_name(f".{disk.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez(f, indices=np.array(order, dtype=np.int64), frames=np.stack([held[i] for i in order]))
+        os.replace(tmp, disk)

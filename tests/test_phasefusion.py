@@ -1,0 +1,506 @@
+"""PhaseFusion (paper 001): option orderings and their inverse mapping, posterior pooling,
+every measure on hand-worked posteriors, shared-prefix scoring against full forward passes
+on tiny models of every family, and the command end to end (resume after SIGKILL included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from PIL import Image
+
+from judgetrain.eval import phasefusion as PF
+from judgetrain.eval import phasefusion_report as PR
+from judgetrain.eval import report as R
+
+ROOT = Path(__file__).resolve().parents[1]
+ATOL = 1e-5
+
+
+# --------------------------------------------------------------------------- orderings
+
+
+def test_orderings_identity_first_and_valid():
+    perms = PF.orderings("q-17", 5, 10)
+    assert perms[0] == [0, 1, 2, 3, 4] and len(perms) == 10
+    assert all(sorted(p) == [0, 1, 2, 3, 4] for p in perms)
+    assert len({tuple(p) for p in perms}) > 5  # drawn, not the identity ten times
+    assert perms == PF.orderings("q-17", 5, 10)
+    assert PF.orderings("q-18", 5, 10) != perms  # seeded by the question id
+    assert PF.orderings("q-17", 5, 4) == perms[:4]  # ordering k does not depend on how many are drawn
+    with pytest.raises(ValueError):
+        PF.orderings("q", 4, 0)
+
+
+def test_orderings_identical_across_processes():
+    code = ("from judgetrain.eval.phasefusion import orderings; "
+            "print([orderings(q, n, 10) for q, n in (('vmcq-00001', 4), ('egoschema-abc', 5), ('mv-3', 3))])")
+    outs = []
+    for salt in ("1", "987654"):
+        env = dict(os.environ, PYTHONHASHSEED=salt)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        outs.append(proc.stdout.strip())
+    here = str([PF.orderings(q, n, 10) for q, n in (("vmcq-00001", 4), ("egoschema-abc", 5), ("mv-3", 3))])
+    assert outs[0] == outs[1] == here
+
+
+def test_letters_map_back_through_the_inverse_permutation():
+    perm = [2, 0, 1]  # slot A shows option 2, B option 0, C option 1
+    assert PF.inverse_permutation(perm) == [1, 2, 0]
+    assert PF.to_content([0.5, 0.3, 0.2], perm) == [0.3, 0.2, 0.5]  # q(c) = p(slot showing c)
+    assert PF.to_content([0.1, 0.2, 0.3, 0.4], [0, 1, 2, 3]) == [0.1, 0.2, 0.3, 0.4]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        p = rng.permutation(5).tolist()
+        assert [p[i] for i in PF.inverse_permutation(p)] == list(range(5))
+    with pytest.raises(ValueError, match="not a permutation"):
+        PF.inverse_permutation([0, 0, 1])
+    # the prompt lists the options in slot order
+    text = PF.mcq_prompt("Which?", ["red", "green", "blue"], perm, 2)[0]["content"]
+    assert [c["type"] for c in text] == ["image", "image", "text"]
+    assert "A. blue\nB. red\nC. green\n" in text[2]["text"]
+
+
+def test_pooling_and_vote():
+    a, b = [0.6, 0.3, 0.1], [0.2, 0.5, 0.3]
+    assert PF.pool([a, b]) == pytest.approx([0.4, 0.4, 0.2])
+    g = np.sqrt(np.array(a) * np.array(b))
+    assert PF.pool([a, b], "geometric") == pytest.approx((g / g.sum()).tolist())
+    assert PF.pool([a, [0.0, 0.5, 0.5]], "geometric") == pytest.approx([0.0, np.sqrt(.15) / (np.sqrt(.15) + np.sqrt(.05)),
+                                                                        np.sqrt(.05) / (np.sqrt(.15) + np.sqrt(.05))])
+    with pytest.raises(ValueError, match="unknown pooling"):
+        PF.pool([a], "harmonic")
+    # one question, 2 views x 2 orderings: fusion = argmax of the mean (ties -> lowest index),
+    # vote = plurality of the views' argmaxes (ties -> lowest index)
+    block = [[a, a], [b, [0.1, 0.2, 0.7]]]
+    answers, post = PR.arm_answers(block, "arithmetic")
+    assert answers == [0, 2]  # 0.4 = 0.4 goes to the lower index
+    assert post == [pytest.approx([0.4, 0.4, 0.2]), pytest.approx([0.35, 0.25, 0.4])]
+    assert PR.arm_answers(block, "vote") == ([0, 0], None)  # views say (0, 1) and (0, 2): ties -> 0
+    assert PR.arm_answers(block, "single")[0] == [0, 0]
+    assert PR.arm_answers([[b], [[0.1, 0.2, 0.7]]], "vote")[0] == [1]
+
+
+def test_arm_and_origin_parsing():
+    arms, grids = PF.parse_arms("single,fusion,vote,union,dense32,midpoint", budget=8, phases=3)
+    assert [(a.name, a.grid, a.pool) for a in arms] == [
+        ("single", "single", "single"), ("fusion", "phase", "arithmetic"), ("vote", "phase", "vote"),
+        ("union", "union", "single"), ("dense32", "dense32", "single"), ("midpoint", "midpoint", "single")]
+    assert {n: (g.views, g.budget, g.attention_units) for n, g in grids.items()} == {
+        "single": (1, 8, 64), "phase": (3, 8, 192), "union": (1, 24, 576), "dense32": (1, 32, 1024),
+        "midpoint": (1, 8, 64)}
+    # the origin moves every grid by the same time: δ steps of the 8-frame grid
+    t = 96
+    phase = grids["phase"].indices(t, 8.0, PF.parse_origins("1/6", 3)[0], 8)
+    assert phase[0] == [2, 14, 26, 38, 50, 62, 74, 86]       # ⌊(i + 1/6)·12⌋
+    assert phase[1] == [6, 18, 30, 42, 54, 66, 78, 90]       # ⌊(i + 1/3 + 1/6)·12⌋
+    assert grids["union"].indices(t, 8.0, PF.parse_origins("1/6", 3)[0], 8) == [sorted(sum(phase, []))]
+    assert grids["dense32"].indices(t, 8.0, PF.parse_origins("1/6", 3)[0], 8)[0][:3] == [2, 5, 8]  # (k + 2/3)·3
+    assert grids["midpoint"].origin_free and not grids["phase"].origin_free
+    assert PF.parse_origins(None, 3) == [0, PF.parse_origins("1/6", 3)[0]]
+    with pytest.raises(ValueError, match="unknown arm 'dense'"):
+        PF.parse_arms("dense", 8, 3)
+    with pytest.raises(ValueError, match="repeats single"):
+        PF.parse_arms("single,single", 8, 3)
+    with pytest.raises(ValueError, match=r"not in \[0, 1\)"):
+        PF.parse_origins("0,1", 3)
+
+
+# --------------------------------------------------------------------------- measures on hand-worked posteriors
+
+A, B, C = [0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.2, 0.7]  # argmax 0, 1, 2
+GOLD = {"q1": 0, "q2": 1, "q3": 2, "q4": 0}
+# per grid and origin: per question [view][ordering] content-space posteriors
+BLOCKS = {
+    ("0", "single"): {"q1": [[A, A]], "q2": [[B, C]], "q3": [[A, C]], "q4": [[A, A]]},
+    ("0", "phase"): {"q1": [[A, A], [B, A]], "q2": [[B, C], [C, C]], "q3": [[A, C], [C, C]], "q4": [[C, C], [A, A]]},
+    ("0", "union"): {"q1": [[B, B]], "q2": [[B, B]], "q3": [[C, C]], "q4": [[A, A]]},
+    ("1/4", "single"): {"q1": [[B, B]], "q2": [[B, C]], "q3": [[A, C]], "q4": [[A, A]]},
+    ("1/4", "phase"): {"q1": [[A, A], [B, A]], "q2": [[B, C], [C, C]], "q3": [[A, C], [C, C]], "q4": [[C, C], [A, A]]},
+    ("1/4", "union"): {"q1": [[B, B]], "q2": [[B, B]], "q3": [[A, A]], "q4": [[A, A]]},
+}
+SHAPES = {"single": (1, 2), "phase": (2, 2), "union": (1, 4)}
+DURATION = {"q1": 3.0, "q2": 10.0, "q3": 20.0, "q4": 2.0}  # s; adjacent phases d / (S·b) = d / 4 apart
+INFO = {"arms": ["single", "fusion", "vote", "union"], "budget": 2, "phases": 2, "orderings": 2, "origins": ["0", "1/4"]}
+
+
+def _hand_rows():
+    rows = []
+    for qid, gold in GOLD.items():
+        for (origin, grid), by_q in BLOCKS.items():
+            for s, view in enumerate(by_q[qid]):
+                for k, post in enumerate(view):
+                    rows.append({"id": qid, "kind": "pass", "origin": origin, "grid": grid, "phase": s, "ordering": k,
+                                 "posterior": post, "answer": gold})
+            views, budget = SHAPES[grid]
+            latency = {"single": 0.1, "phase": 0.2, "union": 0.3}[grid] * int(qid[1])
+            rows.append({"id": qid, "kind": "cost", "origin": origin, "grid": grid, "views": views, "budget": budget,
+                         "attention_units": views * budget ** 2, "passes": views * 2, "latency_s": latency,
+                         "peak_memory_bytes": 1000 * int(qid[1]), "memory_kind": "process_rss_peak"})
+        rows.append({"id": qid, "kind": "question", "answer": gold, "n_options": 3, "video": f"{qid}.mp4",
+                     "benchmark": "ego" if qid in ("q1", "q2") else "mme", "duration": DURATION[qid],
+                     "decode_s": 0.01, "decode_passes": 1, "decoded_frames": 8})
+    rows.append({"id": "q5", "kind": "error", "video": "q5.mp4", "line": 5, "error": "q5.mp4: corrupt video stream"})
+    return rows
+
+
+def test_measures_on_hand_worked_posteriors():
+    m = PR.compute_metrics(_hand_rows(), INFO)
+    assert m["n_questions"] == 4 and m["n_errors"] == 1 and m["errors"][0]["id"] == "q5"
+    ta = {r["arm"]: r for r in m["table_a"]["rows"]}
+    assert m["table_a"]["reference"] == "union" and m["table_a"]["n"] == 4
+    # identity-ordering answers: single 0,1,0,0; fusion 0 (0.4 = 0.4 tie),2,2,2; vote 0,1,0,0 (ties -> lowest); union 1,1,2,0
+    assert {a: ta[a]["accuracy"] for a in ta} == {"single": 0.75, "fusion": 0.5, "vote": 0.75, "union": 0.75}
+    assert ta["single"]["order_avg_accuracy"] == 0.75      # (1 + 1/2 + 1/2 + 1) / 4
+    assert ta["single"]["consensus_accuracy"] == 0.75      # consensus 0, 1 (tie 1/2), 0 (tie 0/2), 0
+    assert {a: ta[a]["flip_rate"] for a in ta} == {"single": 0.5, "fusion": 0.0, "vote": 0.5, "union": 0.0}
+    assert ta["fusion"]["delta_vs_reference"] == -0.25 and "delta_vs_reference" not in ta["union"]
+    # fusion right on q1, q3; union right on q2, q3, q4: discordant 1 vs 2 -> exact p = 2·P(X <= 1 | 3, 1/2) = 1
+    assert ta["fusion"]["mcnemar_p"] == pytest.approx(1.0)
+
+    # B: answers changed between δ = 0 and 1/4 at the identity ordering
+    (tb,) = m["table_b"]
+    assert tb["origins"] == ["0", "1/4"] and tb["n"] == 4
+    changed = {r["arm"]: r["changed"]["rate"] for r in tb["rows"]}
+    assert changed == {"single": 0.25, "fusion": 0.0, "vote": 0.0, "union": 0.25}
+    single_b = next(r for r in tb["rows"] if r["arm"] == "single")
+    assert single_b["accuracy_first"] == 0.75 and single_b["accuracy_shifted"] == 0.5
+    assert single_b["consensus_changed"]["rate"] == 0.25 and single_b["mcnemar_p_vs_fusion"] == 1.0
+    lo, hi = single_b["changed"]["ci95"]
+    # Clopper–Pearson for 1 of 4: P(X >= 1 | lo) = 0.025 -> lo = 1 - 0.975^(1/4); hi is Beta(2, 3)'s 97.5% point
+    assert lo == pytest.approx(1 - 0.975 ** 0.25) and hi == pytest.approx(scipy.stats.beta.ppf(0.975, 2, 3))
+
+    # phases: consensus per phase q1..q4 = (0, 1, 0, 2) and (0 [tie 1/0], 2, 2, 0)
+    ph = m["phases"]
+    assert ph["accuracy"]["phase 0"]["accuracy"] == 0.5 and ph["accuracy"]["phase 1"]["accuracy"] == 0.5
+    assert ph["pairwise_disagreement"][0]["rate"] == 0.75 and ph["any_change"]["rate"] == 0.75
+    assert ph["rerun_floor"]["rate"] == 0.25  # q4: single's consensus 0, phase 0's 2
+
+    # margin: single 0.3, 0.2, 0.3, 0.3 with flips F, T, T, F
+    mg = m["margin"]["single"]
+    assert mg["auroc_flip"] == pytest.approx(0.75)     # q2 beats both stable items, q3 ties both
+    assert mg["auroc_correct"] == pytest.approx(1 / 3)  # correct q1, q2, q4 against wrong q3 (.5, 0, .5)
+    assert mg["flagged_fifth"] == {"n": 4, "flagged": 1, "flip_rate_flagged": 1.0, "flip_rate_rest": pytest.approx(1 / 3),
+                                   "flips_caught": 0.5}
+    fused = m["margin"]["fusion"]  # fused margins 0, .15, .05, .05; no fused answer flips
+    assert fused["auroc_flip"] is None and fused["auroc_correct"] == pytest.approx(0.125)
+    assert "vote" not in m["margin"]  # a vote has no posterior to read a margin off
+
+    # one Benjamini–Hochberg family: 3 arms vs union (A), 3 arms vs fusion (B), 1 TOST
+    assert len(m["bh_family"]["tests"]) == 7 and ta["fusion"]["mcnemar_q"] == pytest.approx(1.0)
+    (tost,) = m["equivalence"]
+    assert (tost["a"], tost["b"], tost["n"]) == ("fusion", "union", 4) and tost["difference"] == pytest.approx(-0.25)
+    assert not tost["equivalent"]
+
+    assert m["by_benchmark"]["ego"]["single"]["accuracy"] == 1.0 and m["by_benchmark"]["mme"]["single"]["accuracy"] == 0.5
+    assert m["by_benchmark"]["mme"]["fusion"]["n"] == 2
+    # phases 0.75 s (q1) and 0.5 s (q4) apart vs 2.5 s (q2) and 5 s (q3)
+    assert m["phase_offset_split"] == {"under 1 s": {"n": 2, "fusion": 0.5, "single": 1.0, "gain": -0.5},
+                                       "1 s or more": {"n": 2, "fusion": 0.5, "single": 0.5, "gain": 0.0}}
+
+    cost = m["cost"]
+    assert cost["single"]["median_latency_s"] == pytest.approx(0.25)  # 0.1..0.4 per question, at both origins
+    assert cost["fusion"] == {**cost["vote"]} and cost["fusion"]["attention_units"] == 8  # the same S passes
+    assert cost["union"]["attention_units"] == 16 and cost["union"]["peak_memory_bytes"] == 4000
+    assert cost["decode"]["decoding_passes"] == 4 and cost["decode"]["videos"] == 4
+
+
+def test_rerun_floor_across_runs_hand_worked():
+    rows = _hand_rows()
+    again = [dict(r, posterior=A) if (r.get("kind"), r["id"], r.get("grid"), r.get("phase"), r.get("origin")) ==
+             ("pass", "q4", "phase", 0, "0") else r for r in rows]
+    # phase-0 consensus of q4: 2 (C, C) in the first run, 0 (A, A) in the second; the rest agree
+    floor = PR.rerun_floor(rows, again)
+    assert (floor["rate"], floor["count"], floor["n"]) == (0.25, 1, 4)
+    assert PR.rerun_floor(rows, [r for r in again if r["id"] != "q4"])["rate"] == 0.0
+    assert PR.rerun_floor(rows, []) is None
+
+
+def test_flagged_fifth_and_ties():
+    got = PR.flagged_fifth([0.9, 0.1, 0.5, 0.1, 0.8, 0.7, 0.3, 0.2, 0.6, 0.4],
+                           [False, True, False, False, False, True, True, True, False, False])
+    # fifth of 10 = 2: the two 0.1 margins (items 1 and 3, input order); flips T, F
+    assert got == {"n": 10, "flagged": 2, "flip_rate_flagged": 0.5, "flip_rate_rest": 0.375, "flips_caught": 0.25}
+    assert PR.flagged_fifth([0.5], [False])["flips_caught"] is None
+
+
+# --------------------------------------------------------------------------- shared-prefix scoring on tiny models
+
+FAMILIES = ["qwen3-vl", "qwen2.5-vl", "llava-onevision"]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    from judgetrain.models import load_model_and_processor
+    from judgetrain.models.tiny import build_tiny
+
+    root = tmp_path_factory.mktemp("tiny-pf")
+    out = {}
+    for name in FAMILIES:
+        build_tiny(name, root / name, seed=0)
+        out[name] = (root / name, *load_model_and_processor(root / name, dtype="float32"))
+    return out
+
+
+def _frames(seed, n, size=(64, 48)):
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def _letter_logprobs_full(model, processor, prompt, images, letters, prefill=""):
+    """Reference: the whole prompt in one forward pass; the letters' log-probs at its last position."""
+    text = processor.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True) + prefill
+    inputs = processor(text=[text], images=[images], return_tensors="pt")
+    ids = [processor.tokenizer(text + x, add_special_tokens=False)["input_ids"][-1] for x in letters]
+    with torch.no_grad():
+        logp = model(**inputs).logits[0, -1].float().log_softmax(-1)
+    return [float(logp[i]) for i in ids]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_shared_prefix_equals_full_forward_passes(name, tiny_models):
+    from judgetrain.scoring import PrefixGroup, score, score_shared_prefix
+
+    _, model, processor = tiny_models[name]
+    options = ["the red ball", "the blue cube", "the green cylinder", "none of them"]
+    groups = []
+    for g, (n_frames, k) in enumerate(((2, 3), (3, 2))):  # grids of different lengths and ordering counts, one batch
+        perms = PF.orderings(f"q{g}", 4, k)
+        groups.append(PrefixGroup(_frames(g, n_frames), [PF.mcq_prompt("Which object moves first?", options, p, n_frames)
+                                                          for p in perms], list("ABCD")))
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        got = score_shared_prefix(model, processor, groups, batch_size=2, progress=False)
+    finally:
+        hook.remove()
+    assert len(calls) == 2  # one pass over both prefixes, one over all 5 orderings' options
+    for g, per_ordering in zip(groups, got):
+        assert len(per_ordering) == len(g.prompts)
+        for prompt, s in zip(g.prompts, per_ordering):
+            np.testing.assert_allclose(s.raw_logprobs, _letter_logprobs_full(model, processor, prompt, g.images, "ABCD"),
+                                       atol=ATOL, rtol=0)
+            assert sum(s.probs) == pytest.approx(1.0, abs=1e-12)
+            assert s.choices == list("ABCD") and s.prediction_index == int(np.argmax(s.raw_logprobs))
+
+    # multi-token choices (per-prompt answer sets) follow score() on each prompt as its own item
+    multi = PrefixGroup(_frames(7, 2), [PF.mcq_prompt("Pick one.", options[:3], p, 2) for p in ([0, 1, 2], [2, 0, 1])],
+                        [["yes", "no", "12"], ["1 and 2", "A"]])
+    (got_multi,) = score_shared_prefix(model, processor, [multi], progress=False)
+    for prompt, choices, s in zip(multi.prompts, multi.variant_choices(), got_multi):
+        ref = score(model, processor, [(prompt, multi.images, choices)], progress=False)[0]
+        np.testing.assert_allclose(s.raw_logprobs, ref.raw_logprobs, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(s.logprobs, ref.logprobs, atol=ATOL, rtol=0)
+
+
+def test_shared_prefix_holds_the_question_prefill_and_refuses_differing_images(tiny_models):
+    from judgetrain.scoring import PrefixGroup, _Model, _shared_split, render_prompt, score_shared_prefix
+
+    _, model, processor = tiny_models["qwen3-vl"]
+    prompts = [PF.mcq_prompt("Which object moves first?", ["x", "y"], p, 2) for p in ([0, 1], [1, 0])]
+    texts = [render_prompt(processor, p) for p in prompts]
+    prefix, rests = _shared_split(_Model(model, processor, None), texts, 2, "group 0")
+    assert prefix.endswith("Which object moves first?\n")  # the shared question is encoded once
+    assert processor.tokenizer.decode(rests[0]).startswith("A. x\nB. y\n")
+    # reasoning-model prefill (paper 001 App. A): the closed empty think block ends every prompt
+    think = "<think>\n\n</think>\n\n"
+    group = PrefixGroup(_frames(3, 2), prompts, ["A", "B"])
+    with_think = score_shared_prefix(model, processor, [group], prefill=think, progress=False)[0]
+    for prompt, s in zip(prompts, with_think):
+        np.testing.assert_allclose(s.raw_logprobs, _letter_logprobs_full(model, processor, prompt, group.images, "AB", think),
+                                   atol=ATOL, rtol=0)
+    plain = score_shared_prefix(model, processor, [group], prefill=None, progress=False)[0]
+    assert max(abs(a - b) for x, y in zip(plain, with_think) for a, b in zip(x.raw_logprobs, y.raw_logprobs)) > 1e-4
+    other = [prompts[0], [{"role": "user", "content": [{"type": "text", "text": "Look:"}, {"type": "image"},
+                                                        {"type": "image"}, {"type": "text", "text": "Which?"}]}]]
+    with pytest.raises(ValueError, match="group 0: the prompts must show all 2 images identically"):
+        score_shared_prefix(model, processor, [PrefixGroup(_frames(0, 2), other, ["A", "B"])], progress=False)
+
+
+# --------------------------------------------------------------------------- the command, end to end
+
+ARMS = "single,fusion,vote,union"
+ARGS = ["--budget", "4", "--phases", "2", "--orderings", "3", "--arms", ARMS, "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """Three short physics clips and a hand-written manifest (DESIGN.md fields)."""
+    from judgetrain.data_builders.synthetic import write_physics_videos
+
+    root = tmp_path_factory.mktemp("pf-clips")
+    write_physics_videos(root, 3, seed=11, size=(64, 48), duration_range_s=(3.0, 5.0), progress=False)
+    lines = [
+        {"id": "pf-0", "video": "videos/physics-00000.mp4", "question": "Which object touches the floor first?",
+         "options": ["the red ball", "the blue cube", "the green cylinder"], "answer": 1, "benchmark": "synthetic-physics"},
+        {"id": "pf-1", "video": "videos/physics-00001.mp4", "question": "Which two objects collide first?",
+         "options": ["red and blue", "blue and green", "red and green", "none"], "answer": 3, "benchmark": "synthetic-physics"},
+        {"id": "pf-2", "video": "videos/physics-00002.mp4", "question": "Which object moves fastest?",
+         "options": ["the cube", "the ball"], "answer": 0, "benchmark": "synthetic-physics", "duration": 4.0},
+    ]
+    (root / "manifest.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return root / "manifest.jsonl"
+
+
+def _cli(*argv):
+    from judgetrain.cli import main
+
+    return main(["eval", "phasefusion", *map(str, argv)])
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_models, clips, tmp_path_factory):
+    out = tmp_path_factory.mktemp("pf-runs") / "reference"
+    assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", out, *ARGS) == 0
+    return out
+
+
+def _stable(metrics):
+    """Everything but what is measured on the clock or the process (latency, memory)."""
+    return {k: v for k, v in metrics.items() if k not in ("cost", "run")}
+
+
+def test_cli_end_to_end(reference_run, clips, capsys):
+    from judgetrain.data_builders.video_mcq import load_manifest
+    from judgetrain.video import phase_indices, probe
+
+    out = reference_run
+    rows = R.read_predictions(out / R.PREDICTIONS)
+    questions = {q.id: q for q in load_manifest(clips)}
+    assert [r["id"] for r in rows if r["kind"] == "question"] == list(questions)
+    for qid, q in questions.items():
+        mine = [r for r in rows if r["id"] == qid]
+        assert mine[-1]["kind"] == "question" and mine[-1]["decode_passes"] == 1  # one decoding pass per video
+        t = probe(q.video).n_frames
+        assert mine[-1]["n_frames"] == t
+        passes = [r for r in mine if r["kind"] == "pass"]
+        # grids single, phase (2 views) and union at origins 0 and 1/4, 3 orderings each
+        assert len(passes) == (1 + 2 + 1) * 3 * 2
+        assert len([r for r in mine if r["kind"] == "cost"]) == 3 * 2
+        for r in passes:
+            assert r["perm"] == PF.ordering_permutation(qid, r["ordering"], len(q.options))
+            assert sum(r["letter_probs"]) == pytest.approx(1.0) and r["posterior"] == PF.to_content(r["letter_probs"], r["perm"])
+            assert r["pred"] == int(np.argmax(r["posterior"])) and r["correct"] == (r["pred"] == q.answer)
+            shift = {"0": 0, "1/4": 0.25}[r["origin"]]
+            expected = {"single": phase_indices(t, 4, origin=shift), "phase": phase_indices(t, 4, r["phase"], 2, shift),
+                        "union": phase_indices(t, 8, origin=2 * shift)}
+            assert r["frames"] == expected[r["grid"]]
+        cost = next(r for r in mine if r["kind"] == "cost" and r["grid"] == "phase")
+        assert cost["memory_kind"] == "process_rss_peak" and cost["peak_memory_bytes"] > 0 and cost["passes"] == 6
+
+    m = json.loads((out / R.METRICS).read_text())
+    # fusion recomputed here from the rows: argmax of the mean phase posterior at the identity ordering
+    fused_correct = []
+    for qid, q in questions.items():
+        views = [r["posterior"] for r in rows if r["id"] == qid and r["kind"] == "pass" and r["grid"] == "phase"
+                 and r["origin"] == "0" and r["ordering"] == 0]
+        fused_correct.append(int(np.argmax(np.mean(views, axis=0))) == q.answer)
+    fusion = next(r for r in m["table_a"]["rows"] if r["arm"] == "fusion")
+    assert fusion["accuracy"] == pytest.approx(np.mean(fused_correct))
+    assert m["table_a"]["reference"] == "union" and m["origins"] == ["0", "1/4"]
+    assert {a: m["arms"][a]["attention_units"] for a in m["arms"]} == {"single": 16, "fusion": 32, "vote": 32, "union": 64}
+    assert m["cost"]["decode"]["decoding_passes"] == 3
+    md = (out / R.REPORT).read_text()
+    assert "## A. Cost and accuracy per arm" in md and "## B. Answers changed under an origin shift (δ = 0 → 1/4" in md
+    assert all((out / f).is_file() for f in PR.FIGURES)
+
+    for f in [R.METRICS, R.REPORT, *PR.FIGURES]:
+        (out / f).unlink()
+    capsys.readouterr()
+    assert _cli("--report-only", out) == 0  # recomputable from predictions.jsonl alone
+    assert json.loads((out / R.METRICS).read_text()) == m and (out / R.REPORT).read_text() == md
+    assert all((out / f).is_file() for f in PR.FIGURES)
+    assert f"report in {out / R.REPORT}" in capsys.readouterr().out
+
+
+def test_finished_run_is_not_rescored_and_other_settings_are_refused(reference_run, tiny_models, clips, capsys):
+    before = (reference_run / R.PREDICTIONS).read_bytes()
+    assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", reference_run, *ARGS) == 0
+    assert (reference_run / R.PREDICTIONS).read_bytes() == before
+    assert "Nothing left to score" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"another run \(orderings: 3 vs 4\)"):
+        PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, reference_run, budget=4, phases=2, n_orderings=4,
+                    arms=ARMS, progress=False)
+
+
+def test_interrupted_question_is_redone_and_metrics_match(reference_run, tiny_models, clips, tmp_path):
+    """What a kill leaves: whole questions, some rows of the next one, a partial line."""
+    out = tmp_path / "cut"
+    out.mkdir()
+    rows = R.read_predictions(reference_run / R.PREDICTIONS)
+    second_end = [i for i, r in enumerate(rows) if r["kind"] == "question"][1] + 1
+    with open(out / R.PREDICTIONS, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows[:second_end + 7]) + '{"id": "pf-2", "kind": "pa')
+    (out / R.RUN_INFO).write_bytes((reference_run / R.RUN_INFO).read_bytes())
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, n_orderings=3, arms=ARMS,
+                         progress=False)
+    assert result["n_scored"] == 1
+    again = R.read_predictions(out / R.PREDICTIONS)
+    assert [r["id"] for r in again if r["kind"] == "question"] == ["pf-0", "pf-1", "pf-2"] and len(again) == len(rows)
+    assert _stable(result["metrics"]) == _stable(json.loads((reference_run / R.METRICS).read_text()))
+
+    # the two runs as a re-run pair: same model, frames and prompts on one CPU -> no answer moves
+    assert _cli("--report-only", out, "--rerun-of", reference_run) == 0
+    floor = json.loads((out / R.METRICS).read_text())["rerun_floor_across_runs"]
+    assert (floor["rate"], floor["n"], floor["other_run"]) == (0.0, 3, str(reference_run.resolve()))
+    assert "Re-run floor across runs" in (out / R.REPORT).read_text()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(reference_run, tiny_models, clips, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "judgetrain.eval.phasefusion", "--model", str(tiny_models["qwen3-vl"][0]),
+           "--manifest", str(clips), "--out", str(out), *ARGS]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    pred = out / R.PREDICTIONS
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if pred.exists() and b'"kind": "question"' in pred.read_bytes():
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = [r["id"] for r in R.read_predictions(pred) if r["kind"] == "question"]
+    assert 1 <= len(done) < 3 and not (out / R.METRICS).exists()
+    with open(pred, "a") as f:  # what a kill in the middle of a question's rows leaves
+        f.write(json.dumps({"id": "pf-2", "kind": "pass", "origin": "0", "grid": "single", "phase": 0, "ordering": 0,
+                            "posterior": [1.0, 0.0]}) + "\n" + '{"id": "pf-2", "kind": "pa')
+
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, n_orderings=3,
+                         arms=ARMS, progress=False)
+    assert result["n_scored"] == 3 - len(done)
+    rows = R.read_predictions(pred)
+    assert [r["id"] for r in rows if r["kind"] == "question"] == ["pf-0", "pf-1", "pf-2"]
+    assert len(rows) == len(R.read_predictions(reference_run / R.PREDICTIONS))  # the stray rows are gone
+    got = json.loads((out / R.METRICS).read_text())
+    assert _stable(got) == _stable(json.loads((reference_run / R.METRICS).read_text()))
+
+
+def test_bad_manifest_is_reported_with_its_line(tmp_path, tiny_models, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "video": "v.mp4", "question": "q?", "options": ["a", "b"], "answer": 2,
+                               "benchmark": "b"}) + "\n")
+    assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", bad, "--out", tmp_path / "run") == 2
+    assert f"{bad}:1: answer" in capsys.readouterr().err
+
+
+def test_missing_video_is_counted_not_dropped(tmp_path, tiny_models):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "gone", "video": "gone.mp4", "question": "q?", "options": ["a", "b"],
+                                    "answer": 0, "benchmark": "b"}) + "\n")
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, tmp_path / "run", budget=2, phases=2, n_orderings=2,
+                         arms="single,fusion", progress=False)
+    assert result["n_errors"] == 1 and result["metrics"]["n_errors"] == 1
+    assert "no such video file" in result["metrics"]["errors"][0]["error"]
+    assert "gone.mp4" in (tmp_path / "run" / R.REPORT).read_text()
