@@ -344,6 +344,10 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     """
     out = Path(out_dir).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
+    empty = [split for split, ds in dataset.items() if len(ds) == 0]
+    if empty:
+        # datasets writes no data file for an empty split, and load_from_disk then fails on it
+        raise ValueError(f"{out}: split(s) {empty} hold no records; leave them out of the DatasetDict")
     if validate:
         seen: set = set()
         for split, ds in dataset.items():

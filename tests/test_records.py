@@ -119,6 +119,13 @@ def test_save_refuses_invalid_rows_and_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_split_is_refused_before_anything_is_written(tmp_path):
+    ds = datasets.Dataset.from_list([good(id="x")], features=records.FEATURES)
+    with pytest.raises(ValueError, match=r"split\(s\) \['test'\] hold no records"):
+        records.save(datasets.DatasetDict(train=ds, test=ds.select([])), tmp_path / "ds", {})
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_duplicate_ids_across_splits_are_refused(tmp_path):
     ds = datasets.Dataset.from_list([good(id="same")], features=records.FEATURES)
     with pytest.raises(records.RecordValidationError, match="duplicate id"):
