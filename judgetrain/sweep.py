@@ -281,10 +281,19 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
         kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
                       heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
     try:
-        return optuna.storages.RDBStorage(url, **kwargs)
+        for attempt in range(5):
+            try:
+                return optuna.storages.RDBStorage(url, **kwargs)
+            except Exception as e:  # noqa: BLE001 - only the schema-creation race is retried
+                # Controllers started at the same moment on an empty database race to
+                # create Optuna's tables and types; the loser sees "already exists" and
+                # finds the schema complete when it tries again.
+                if "already exists" not in str(e) or attempt == 4:
+                    raise
+                time.sleep(1.0 + attempt)
     except ImportError as e:  # the database driver
         raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
-                         "(psycopg2); MySQL needs a driver such as PyMySQL") from None
+                         "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
 
 
 def make_pruner(name: str, warmup_steps: int = 0, startup_trials: int = 2):
