@@ -170,6 +170,21 @@ def test_callback_stops_training_when_the_pruner_says_so(tmp_path, monkeypatch, 
     assert list(load(storage, "prune").trials[2].intermediate_values) == [2]
 
 
+def test_multi_objective_trial_writes_every_value_and_reports_none(tmp_path, monkeypatch, recipe):
+    # Optuna cannot prune multi-objective studies (trial.report refuses them): values only at the end
+    storage = journal(tmp_path / "s.journal")
+    study = optuna.create_study(study_name="multi", storage=sweep.storage_from_url(storage), directions=["maximize", "minimize"])
+    trial = study.ask()
+    _trial_env(monkeypatch, storage, study, trial, [[sweep.DEFAULT_OBJECTIVE, "maximize"], ["eval_loss", "minimize"]])
+    out = tmp_path / "run"
+    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2"])
+    result = json.loads((out / sweep.RESULT_FILE).read_text())
+    eval_loss = [h["eval_loss"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "eval_loss" in h]
+    assert result["state"] == "complete" and result["objectives"] == [sweep.DEFAULT_OBJECTIVE, "eval_loss"]
+    assert result["values"][1] == pytest.approx(eval_loss[-1]) and 0.0 <= result["values"][0] <= 1.0
+    assert load(storage, "multi").trials[0].intermediate_values == {}
+
+
 # --------------------------------------------------------------------------- the dashboard
 
 
@@ -231,7 +246,7 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     good = [{"lora_r": r, "lora_alpha": a, "learning_rate": 5e-3} for r, a in [(4, 8), (8, 8), (4, 16), (8, 16)]]
     slow = [{"lora_r": 4, "lora_alpha": 8, "learning_rate": 1e-4}, {"lora_r": 8, "lora_alpha": 16, "learning_rate": 1e-4}]
     enqueue.write_text(yaml.safe_dump(good + slow))
-    storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
+    storage, out = f"sqlite:///{tmp_path / 'sweeps.db'}", tmp_path / "trials"  # the one-machine storage of the README
     run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials", "4",
                      "--max_steps", "6"))
     study = load(storage, "e2e")
