@@ -24,7 +24,9 @@ setup: $(BIN)/.installed
 # /usr/share/wordnet, no NLTK download) and PostgreSQL for shared Optuna studies.
 SYSTEM_PACKAGES ?= wordnet-base postgresql
 system-deps:
-	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@if ! command -v dpkg >/dev/null; then \
+	  echo "not a Debian/Ubuntu system: install WordNet (point JUDGETRAIN_WORDNET at it) and PostgreSQL yourself"; exit 0; fi; \
+	missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -34,16 +36,16 @@ system-deps:
 quickstart: setup
 	$(BIN)/judgetrain quickstart
 
-test: setup
+test: setup system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # multi-process accelerate / DeepSpeed launches on CPU and end-to-end Optuna
 # sweeps (several minutes; DeepSpeed compiles its shared-memory op once into
 # TORCH_EXTENSIONS_DIR)
-test-slow: setup
+test-slow: setup system-deps
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
-test-all: setup
+test-all: setup system-deps
 	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)
 
 bench: setup
