@@ -83,7 +83,6 @@ import math
 import os
 import re
 import shlex
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -93,6 +92,7 @@ from judgetrain import records
 
 from .metrics import accuracy
 from .report import (
+    run_as_module,
     EvalInputError,
     METRICS,
     PREDICTIONS,
@@ -944,10 +944,4 @@ def _print_summary(result: Mapping[str, Any]) -> None:
 
 
 if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.judge ...
-    _parser = argparse.ArgumentParser(prog="judgetrain eval judge")
-    configure_parser(_parser)
-    _code = main(_parser.parse_args())
-    from accelerate import PartialState
-
-    PartialState().destroy_process_group()
-    sys.exit(_code)
+    run_as_module("judgetrain eval judge", configure_parser, main)

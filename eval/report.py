@@ -25,7 +25,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,6 +60,20 @@ PREDICTIONS = "predictions.jsonl"
 METRICS = "metrics.json"
 REPORT = "report.md"
 RUN_INFO = "run.json"
+
+
+def run_as_module(prog: str, configure_parser: Callable[[argparse.ArgumentParser], None],
+                  main: Callable[[argparse.Namespace], int]) -> None:
+    """``python -m`` / ``accelerate launch -m`` entry of a data-parallel evaluation: parse,
+    run, then tear the process group down on every rank together (a rank that exits
+    while another still holds the gloo group can make that one abort)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    configure_parser(parser)
+    code = main(parser.parse_args())
+    from accelerate import PartialState
+
+    PartialState().destroy_process_group()
+    sys.exit(code)
 
 
 class PredictionsError(ValueError):

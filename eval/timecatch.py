@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from judgetrain import records
 
 from .metrics import TIMECATCH_TASKS
 from .report import (
+    run_as_module,
     EvalInputError,
     METRICS,
     PREDICTIONS,
@@ -327,12 +327,4 @@ def _print_summary(result: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.timecatch ...
-    _parser = argparse.ArgumentParser(prog="judgetrain eval timecatch")
-    configure_parser(_parser)
-    _code = main(_parser.parse_args())
-    from accelerate import PartialState
-
-    # all ranks passed evaluate()'s last barrier; tear the group down together
-    # (a rank exiting while another still holds the gloo group can make it abort)
-    PartialState().destroy_process_group()
-    sys.exit(_code)
+    run_as_module("judgetrain eval timecatch", configure_parser, main)
