@@ -10,7 +10,9 @@ JSON Lines, one question per line (DESIGN.md):
 
 ``video`` is relative to the manifest's folder and must stay inside it;
 ``options`` are in gold (canonical) order and ``answer`` indexes them (0-based);
-``duration`` (seconds) and ``num_frames`` are optional. Further keys (``qtype``,
+``duration`` (seconds) and ``num_frames`` are optional; so are ``start`` and
+``end`` (seconds, both or neither): the segment the question is about, as in
+MVBench's bounded tasks, inside which PhaseFusion samples. Further keys (``qtype``,
 ``evidence_s``, ``clip_seed``, a benchmark's own metadata) are kept in
 :attr:`VideoQuestion.extra`. :func:`load_manifest` validates every line and
 names ``file:line: field`` for each problem.
@@ -153,7 +155,7 @@ LEFTMOST_GAP = 0.3         # world units (~ one object radius) in every frame of
 MAX_ATTEMPTS = 500
 MAX_REPORTED_PROBLEMS = 20
 
-_FIELDS = ("id", "video", "question", "options", "answer", "benchmark", "duration", "num_frames")
+_FIELDS = ("id", "video", "question", "options", "answer", "benchmark", "duration", "num_frames", "start", "end")
 
 
 class ManifestError(BuildError):
@@ -166,7 +168,8 @@ class VideoQuestion:
 
     ``video`` is absolute (resolved inside the manifest's folder); ``options`` are
     in gold order and ``answer`` indexes them (0-based); ``duration`` (seconds) and
-    ``num_frames`` are None when the manifest does not give them; ``extra`` keeps
+    ``num_frames`` are None when the manifest does not give them; ``start``/``end``
+    (seconds) bound the segment the question is about (None: the whole video); ``extra`` keeps
     any further keys of the line (e.g. ``qtype``), ``line`` is the 1-based line number.
     """
 
@@ -178,6 +181,8 @@ class VideoQuestion:
     benchmark: str
     duration: float | None = None
     num_frames: int | None = None
+    start: float | None = None
+    end: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     line: int = 0
 
@@ -230,10 +235,22 @@ def _check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]
     num_frames = obj.get("num_frames")
     if num_frames is not None and not (_is_int(num_frames) and num_frames >= 1):
         problems.append(f"num_frames: must be the video's frame count (an integer >= 1) or absent, got {num_frames!r}")
+    bounds = {k: obj.get(k) for k in ("start", "end")}
+    for k, v in bounds.items():
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            problems.append(f"{k}: must be a time in seconds (a number >= 0) or absent, got {v!r}")
+            bounds[k] = None
+    if (bounds["start"] is None) != (bounds["end"] is None) and not any(p.startswith(("start", "end")) for p in problems):
+        given = "start" if bounds["start"] is not None else "end"
+        problems.append(f"{given}: a segment needs both start and end (seconds); add the other or drop {given}")
+    elif bounds["start"] is not None and bounds["end"] is not None and bounds["start"] >= bounds["end"]:
+        problems.append(f"start: {bounds['start']} must be before end ({bounds['end']}); swap or fix them")
     if problems:
         return None, problems
     return {"id": qid, "video": video, "question": question, "options": tuple(options), "answer": answer,
             "benchmark": benchmark, "duration": None if duration is None else float(duration), "num_frames": num_frames,
+            "start": None if bounds["start"] is None else float(bounds["start"]),
+            "end": None if bounds["end"] is None else float(bounds["end"]),
             "extra": {k: v for k, v in obj.items() if k not in _FIELDS}}, []
 
 

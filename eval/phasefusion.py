@@ -61,8 +61,8 @@ import numpy as np
 from judgetrain.seeding import rng_for
 from judgetrain.video import SAMPLERS, parse_fraction, phase_indices, sampler_indices
 
-from .report import METRICS, PREDICTIONS, RUN_INFO, PredictionsError, PredictionWriter, read_predictions, \
-    repair_predictions, write_json, write_rows
+from .report import METRICS, PREDICTIONS, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, \
+    read_predictions, repair_predictions, write_json, write_rows
 
 __all__ = [
     "DEFAULT_ARMS",
@@ -348,10 +348,14 @@ def _decode(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction],
     in one pass (origin-free samplers only at the first origin)."""
     from PIL import Image
 
-    from judgetrain.video import probe
+    from judgetrain.video import probe, segment_frames
 
     info = probe(q.video)
-    plan = [(origin, grid, grid.indices(info.n_frames, info.fps, origin, budget))
+    try:  # a bounded question (MVBench's start/end) is sampled inside its segment
+        lo, hi = segment_frames(info.n_frames, info.fps, q.start, q.end)
+    except ValueError as err:
+        raise EvalInputError(f"question {q.id} (manifest line {q.line}): {err}") from None
+    plan = [(origin, grid, [[lo + i for i in view] for view in grid.indices(hi - lo + 1, info.fps, origin, budget)])
             for k, origin in enumerate(origins) for grid in grids.values() if not (grid.origin_free and k > 0)]
     wanted = sorted({i for _, _, views in plan for view in views for i in view})
     decodes_before = cache.decodes
@@ -360,6 +364,7 @@ def _decode(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction],
     decode_s = time.perf_counter() - t0
     row = {"id": q.id, "benchmark": q.benchmark, "kind": "question", "answer": q.answer, "n_options": len(q.options),
            "options": list(q.options), "question": q.question, "video": str(q.video), "n_frames": info.n_frames,
+           "segment_frames": [lo, hi],
            "fps": info.fps, "duration": q.duration if q.duration is not None else info.duration_s,
            "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before}
     return _Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames)}, row)
@@ -511,7 +516,7 @@ def evaluate(
             for q in todo:
                 try:
                     decoded = _decode(q, cache, grids, origin_list, budget)
-                except VideoDecodeError as e:
+                except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
                     writer.write([{"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
                                    "line": q.line, "error": str(e)}])
                     n_errors += 1

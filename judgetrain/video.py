@@ -47,6 +47,7 @@ __all__ = [
     "phase_indices",
     "probe",
     "sampler_indices",
+    "segment_frames",
 ]
 
 # Paper 001 App. A: every frame is resized so its longer side is at most 360 px.
@@ -122,6 +123,26 @@ def interval_indices(n_frames: int, fps: float, interval_s: float) -> list[int]:
     step = interval_s * fps
     count = math.floor((n_frames - 1) / step + 1e-9) + 1
     return [min(n_frames - 1, round(k * step)) for k in range(count)]
+
+
+def segment_frames(n_frames: int, fps: float, start_s: float | None = None,
+                   end_s: float | None = None) -> tuple[int, int]:
+    """The first and last frame (inclusive) of the segment ``[start_s, end_s]`` seconds of a
+    video of ``n_frames`` frames at ``fps``, as MVBench bounds its questions:
+    ``max(0, round(start·fps))`` to ``min(T − 1, round(end·fps))``; ``None`` bounds mean the
+    video's ends. Samplers then run over the segment's frames and are shifted by its first.
+
+    Raises ``ValueError`` when the segment holds no frame of the video (it starts after
+    the video ends, or ends before it starts after rounding).
+    """
+    if n_frames <= 0 or fps <= 0:
+        raise ValueError(f"need n_frames > 0 and fps > 0; got {n_frames}, {fps}")
+    lo = 0 if start_s is None else max(0, round(start_s * fps))
+    hi = n_frames - 1 if end_s is None else min(n_frames - 1, round(end_s * fps))
+    if lo > hi:
+        raise ValueError(f"the segment {start_s}–{end_s} s holds no frame of a {n_frames / fps:g} s video "
+                         f"({n_frames} frames at {fps:g} fps); fix its start/end")
+    return lo, hi
 
 
 def parse_fraction(value: str | float | int | Fraction, name: str = "value") -> Fraction:

@@ -504,3 +504,33 @@ def test_missing_video_is_counted_not_dropped(tmp_path, tiny_models):
     assert result["n_errors"] == 1 and result["metrics"]["n_errors"] == 1
     assert "no such video file" in result["metrics"]["errors"][0]["error"]
     assert "gone.mp4" in (tmp_path / "run" / R.REPORT).read_text()
+
+
+def test_bounded_question_is_sampled_inside_its_segment(tmp_path, tiny_models, clips):
+    from judgetrain.video import phase_indices, probe, segment_frames
+
+    import shutil
+
+    video = shutil.copy(clips.parent / "videos/physics-00000.mp4", tmp_path / "v.mp4")
+    info = probe(video)
+    base = {"question": "Which?", "options": ["a", "b", "c"], "answer": 0, "benchmark": "mvbench", "video": "v.mp4"}
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps(base | {"id": "seg", "start": 1.0, "end": 2.5}) + "\n"
+                        + json.dumps(base | {"id": "late", "start": 60.0, "end": 70.0}) + "\n")
+    out = tmp_path / "run"
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, out, budget=4, phases=2, n_orderings=1,
+                         arms="single,fusion", progress=False)
+    lo, hi = segment_frames(info.n_frames, info.fps, 1.0, 2.5)
+    assert 0 < lo < hi < info.n_frames - 1
+    rows = [json.loads(x) for x in (out / R.PREDICTIONS).read_text().splitlines()]
+    passes = [r for r in rows if r["kind"] == "pass" and r["id"] == "seg" and r["origin"] == "0"]
+    by_grid = {(r["grid"], r["phase"]): r["frames"] for r in passes}
+    assert by_grid[("phase", 0)] == [lo + i for i in phase_indices(hi - lo + 1, 4, 0, 2)]
+    assert by_grid[("phase", 1)] == [lo + i for i in phase_indices(hi - lo + 1, 4, 1, 2)]
+    assert all(lo <= f <= hi for r in rows if r["kind"] == "pass" and r["id"] == "seg" for f in r["frames"])
+    [question] = [r for r in rows if r["kind"] == "question" and r["id"] == "seg"]
+    assert question["segment_frames"] == [lo, hi]
+    # a segment past the video's end is this question's error, named and counted, not a crash
+    assert result["n_errors"] == 1
+    assert "question late (manifest line 2)" in result["metrics"]["errors"][0]["error"]
+    assert "holds no frame" in result["metrics"]["errors"][0]["error"]

@@ -175,3 +175,16 @@ def test_frame_cache_on_disk_and_eviction(two_clips, tmp_path):
     assert len(list((tmp_path / "frames").glob("*.npz"))) == 2
     with pytest.raises(V.VideoDecodeError, match="no such video file"):
         V.FrameCache().get(tmp_path / "missing.mp4", [0])
+
+
+def test_segment_frames_hand_worked():
+    from judgetrain.video import segment_frames
+
+    # 96 frames at 8 fps (12 s): MVBench's bound rule, round(start·fps) .. min(T-1, round(end·fps))
+    assert segment_frames(96, 8.0) == (0, 95)
+    assert segment_frames(96, 8.0, 3.5, 12.0) == (28, 95)       # end past the last frame is clipped
+    assert segment_frames(96, 8.0, 1.26, 2.0) == (10, 16)       # round(10.08), round(16.0)
+    assert segment_frames(96, 8.0, 0.3125, 0.5625) == (2, 4)    # round(2.5) = 2, round(4.5) = 4 (half to even)
+    assert segment_frames(30, 29.97, 0.0, 0.5) == (0, 15)       # round(14.985)
+    with pytest.raises(ValueError, match="holds no frame of a 12 s video"):
+        segment_frames(96, 8.0, 13.0, 20.0)

@@ -202,6 +202,11 @@ GOOD = {"id": "q1", "video": "v.mp4", "question": "Which?", "options": ["a", "b"
     ({"duration": -3}, "duration", "seconds"),
     ({"num_frames": 2.5}, "num_frames", "integer"),
     ({"benchmark": None}, "benchmark", "non-empty string"),
+    ({"start": 2.0}, "start", "needs both start and end"),
+    ({"end": 2.0}, "end", "needs both start and end"),
+    ({"start": 5, "end": 3.5}, "start", "must be before end"),
+    ({"start": -1, "end": 3}, "start", "number >= 0"),
+    ({"start": "0:10", "end": 30}, "start", "number >= 0"),
 ])
 def test_bad_manifest_lines_name_file_line_and_field(tmp_path, change, field, message):
     path = tmp_path / "manifest.jsonl"
@@ -209,6 +214,15 @@ def test_bad_manifest_lines_name_file_line_and_field(tmp_path, change, field, me
     with pytest.raises(ManifestError) as e:
         load_manifest(path)
     assert f"{path}:2: {field}: " in str(e.value) and message in str(e.value)
+
+
+def test_segment_bounds_are_fields_not_extra(tmp_path):
+    path = tmp_path / "manifest.jsonl"
+    path.write_text(json.dumps(GOOD | {"start": 3, "end": 12.5, "task": "action_sequence"}) + "\n"
+                    + json.dumps(GOOD | {"id": "q2"}) + "\n")
+    bounded, whole = load_manifest(path)
+    assert (bounded.start, bounded.end, bounded.extra) == (3.0, 12.5, {"task": "action_sequence"})
+    assert (whole.start, whole.end) == (None, None)
 
 
 def test_manifest_structure_errors(tmp_path):
