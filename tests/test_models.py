@@ -336,3 +336,36 @@ def test_pixel_budget_reaches_the_image_processor_only(tiny_root: Path) -> None:
     assert processor.video_processor.size.longest_edge != 28 * 28 * 2
     grid = processor.image_processor(images=[_images()[0]], return_tensors="pt")["image_grid_thw"]
     assert int(grid.prod()) // 4 <= 2
+
+
+# --------------------------------------------------------------------------- real widths, random weights
+
+
+def test_real_width_qwen3_vl_8b_has_the_published_parameter_count() -> None:
+    from judgetrain.models.tiny import random_real_width
+
+    model, _ = random_real_width("qwen3-vl-8b", device="meta")
+    cfg = model.config
+    assert (len(model.model.language_model.layers), len(model.model.visual.blocks)) == (36, 27)
+    assert cfg.vision_config.deepstack_visual_indexes == [8, 16, 24]
+    assert len(model.model.visual.deepstack_merger_list) == 3
+    total = sum(p.numel() for p in model.parameters())
+    vocab_params = model.get_input_embeddings().weight.numel() + model.get_output_embeddings().weight.numel()
+    # Qwen/Qwen3-VL-8B-Instruct's safetensors hold 8,767,123,696 parameters, of which the
+    # untied 151936 x 4096 embedding and head are two; everything else must match exactly.
+    assert total - vocab_params + 2 * 151936 * 4096 == 8_767_123_696
+
+
+def test_real_width_at_reduced_depth_scores_through_the_engine() -> None:
+    from judgetrain.models.tiny import random_real_width
+    from judgetrain.scoring import score
+
+    model, processor = random_real_width("qwen3-vl-8b", text_layers=2, vision_layers=3, seed=1)
+    assert model.config.vision_config.deepstack_visual_indexes == [0, 1]  # 8/27, 16/27 of 3 layers; 2 decoder layers
+    assert model.get_input_embeddings().weight.shape[1] == 4096 and model.dtype == torch.float32
+    images = _images()[:2]
+    [scores] = score(model, processor, [([_user_message(images, "Which frame comes first? Answer A or B.")],
+                                         images, ["A", "B"])], batch_size=1, progress=False)
+    assert len(scores.probs) == 2 and abs(sum(scores.probs) - 1) < 1e-5
+    with pytest.raises(ValueError, match="unknown real width 'qwen3-vl-80b'; known: qwen3-vl-8b"):
+        random_real_width("qwen3-vl-80b")

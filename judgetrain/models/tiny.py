@@ -39,7 +39,7 @@ from typing import Any
 
 from .registry import FAMILIES, get_family
 
-__all__ = ["TEMPLATES_DIR", "build_all", "build_tiny", "main", "tiny_corpus"]
+__all__ = ["REAL_WIDTHS", "TEMPLATES_DIR", "build_all", "build_tiny", "main", "random_real_width", "tiny_corpus"]
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -533,6 +533,72 @@ def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
         if bars:
             hf_logging.enable_progress_bar()
     return out
+
+
+# The widths of released checkpoints, for cost benchmarks with random weights (no
+# download): every value below is the checkpoint's config.json, except that the
+# vocabulary stays the tiny tokenizer's (embedding lookups and a head applied at the
+# scored positions only; the compute of a forward pass does not depend on it).
+REAL_WIDTHS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
+    # Qwen/Qwen3-VL-8B-Instruct: 36 decoder layers at 4096 (32 query / 8 KV heads of
+    # 128), SiLU MLP 12288; SigLIP2-so400m-style ViT, 27 layers at 1152, 16 heads,
+    # MLP 4304, 48x48 position grid, DeepStack taps after ViT layers 8, 16 and 24.
+    "qwen3-vl-8b": ("qwen3-vl", {
+        "text_config": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                        "max_position_embeddings": 262144,
+                        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
+                                            "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
+        "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
+                          "out_hidden_size": 4096, "num_position_embeddings": 2304,
+                          "deepstack_visual_indexes": [8, 16, 24]},
+    }),
+}
+
+
+def random_real_width(name: str, *, text_layers: int | None = None, vision_layers: int | None = None,
+                      seed: int = 0, dtype: Any = None, device: Any = None) -> tuple[Any, Any]:
+    """A randomly initialised model at the widths of a released checkpoint (``REAL_WIDTHS``)
+    and the tiny processor of its family, in memory: ``(model, processor)``.
+
+    For measuring cost offline, never accuracy. ``text_layers`` / ``vision_layers`` cut the
+    depth (default: the real one); a forward pass costs the same per layer at any depth, so
+    a few layers on a CPU keep the real proportions of vision encoder, decoder and
+    attention. DeepStack taps are moved to the same relative depths. The weights are
+    created on ``device`` (default CPU) in ``dtype`` (default float32), so the full 8B
+    model can be built straight onto a GPU. The processor keeps the tiny 128x128 image
+    cap; pass ``max_pixels`` through ``image_processor`` (or ``Scorer``) for real frame sizes.
+    """
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    if name not in REAL_WIDTHS:
+        raise ValueError(f"unknown real width {name!r}; known: {', '.join(REAL_WIDTHS)}")
+    family, widths = REAL_WIDTHS[name]
+    config, processor, generation_config = _BUILDERS[family]()
+    text = dict(widths["text_config"])
+    vision = dict(widths["vision_config"])
+    n_text = text["num_hidden_layers"] if text_layers is None else int(text_layers)
+    n_vision = vision["depth"] if vision_layers is None else int(vision_layers)
+    if n_text < 1 or n_vision < 1:
+        raise ValueError(f"text_layers and vision_layers must be >= 1 (got {n_text}, {n_vision})")
+    taps = vision.get("deepstack_visual_indexes")
+    if taps is not None:
+        # Same relative depths; DeepStack feeds the first len(taps) decoder layers.
+        scaled = sorted({min(n_vision - 1, t * n_vision // vision["depth"]) for t in taps})
+        vision["deepstack_visual_indexes"] = scaled[:n_text]
+    text["num_hidden_layers"], vision["depth"] = n_text, n_vision
+    for key, values in (("text_config", text), ("vision_config", vision)):
+        sub = getattr(config, key)
+        for k, v in values.items():
+            setattr(sub, k, v)
+    dtype = torch.float32 if dtype is None else (getattr(torch, dtype) if isinstance(dtype, str) else dtype)
+    config.dtype = dtype
+    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
+        torch.manual_seed(seed)
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    model.generation_config = generation_config
+    return model.eval(), processor
 
 
 def build_all(out_root: str | Path, seed: int = 0, families: Iterable[str] | None = None) -> dict[str, Path]:
