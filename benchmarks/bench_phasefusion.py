@@ -218,7 +218,8 @@ def main() -> int:
         configs[union_k] = lambda: scorer.score_shared_prefix([group(dense, range(k_count))])
         configs[fusion_1] = lambda: scorer.score_shared_prefix([group(v, [0]) for v in phase0])
         configs[union_1] = lambda: scorer.score_shared_prefix([group(dense, [0])])
-    units = {fusion_k: s_count * b * b, fusion_1: s_count * b * b, union_k: (s_count * b) ** 2, union_1: (s_count * b) ** 2}
+    units = {fusion_k: s_count * b * b, fusion_1: s_count * b * b, union_k: (s_count * b) ** 2,
+             union_1: (s_count * b) ** 2} if "phases" in parts else {}
 
     # Tokens through the decoder per configuration (pads excluded), counted on one untimed run.
     counted: list[int] = []
