@@ -567,7 +567,9 @@ def random_real_width(name: str, *, text_layers: int | None = None, vision_layer
     attention. DeepStack taps are moved to the same relative depths. The weights are
     created on ``device`` (default CPU) in ``dtype`` (default float32), so the full 8B
     model can be built straight onto a GPU. The processor keeps the tiny 128x128 image
-    cap; pass ``max_pixels`` through ``image_processor`` (or ``Scorer``) for real frame sizes.
+    cap; for real frame sizes save it and reload its image processor with ``max_pixels``
+    (``AutoImageProcessor.from_pretrained(folder, max_pixels=...)``, as
+    ``benchmarks/bench_phasefusion.py`` does).
     """
     import torch
     from transformers import AutoModelForImageTextToText
