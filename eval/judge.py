@@ -91,6 +91,7 @@ from typing import Any
 from judgetrain import records
 
 from .metrics import accuracy
+from .sharded import process_state, run_sharded
 from .report import (
     run_as_module,
     EvalInputError,
@@ -98,13 +99,11 @@ from .report import (
     PREDICTIONS,
     REPORT,
     RUN_INFO,
-    PredictionWriter,
     _display_name,
     _no_nan,
     _pyplot,
     figures_markdown,
     read_predictions,
-    repair_predictions,
     write_json,
     write_text,
 )
@@ -135,7 +134,6 @@ DEFAULT_MAX_NEW_TOKENS = 512
 SUBSETS = ("PRISM-Semantic", "PRISM-Temporal", "PRISM-Coherent", "MIRAGE-Recipes", "MIRAGE-Vist", "Ordering-probe")
 MIRAGE_DOMAINS = {"recipes": "MIRAGE-Recipes", "vist": "MIRAGE-Vist"}
 SCORES = (1, 2, 3, 4, 5)
-AUTO_CHUNK_CUDA = 64
 # Keys of run.json a resumed run must share with the one that wrote the predictions.
 _IDENTITY = ("model", "adapter", "data", "split", "mode", "max_new_tokens")
 # The answer split the letter / yes-no parsers use for an answer-first reply ("A. Because …", "A, since …").
@@ -584,8 +582,6 @@ def evaluate(
     merges and reports. Returns ``{"out", "n_items", "n_scored", "world_size",
     "metrics"}`` (``metrics`` on the main process only).
     """
-    from .timecatch import _merge, _process_state, _rank_file
-
     if mode not in MODES:
         raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     unknown = sorted(set(tasks) - set(JUDGE_TASKS))
@@ -593,8 +589,7 @@ def evaluate(
         raise ValueError(f"unknown task(s) {unknown}; judge tasks are {', '.join(JUDGE_TASKS)}")
     if max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
-    state = _process_state()
-    rank, world = state.process_index, state.num_processes
+    state = process_state("judgetrain.eval.judge")
     out, data = Path(out), Path(data)
     ds_all = records.load(data)
     if split not in ds_all:
@@ -612,55 +607,13 @@ def evaluate(
             "data": str(data.resolve()), "split": split, "mode": mode, "tasks": list(tasks),
             "layouts": list(layouts) if layouts else None, "subsets": list(subsets) if subsets else None, "limit": limit,
             "max_new_tokens": max_new_tokens if mode == "rationale" or "ordering" in tasks else None,
-            "world_size": world, "command": command}
-    info_path = out / RUN_INFO
-    if info_path.is_file():
-        old = json.loads(info_path.read_text())
-        diff = [k for k in _IDENTITY if old.get(k) != info[k]]
-        if diff:
-            raise ValueError(f"{out} holds predictions of another run ({', '.join(f'{k}: {old.get(k)!r} vs {info[k]!r}' for k in diff)}). "
-                             "Use a new --out, or delete that folder to start over.")
-    state.wait_for_everyone()
-    if state.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(info_path, info)
+            "world_size": state.num_processes, "command": command}
 
-    done: set[str] = set()
-    for path in [out / PREDICTIONS, *sorted(out.glob("predictions.rank*.jsonl"))]:
-        done.update(r["id"] for r in read_predictions(path))
-    todo = [i for i in idx if order[i] not in done]
-    mine = todo[rank::world]
-    state.wait_for_everyone()
+    def score(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return predict(scorer, items, mode, max_new_tokens=max_new_tokens, model=str(model), adapter=info["adapter"])
 
-    n_scored = 0
-    if mine:
-        from tqdm.auto import tqdm
-
-        from judgetrain.scoring import CPU_BATCH_SIZE, Scorer
-
-        device = str(state.device) if world > 1 or state.device.type != "cpu" else None
-        scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size, progress=False)
-        chunk = batch_size if isinstance(batch_size, int) else (AUTO_CHUNK_CUDA if scorer.device.type == "cuda" else CPU_BATCH_SIZE)
-        target = out / PREDICTIONS if world == 1 else _rank_file(out, rank)
-        repair_predictions(target)
-        with PredictionWriter(target) as writer, tqdm(total=len(mine), desc=f"judge ({mode}){f' [rank {rank}]' if world > 1 else ''}",
-                                                      unit="item", disable=not progress, position=rank) as bar:
-            for start in range(0, len(mine), chunk):
-                items = list(ds.select(mine[start:start + chunk]))
-                writer.write(predict(scorer, items, mode, max_new_tokens=max_new_tokens, model=str(model), adapter=info["adapter"]))
-                n_scored += len(items)
-                bar.update(len(items))
-
-    state.wait_for_everyone()
-    result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
-    if state.is_main_process:
-        _merge(out, order)
-        if n_scored or world > 1 or not (out / METRICS).is_file():
-            result["metrics"] = report(out)
-        else:  # finished before: nothing scored, nothing to recompute
-            result["metrics"] = json.loads((out / METRICS).read_text())
-    state.wait_for_everyone()
-    return result
+    return run_sharded(state, out, info, _IDENTITY, ds, idx, order, score, report, model=model, adapter=adapter,
+                       dtype=dtype, batch_size=batch_size, desc=f"judge ({mode})", progress=progress)
 
 
 # --------------------------------------------------------------------------- report
@@ -889,7 +842,7 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .timecatch import _batch_size
+    from .sharded import parse_batch_size
 
     if args.report_only:
         result = {"out": args.out, "metrics": report(args.out), "n_scored": None}
@@ -905,7 +858,7 @@ def main(args: argparse.Namespace) -> int:
             raise SystemExit("judgetrain eval judge: " + "; ".join(problems))
         result = evaluate(args.model, args.data, args.out, adapter=args.adapter, split=args.split, mode=args.mode,
                           tasks=tasks, layouts=_csv(args.layouts), subsets=_csv(args.subsets),
-                          max_new_tokens=args.max_new_tokens, batch_size=_batch_size(args.batch_size), limit=args.limit,
+                          max_new_tokens=args.max_new_tokens, batch_size=parse_batch_size(args.batch_size), limit=args.limit,
                           dtype=args.dtype, progress=not args.no_progress, command=_command(args))
     if result["metrics"] is not None:
         _print_summary(result)

@@ -61,8 +61,8 @@ import numpy as np
 from judgetrain.seeding import rng_for
 from judgetrain.video import SAMPLERS, parse_fraction, phase_indices, sampler_indices
 
-from .report import METRICS, PREDICTIONS, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, \
-    read_predictions, repair_predictions, write_json, write_rows
+from .report import METRICS, PREDICTIONS, RUN_INFO, EvalInputError, PredictionWriter, check_same_run, read_predictions, \
+    repair_predictions, write_json, write_rows
 
 __all__ = [
     "DEFAULT_ARMS",
@@ -492,12 +492,7 @@ def evaluate(
             "arms": [a.name for a in arm_list], "origins": [str(o) for o in origin_list], "prefill": prefill,
             "max_side": max_side, "dtype": dtype, "limit": limit, "command": command}
     info_path = out / RUN_INFO
-    old = json.loads(info_path.read_text()) if info_path.is_file() else {}
-    if old:
-        diff = [k for k in _IDENTITY if old.get(k) != info[k]]
-        if diff:
-            raise PredictionsError(f"{out} holds predictions of another run ({', '.join(f'{k}: {old.get(k)!r} vs {info[k]!r}' for k in diff)}). "
-                                   "Use a new --out, or delete that folder to start over.")
+    old = check_same_run(out, info, _IDENTITY)
     out.mkdir(parents=True, exist_ok=True)
     info = {**old, **info}  # keeps what the first run learnt of the device until this one loads the model
     write_json(info_path, info)  # before any prediction, so a later run with other settings is refused
@@ -600,7 +595,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from .phasefusion_report import print_summary, report
-    from .timecatch import _batch_size  # the same --batch-size rule as every evaluation
+    from .sharded import parse_batch_size  # the same --batch-size rule as every evaluation
 
     if args.report_only is not None:
         if not (args.report_only / PREDICTIONS).is_file():
@@ -618,12 +613,12 @@ def main(args: argparse.Namespace) -> int:
         _check_sizes(args.budget, args.phases, args.orderings)
         parse_arms(args.arms, args.budget, args.phases)
         parse_origins(args.origins, args.phases)
-        _batch_size(args.batch_size)
+        parse_batch_size(args.batch_size)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     result = evaluate(args.model, args.manifest, args.out, adapter=args.adapter, budget=args.budget, phases=args.phases,
                       n_orderings=args.orderings, arms=args.arms, origins=args.origins, limit=args.limit,
-                      batch_size=_batch_size(args.batch_size), dtype=args.dtype, prefill=args.prefill,
+                      batch_size=parse_batch_size(args.batch_size), dtype=args.dtype, prefill=args.prefill,
                       max_side=args.max_side, frame_cache=args.frame_cache, progress=not args.no_progress,
                       command=_command(args))
     if result["n_scored"] == 0 and result["n_errors"] == 0:

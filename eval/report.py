@@ -38,6 +38,7 @@ __all__ = [
     "RUN_INFO",
     "PredictionsError",
     "PredictionWriter",
+    "check_same_run",
     "compare",
     "compare_main",
     "configure_compare_parser",
@@ -82,6 +83,20 @@ class PredictionsError(ValueError):
 
 class EvalInputError(ValueError):
     """An evaluation asked for data that is not there (a split, a task); the message says what is."""
+
+
+def check_same_run(out: Path, info: Mapping[str, Any], identity: Sequence[str]) -> dict[str, Any]:
+    """The ``run.json`` already in ``out`` (``{}`` when none), after checking it agrees with
+    ``info`` on every ``identity`` key: predictions of two differently configured runs
+    must never mix in one folder. Raises :class:`PredictionsError` naming what differs."""
+    path = Path(out) / RUN_INFO
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    diff = [k for k in identity if old and old.get(k) != info[k]]
+    if diff:
+        raise PredictionsError(f"{out} holds predictions of another run "
+                               f"({', '.join(f'{k}: {old.get(k)!r} vs {info[k]!r}' for k in diff)}). "
+                               "Use a new --out, or delete that folder to start over.")
+    return old
 
 
 # --------------------------------------------------------------------------- predictions.jsonl

@@ -37,32 +37,13 @@ from typing import Any
 from judgetrain import records
 
 from .metrics import TIMECATCH_TASKS
-from .report import (
-    run_as_module,
-    EvalInputError,
-    METRICS,
-    PREDICTIONS,
-    REPORT,
-    RUN_INFO,
-    PredictionWriter,
-    write_rows,
-    load_human,
-    read_predictions,
-    repair_predictions,
-    report,
-    write_json,
-)
+from .report import EvalInputError, METRICS, PREDICTIONS, REPORT, load_human, report, run_as_module
+from .sharded import parse_batch_size, process_state, run_sharded
 
 __all__ = ["configure_parser", "evaluate", "main", "prediction_row"]
 
-# Rows written per flush on CUDA with batch_size="auto" (the scorer sizes its own batches inside).
-AUTO_CHUNK_CUDA = 64
 # Keys of run.json a resumed run must share with the one that wrote the predictions.
 _IDENTITY = ("model", "adapter", "data", "split")
-
-
-def _rank_file(out: Path, rank: int) -> Path:
-    return out / f"predictions.rank{rank}.jsonl"
 
 
 def prediction_row(record: dict[str, Any], scores: Any, model: str, adapter: str | None) -> dict[str, Any]:
@@ -104,41 +85,6 @@ def _select(data: Path, split: str, tasks: Sequence[str], limit: int | None):
     return ds, idx, order
 
 
-def _merge(out: Path, order: Sequence[str]) -> None:
-    """Fold every ``predictions.rank*.jsonl`` into ``predictions.jsonl``, one row per id,
-    in dataset order (ids no longer in the dataset at the end), then delete them."""
-    ranks = sorted(out.glob("predictions.rank*.jsonl"))
-    if not ranks:
-        return
-    by_id: dict[str, dict[str, Any]] = {}
-    for path in [out / PREDICTIONS, *ranks]:
-        for row in read_predictions(path):
-            by_id.setdefault(row["id"], row)
-    pos = {i: k for k, i in enumerate(order)}
-    rows = sorted(by_id.values(), key=lambda r: pos.get(r["id"], len(pos)))
-    write_rows(out / PREDICTIONS, rows)
-    for path in ranks:
-        path.unlink()
-
-
-def _process_state():
-    """accelerate's process state. ``PartialState`` alone reads no ``ACCELERATE_USE_CPU``
-    (only ``AcceleratorState`` does), so without ``cpu=True`` two CPU processes would
-    each believe they run alone and write the same file."""
-    import torch
-    from accelerate import PartialState
-    from accelerate.utils import parse_flag_from_env
-
-    cpu = parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available()
-    state = PartialState(cpu=cpu)
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
-    if launched != state.num_processes:
-        raise RuntimeError(f"launched as {launched} processes (WORLD_SIZE) but accelerate set up {state.num_processes} "
-                           f"({state.distributed_type}); on CPU launch with ACCELERATE_USE_CPU=1 accelerate launch "
-                           "--multi_gpu --num_processes N -m judgetrain.eval.timecatch ...")
-    return state
-
-
 def evaluate(
     model: str,
     data: str | os.PathLike,
@@ -162,8 +108,7 @@ def evaluate(
     "metrics"}`` (``n_scored``: items this process scored in this call; ``metrics``
     on the main process only).
     """
-    state = _process_state()
-    rank, world = state.process_index, state.num_processes
+    state = process_state("judgetrain.eval.timecatch")
     out, data = Path(out), Path(data)
     unknown = sorted(set(tasks) - set(TIMECATCH_TASKS))
     if unknown:
@@ -172,65 +117,17 @@ def evaluate(
     ds, idx, order = _select(data, split, tasks, limit)
 
     info = {"model": str(model), "adapter": str(adapter) if adapter else None, "data": str(data.resolve()),
-            "split": split, "tasks": list(tasks), "limit": limit, "world_size": world, "command": command}
+            "split": split, "tasks": list(tasks), "limit": limit, "world_size": state.num_processes, "command": command}
     if human_table:
         info["human"] = human_table
-    info_path = out / RUN_INFO
-    if info_path.is_file():
-        old = json.loads(info_path.read_text())
-        diff = [k for k in _IDENTITY if old.get(k) != info[k]]
-        if diff:
-            raise ValueError(f"{out} holds predictions of another run ({', '.join(f'{k}: {old.get(k)!r} vs {info[k]!r}' for k in diff)}). "
-                             "Use a new --out, or delete that folder to start over.")
-    state.wait_for_everyone()  # nobody writes run.json while another process still compares with it
-    if state.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(info_path, info)
 
-    # Every process reads what is done (read-only, tolerant of a partial last line)
-    # before any process writes, so all compute the same todo list and shards.
-    done: set[str] = set()
-    for path in [out / PREDICTIONS, *sorted(out.glob("predictions.rank*.jsonl"))]:
-        done.update(r["id"] for r in read_predictions(path))
-    ids = ds.select_columns(["id"])
-    todo = [i for i in idx if ids[i]["id"] not in done]
-    mine = todo[rank::world]
-    state.wait_for_everyone()
+    def predict(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        scores = scorer.score(items, progress=False)
+        return [prediction_row(r, s, str(model), info["adapter"]) for r, s in zip(items, scores, strict=True)]
 
-    n_scored = 0
-    if mine:
-        from judgetrain.scoring import CPU_BATCH_SIZE, Scorer
-
-        device = str(state.device) if world > 1 or state.device.type != "cpu" else None
-        scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size, progress=False)
-        if isinstance(batch_size, int):
-            chunk = batch_size
-        else:
-            chunk = AUTO_CHUNK_CUDA if scorer.device.type == "cuda" else CPU_BATCH_SIZE
-        target = out / PREDICTIONS if world == 1 else _rank_file(out, rank)
-        repair_predictions(target)  # drop a partial last line before appending after it
-        from tqdm.auto import tqdm
-
-        with PredictionWriter(target) as writer, tqdm(total=len(mine), desc=f"scoring TimeCatch{f' [rank {rank}]' if world > 1 else ''}",
-                                                      unit="item", disable=not progress, position=rank) as bar:
-            for start in range(0, len(mine), chunk):
-                batch = ds.select(mine[start:start + chunk])
-                items = list(batch)
-                scores = scorer.score(items, progress=False)
-                writer.write(prediction_row(r, s, str(model), info["adapter"]) for r, s in zip(items, scores, strict=True))
-                n_scored += len(items)
-                bar.update(len(items))
-
-    state.wait_for_everyone()
-    result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
-    if state.is_main_process:
-        _merge(out, order)
-        if n_scored or world > 1 or not (out / METRICS).is_file() or human_table:
-            result["metrics"] = report(out)
-        else:  # finished before: nothing scored, nothing to recompute
-            result["metrics"] = json.loads((out / METRICS).read_text())
-    state.wait_for_everyone()
-    return result
+    return run_sharded(state, out, info, _IDENTITY, ds, idx, order, predict, report, model=model, adapter=adapter,
+                       dtype=dtype, batch_size=batch_size, desc="scoring TimeCatch", progress=progress,
+                       always_report=bool(human_table))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -260,24 +157,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def _batch_size(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
-    return value
-
-
 def main(args: argparse.Namespace) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     command = "judgetrain eval timecatch " + " ".join(
         shlex.quote(a) for a in _command_args(args))
     result = evaluate(args.model, args.data, args.out, adapter=args.adapter, split=args.split, tasks=tasks,
-                      batch_size=_batch_size(args.batch_size), limit=args.limit, human=args.human, dtype=args.dtype,
+                      batch_size=parse_batch_size(args.batch_size), limit=args.limit, human=args.human, dtype=args.dtype,
                       progress=not args.no_progress, command=command)
     if result["metrics"] is not None:
         _print_summary(result)
