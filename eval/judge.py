@@ -98,12 +98,11 @@ from .report import (
     METRICS,
     PREDICTIONS,
     REPORT,
-    RUN_INFO,
     _display_name,
     _no_nan,
     _pyplot,
     figures_markdown,
-    read_predictions,
+    read_run,
     write_json,
     write_text,
 )
@@ -709,11 +708,7 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     """Recompute ``metrics.json``, ``report.md`` and the figures of a judge run folder from
     its ``predictions.jsonl`` (``run.json`` names the model and the command). Returns the metrics."""
     run_dir = Path(run_dir)
-    pred_path = run_dir / PREDICTIONS
-    if not pred_path.is_file():
-        raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; run `judgetrain eval judge --out {run_dir} …` first")
-    rows = read_predictions(pred_path)
-    info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
+    rows, info = read_run(run_dir, f"run `judgetrain eval judge --out {run_dir} …` first")
     metrics: dict[str, Any] = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "mode", "world_size")}}
     metrics.update(compute_judge_metrics(rows))
     figures: list[tuple[str, str]] = []

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
-from .report import METRICS, PREDICTIONS, REPORT, RUN_INFO, _pyplot, read_predictions, write_json
+from .report import METRICS, PREDICTIONS, REPORT, RUN_INFO, _pyplot, read_predictions, read_run, write_json
 
 __all__ = ["FIGURES", "arm_answers", "compute_metrics", "flagged_fifth", "print_summary", "report", "rerun_floor"]
 
@@ -784,11 +784,7 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     machine); its phase-0 consensus answers give the re-run floor across runs. The folder
     is remembered in ``run.json``, so later reports keep the comparison."""
     run_dir = Path(run_dir)
-    pred = run_dir / PREDICTIONS
-    if not pred.is_file():
-        raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; run `judgetrain eval phasefusion --out {run_dir} …` first")
-    rows = read_predictions(pred)
-    info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
+    rows, info = read_run(run_dir, f"run `judgetrain eval phasefusion --out {run_dir} …` first")
     if rerun_of is not None:
         if not (Path(rerun_of) / PREDICTIONS).is_file():
             raise FileNotFoundError(f"--rerun-of {rerun_of} holds no {PREDICTIONS}")

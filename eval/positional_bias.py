@@ -37,7 +37,6 @@ into ``--out`` for several). Everything comes from the prediction rows:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -47,8 +46,7 @@ from typing import Any
 
 from .judge import _f, _rows_markdown, classification_cell, ordering_cell
 from .metrics import TIMECATCH_TASKS, accuracy_cell
-from .report import (PREDICTIONS, RUN_INFO, _display_name, _no_nan, _pyplot, figures_markdown, read_predictions, write_json,
-                     write_text)
+from .report import _display_name, _no_nan, _pyplot, figures_markdown, read_run, write_json, write_text
 
 __all__ = [
     "BIAS_JSON",
@@ -368,10 +366,8 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
     out = Path(out)
     loaded = []
     for p in paths:
-        if not (p / PREDICTIONS).is_file():
-            raise FileNotFoundError(f"{p} holds no {PREDICTIONS}: pass the --out folder of `judgetrain eval judge` or `eval timecatch`")
-        info = json.loads((p / RUN_INFO).read_text()) if (p / RUN_INFO).is_file() else {}
-        loaded.append((p, info, read_predictions(p / PREDICTIONS)))
+        rows, info = read_run(p, "pass the --out folder of `judgetrain eval judge` or `eval timecatch`")
+        loaded.append((p, info, rows))
     if names is None:
         names = [_display_name(info, rows) for _, info, rows in loaded]
         if len(set(names)) < len(names):

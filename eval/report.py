@@ -48,6 +48,7 @@ __all__ = [
     "plot_confusion",
     "plot_lpips",
     "read_predictions",
+    "read_run",
     "repair_predictions",
     "report",
     "report_main",
@@ -147,6 +148,17 @@ def repair_predictions(path: str | os.PathLike) -> int:
     if partial:
         write_rows(path, rows)
     return len(rows)
+
+
+def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A run folder's prediction rows and its ``run.json`` (``{}`` when absent). A folder
+    without ``predictions.jsonl`` raises ``FileNotFoundError`` ending in ``how`` (what to
+    run or pass instead)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / PREDICTIONS).is_file():
+        raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; {how}")
+    info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
+    return read_predictions(run_dir / PREDICTIONS), info
 
 
 def write_rows(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -370,11 +382,7 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     command). ``human``: a reference file (see :func:`load_human`) or table; by
     default the one recorded in ``run.json``. Returns the metrics."""
     run_dir = Path(run_dir)
-    pred_path = run_dir / PREDICTIONS
-    if not pred_path.is_file():
-        raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; run `judgetrain eval timecatch --out {run_dir} …` first")
-    rows = read_predictions(pred_path)
-    info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
+    rows, info = read_run(run_dir, f"run `judgetrain eval timecatch --out {run_dir} …` first")
     if human is None:
         human_table = info.get("human")
     elif isinstance(human, Mapping):

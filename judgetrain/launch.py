@@ -8,7 +8,6 @@ wraps `accelerate launch --config_file deepspeed_configs/NAME.yaml -m judgetrain
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
