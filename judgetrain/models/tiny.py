@@ -501,6 +501,20 @@ if set(_BUILDERS) != set(FAMILIES):  # a family added to the registry without a 
     raise RuntimeError(f"judgetrain.models.tiny has builders for {sorted(_BUILDERS)}, registry has {sorted(FAMILIES)}")
 
 
+def _instantiate(config: Any, generation_config: Any, seed: int, dtype: Any, device: Any = None) -> Any:
+    """Random weights for ``config`` from ``seed`` (on ``device``, default CPU, in ``dtype``),
+    leaving the caller's random stream as it was."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    config.dtype = dtype
+    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
+        torch.manual_seed(seed)
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    model.generation_config = generation_config
+    return model
+
+
 def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
     """Build a tiny random checkpoint of ``family`` into ``out_dir`` and return the folder.
 
@@ -510,17 +524,12 @@ def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
     ``load_model_and_processor(out_dir)``.
     """
     import torch
-    from transformers import AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
 
     fam = get_family(family)
     config, processor, generation_config = _BUILDERS[fam.name]()
-    config.dtype = torch.float32  # CPU tests run in float32; real checkpoints store bfloat16
-    # fork_rng: seeding here must not change the caller's random stream.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.generation_config = generation_config
+    # CPU tests run in float32; real checkpoints store bfloat16
+    model = _instantiate(config, generation_config, seed, torch.float32)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # A progress bar per sub-megabyte shard is noise; restore the caller's setting after.
@@ -572,7 +581,6 @@ def random_real_width(name: str, *, text_layers: int | None = None, vision_layer
     ``benchmarks/bench_phasefusion.py`` does).
     """
     import torch
-    from transformers import AutoModelForImageTextToText
 
     if name not in REAL_WIDTHS:
         raise ValueError(f"unknown real width {name!r}; known: {', '.join(REAL_WIDTHS)}")
@@ -595,11 +603,7 @@ def random_real_width(name: str, *, text_layers: int | None = None, vision_layer
         for k, v in values.items():
             setattr(sub, k, v)
     dtype = torch.float32 if dtype is None else (getattr(torch, dtype) if isinstance(dtype, str) else dtype)
-    config.dtype = dtype
-    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
-    model.generation_config = generation_config
+    model = _instantiate(config, generation_config, seed, dtype, device)
     return model.eval(), processor
 
 
