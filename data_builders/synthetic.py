@@ -18,17 +18,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import av
 import numpy as np
 from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
 from judgetrain.seeding import derive_seed  # noqa: F401  (re-exported: builders seed from it)
+from judgetrain.video import encode_mp4, mp4_codec
 
 SOURCE_VIDEO = "synthetic-physics"
 SOURCE_FRAMES = "synthetic-frames"
@@ -330,31 +329,6 @@ def simulate_clip(seed: int, index: int, *, duration_s: float | None = None, fps
     return clip, frames
 
 
-def _video_codec() -> str:
-    if "libx264" in av.codecs_available:
-        return "libx264"
-    warnings.warn("This PyAV build has no libx264 encoder; synthetic videos fall back to MPEG-4 Part 2 "
-                  "('mpeg4'). Install a PyAV wheel built with libx264 for H.264 output.", stacklevel=3)
-    return "mpeg4"
-
-
-def _write_mp4(path: Path, frames: Iterator[np.ndarray], fps: int, size, codec: str) -> None:
-    tmp = path.with_name(path.name + ".part")
-    with av.open(str(tmp), "w", format="mp4") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
-        stream.codec_context.thread_count = 1  # one thread: byte-identical output on any machine
-        if codec == "libx264":
-            stream.options = {"crf": "20", "preset": "medium"}
-        for i, arr in enumerate(frames):
-            # The encoder converts rgb24 to yuv420p with one cached swscale context.
-            frame = av.VideoFrame.from_ndarray(arr, format="rgb24")
-            frame.pts = i
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-    os.replace(tmp, path)
-
-
 def _write_manifest(path: Path, rows: list[dict]) -> Path:
     tmp = path.with_name(path.name + ".part")
     tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -381,13 +355,13 @@ def write_physics_videos(out_dir, n: int, seed: int = 0, *, fps: int = 8, size=(
         raise ValueError(f"long_fraction={long_fraction}: must be in [0, 1].")
     out_dir = Path(out_dir)
     (out_dir / "videos").mkdir(parents=True, exist_ok=True)
-    codec, rows = _video_codec(), []
+    codec, rows = mp4_codec(), []
     for index in tqdm(range(n), desc=SOURCE_VIDEO, unit="clip", disable=not progress):
         duration = _clip_duration(seed, index, duration_range_s, long_fraction, long_duration_range_s)
         clip, frames = simulate_clip(seed, index, duration_s=duration, fps=fps, size=size)
         path = out_dir / "videos" / f"{clip.id}.mp4"
         if not (path.is_file() and path.stat().st_size > 0):
-            _write_mp4(path, frames, fps, size, codec)
+            encode_mp4(path, frames, fps, codec)
         rows.append({"id": clip.id, "video": f"videos/{path.name}", "source": SOURCE_VIDEO,
                      "description": clip.description, "fps": fps, "duration": clip.duration_s})
     return _write_manifest(out_dir / "manifest.jsonl", rows)

@@ -545,7 +545,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
 
     from judgetrain.eval.report import write_json
 
-    from .synthetic import _video_codec, _write_mp4
+    from judgetrain.video import encode_mp4, mp4_codec
 
     cfg.check()
     out = Path(cfg.out)
@@ -558,7 +558,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
                          "use a new --out folder, or delete that one to rebuild")
     (out / "videos").mkdir(parents=True, exist_ok=True)
     write_json(out / BUILD_INFO, {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": False})
-    codec = _video_codec()
+    codec = mp4_codec()
     rows, written, rejected = [], 0, 0
     counts: dict[str, Counter] = {"qtype": Counter(), "options": Counter()}
     positions: dict[int, list[int]] = {k: [0] * k for k in range(cfg.options[0], cfg.options[1] + 1)}
@@ -567,7 +567,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
         qid = f"vmcq-{index:05d}"
         path = out / "videos" / f"{qid}.mp4"
         if not (path.is_file() and path.stat().st_size > 0):
-            _write_mp4(path, frames, cfg.fps, cfg.size, codec)
+            encode_mp4(path, frames, cfg.fps, codec)
             written += 1
         rows.append(_manifest_row(qid, f"videos/{path.name}", draft.question or QUESTIONS[qtype], draft.options, draft.answer,
                                   BENCHMARK_SYNTHETIC, run.duration_s, run.n_frames, qtype=qtype,

@@ -334,6 +334,15 @@ def _atomic_write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
+    """``ds`` with ``fingerprint`` as its datasets fingerprint (what ``state.json`` records).
+    datasets derives it from the arrow cache's path, so two identical builds into two
+    folders wrote different state.json files; the content hash is what identifies a split."""
+    if ds._indices is not None:  # a select/shuffle view: materialise it first
+        ds = ds.flatten_indices()
+    return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
+
+
 def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True) -> dict:
     """Validate, hash and write ``dataset`` to ``out_dir`` with its ``build.json``.
 
@@ -354,6 +363,8 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
             validate_records(_raw_rows(ds), split=split, seen_ids=seen)
     info = dict(build_info)
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
+    dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
+                                    for split, ds in dataset.items()})
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
         dataset.save_to_disk(str(tmp))

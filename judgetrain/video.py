@@ -38,6 +38,7 @@ __all__ = [
     "VideoDecodeError",
     "VideoInfo",
     "decode_frames",
+    "encode_mp4",
     "endpoint_inclusive_indices",
     "fps_linspace_indices",
     "interval_indices",
@@ -45,7 +46,9 @@ __all__ = [
     "midpoint_indices",
     "parse_fraction",
     "phase_indices",
+    "mp4_codec",
     "probe",
+    "rgb_to_yuv420p",
     "sampler_indices",
     "segment_frames",
 ]
@@ -54,6 +57,17 @@ __all__ = [
 MAX_SIDE = 360
 # The four deployed "uniform" conventions of paper 001 Fig. 2, by the names the CLI uses.
 SAMPLERS = ("left", "midpoint", "inclusive", "fps1")
+
+
+# libx264 options that make an encode depend only on its frames. Macroblock-tree rate
+# control (x264's default) reads memory it has not written when the lookahead's
+# low-resolution plane is 10 or 11 macroblocks wide (160- and 176-pixel videos, for
+# example), so the same frames gave different bitstreams depending on what the process
+# had encoded before (decoded pixels differed by up to 53 levels). With it off, output is
+# a function of the frames alone; one thread keeps slice and lookahead decisions fixed.
+# Measured: identical bytes with x264's CPU dispatch limited to anything from SSSE3 up to
+# AVX-512, so any x86-64 machine of the last 15 years writes the same files.
+X264_OPTIONS = {"crf": "20", "preset": "medium", "x264-params": "mbtree=0:threads=1"}
 
 
 class VideoDecodeError(RuntimeError):
@@ -271,6 +285,67 @@ def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: 
     if missing:
         raise VideoDecodeError(f"{path}: the video ended before frame(s) {missing[:5]} (it has fewer frames than stated)")
     return [found[int(i)] for i in indices]
+
+
+def mp4_codec() -> str:
+    """``libx264`` when this PyAV build has it, else MPEG-4 Part 2 (with a warning)."""
+    import av
+
+    if "libx264" in av.codecs_available:
+        return "libx264"
+    import warnings
+
+    warnings.warn("This PyAV build has no libx264 encoder; videos fall back to MPEG-4 Part 2 ('mpeg4'). "
+                  "Install a PyAV wheel built with libx264 for H.264 output.", stacklevel=3)
+    return "mpeg4"
+
+
+def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
+    """RGB uint8 (H, W, 3), H and W even, to planar YUV 4:2:0 in PyAV's layout: a
+    (3H/2, W) uint8 array holding Y, then U, then V. BT.601 limited range in integer
+    arithmetic (chroma from the 2x2 mean of each channel), so the result is the same
+    on every machine, unlike swscale, whose SIMD paths vary with the CPU."""
+    h, w, _ = rgb.shape
+    if h % 2 or w % 2:
+        raise ValueError(f"frame of {w}x{h}: width and height must be even for 4:2:0 video")
+    r, g, b = (rgb[..., c].astype(np.int32) for c in range(3))
+    y = ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16
+    # 2x2 channel sums (0..1020), rounded to the mean inside the chroma formulas.
+    r2, g2, b2 = (x.reshape(h // 2, 2, w // 2, 2).sum(axis=(1, 3)) for x in (r, g, b))
+    u = ((-38 * r2 - 74 * g2 + 112 * b2 + 512) >> 10) + 128
+    v = ((112 * r2 - 94 * g2 - 18 * b2 + 512) >> 10) + 128
+    planes = [y.reshape(-1), u.reshape(-1), v.reshape(-1)]
+    return np.concatenate(planes).astype(np.uint8).reshape(h * 3 // 2, w)
+
+
+def encode_mp4(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: int, codec: str | None = None) -> Path:
+    """Write RGB uint8 frames (H, W, 3; even sides) as an MP4 at ``fps``, atomically
+    (``PATH.part`` then a rename). The same frames give the same bytes in any process
+    and in any order of calls (see ``X264_OPTIONS``). ``codec`` defaults to
+    :func:`mp4_codec`. Returns ``path``."""
+    import av
+
+    path = Path(path)
+    codec = codec or mp4_codec()
+    tmp = path.with_name(path.name + ".part")
+    with av.open(str(tmp), "w", format="mp4") as container:
+        stream = None
+        for i, rgb in enumerate(frames):
+            if stream is None:
+                stream = container.add_stream(codec, rate=fps)
+                stream.height, stream.width = rgb.shape[:2]
+                stream.pix_fmt = "yuv420p"
+                stream.codec_context.thread_count = 1
+                if codec == "libx264":
+                    stream.options = dict(X264_OPTIONS)
+            frame = av.VideoFrame.from_ndarray(rgb_to_yuv420p(rgb), format="yuv420p")
+            frame.pts = i
+            container.mux(stream.encode(frame))
+        if stream is None:
+            raise ValueError(f"{path}: no frames to encode")
+        container.mux(stream.encode(None))
+    os.replace(tmp, path)
+    return path
 
 
 class FrameCache:
