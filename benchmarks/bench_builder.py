@@ -53,7 +53,7 @@ def main() -> None:
 
         # 1. per-sequence work: decode + subsample + LPIPS filter (what a build spends its time on)
         seqs, _ = timecatch.read_manifest(manifest, "videos")
-        cfg = timecatch.TimeCatchConfig(out=tmp / "ds", lpips_pretrained=pretrained)
+        cfg = timecatch.TimeCatchConfig(out=tmp / "ds", lpips_random_backbone=not pretrained)
         decoded = sum(probe(s.video).n_frames for s in seqs)
         t = time.perf_counter()
         sampled = 0

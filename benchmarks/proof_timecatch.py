@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> dict:
     model = build_tiny("qwen3-vl", out / "model", seed=args.seed)
     data = out / "timecatch"
     if not (data / "build.json").is_file():
-        timecatch.build(timecatch.TimeCatchConfig(out=data, synthetic=args.clips, seed=args.seed, lpips_pretrained=False,
+        timecatch.build(timecatch.TimeCatchConfig(out=data, synthetic=args.clips, seed=args.seed, lpips_random_backbone=True,
                                                   tasks=tuple(args.tasks.split(",")), progress=False,
                                                   subsets=("main",), frame_labels=args.frame_labels))
     t_data = time.perf_counter() - t0

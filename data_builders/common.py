@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildError", "Skip", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
+__all__ = ["BuildError", "Fractions", "Skip", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
 
 
 class BuildError(RuntimeError):
@@ -39,16 +39,30 @@ def inside(root: Path, rel: Any, what: str) -> Path:
     return path
 
 
+class Fractions(dict):
+    """Split fractions, ``{"train": 0.7, "validation": 0.2, "test": 0.1}``, from a mapping, from
+    ``(name, fraction)`` pairs or from the command-line form ``"train=0.7,validation=0.2,test=0.1"``
+    (it is also the type of a ``--splits`` field, so argparse and YAML give the same value)."""
+
+    def __init__(self, value: Any = ()):
+        if isinstance(value, str):
+            pairs = []
+            for part in value.split(","):
+                try:
+                    k, x = part.split("=")
+                    pairs.append((k.strip(), float(x)))
+                except ValueError:
+                    raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.8,validation=0.2") from None
+            value = pairs
+        super().__init__(value)
+
+    def __str__(self) -> str:
+        return ",".join(f"{k}={v:g}" for k, v in self.items())
+
+
 def parse_splits(value: str) -> dict[str, float]:
     """``"train=0.7,validation=0.2,test=0.1"`` → dict; BuildError naming the format otherwise."""
-    out = {}
-    for part in value.split(","):
-        try:
-            k, x = part.split("=")
-            out[k.strip()] = float(x)
-        except ValueError:
-            raise BuildError(f"--splits {value!r}: write NAME=FRACTION pairs, e.g. train=0.8,validation=0.2") from None
-    return out
+    return Fractions(value)
 
 
 def csv(value: str) -> tuple[str, ...]:

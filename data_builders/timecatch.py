@@ -44,7 +44,6 @@ killed build resumes; the dataset is written atomically with ``build.json``.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
@@ -66,7 +65,10 @@ from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from .common import BuildError, Skip, finish_summary, inside, parse_splits, split_table  # noqa: F401  (BuildError: raised from here)
+from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
+
+from .common import BuildError, Fractions, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
 
 BUILDER = "timecatch"
 VERSION = "1.0.0"
@@ -143,31 +145,51 @@ class SourceSequence:
     line: int | None = None
 
 
-@dataclass
-class TimeCatchConfig:
-    out: Path
-    videos: Path | None = None
-    frames: Path | None = None
-    synthetic: int | None = None
-    seed: int = 42
-    intervals: dict[str, float] = field(default_factory=dict)
-    default_interval: float = DEFAULT_INTERVAL_S
-    lpips_threshold: float = LPIPS_THRESHOLD
-    lpips_net: str = "alex"
-    lpips_pretrained: bool = True
-    device: str | None = None
-    tasks: tuple[str, ...] = TIMECATCH_TASKS
-    prompts: tuple[str, ...] = ("A",)
-    descriptions: bool = True
-    frame_labels: bool = False
-    adjacent_choices: bool = False
-    subsets: tuple[str, ...] = ("main", "long")
-    splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
-    synthetic_long_fraction: float = 0.25
-    synthetic_kind: str = "videos"
-    strict: bool = False
-    keep_work: bool = False
-    progress: bool = True
+@dataclass(kw_only=True)
+class TimeCatchConfig(BuildArgs):
+    """``judgetrain build timecatch``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    synthetic: int | None = arg(None, "generate N synthetic physics clips (the source when no manifest is given: 64)")
+    videos: Path | None = arg(None, 'video manifest, JSON Lines: {"video", "source", "id"?, "description"?, "split"?}')
+    frames: Path | None = arg(None, 'frame-folder manifest, JSON Lines: {"id", "frames": [...], "source", "description"?, "split"?}')
+    interval: list[str] = arg([], "seconds between sampled video frames, for all sources (1.5) or one (mtl-aqa=1.0); "
+                                  "several allowed; defaults: 1.5 s, mtl-aqa 1.0 s", action="extend", metavar="S|SOURCE=S")
+    lpips_threshold: float = arg(LPIPS_THRESHOLD, "drop a frame whose LPIPS distance to the last kept one is below this")
+    lpips_net: str = arg("alex", "LPIPS backbone: alex, vgg or squeeze")
+    lpips_random_backbone: bool = arg(False, "an untrained LPIPS backbone (offline tests only: distances are then not perceptual)")
+    device: str | None = arg(None, "device for LPIPS (default: cuda if available)")
+    tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to build (space- or comma-separated)")
+    prompts: list[str] = arg(["A"], "temporal-detection prompt layouts from A,B,C,D,E")
+    descriptions: bool = arg(True, "scene descriptions in the prompts (--no-descriptions for the ablation)")
+    frame_labels: bool = arg(False, 'put "Frame k:" before the k-th image (default: images back to back, as in the paper)')
+    adjacent_choices: bool = arg(False, "temporal localization choices: adjacent pairs only (default: every pair)")
+    subsets: list[str] = arg(["main", "long"], "length subsets to keep: main (4–8 frames), long (9–16)")
+    splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by source sequence, when the manifest gives none")
+    synthetic_long_fraction: float = arg(0.25, "share of synthetic clips long enough for the 9–16 frame set")
+    synthetic_kind: str = arg("videos", "synthetic source: videos (CLEVRER-like MP4) or frames (DriveLM-like PNG folders)")
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out) if self.out is not None else None
+        for name in ("videos", "frames"):
+            if getattr(self, name) is not None:
+                setattr(self, name, Path(getattr(self, name)))
+        if self.synthetic is None and self.videos is None and self.frames is None:
+            self.synthetic = 64
+        self.interval = [str(v) for v in self.interval]
+        self.tasks, self.prompts, self.subsets = comma_list(self.tasks), comma_list(self.prompts), comma_list(self.subsets)
+        self.splits = Fractions(self.splits)
+
+    @property
+    def lpips_pretrained(self) -> bool:
+        return not self.lpips_random_backbone
+
+    @property
+    def default_interval(self) -> float:
+        return _parse_intervals(self.interval)[0] or DEFAULT_INTERVAL_S
+
+    @property
+    def intervals(self) -> dict[str, float]:
+        return _parse_intervals(self.interval)[1]
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -195,6 +217,8 @@ class TimeCatchConfig:
             problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1")
         if any(v <= 0 for v in [self.default_interval, *self.intervals.values()]):
             problems.append("--interval: seconds between sampled frames must be positive")
+        if self.lpips_net not in ("alex", "vgg", "squeeze"):
+            problems.append(f"--lpips-net {self.lpips_net!r}: choose alex, vgg or squeeze")
         if not 0 <= self.lpips_threshold < 1:
             problems.append(f"--lpips-threshold {self.lpips_threshold}: must be in [0, 1)")
         if problems:
@@ -588,59 +612,14 @@ def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float]]
     return default, per_source
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records."
-    p.epilog = (
-        "examples:\n"
-        "  judgetrain build timecatch --out data/timecatch --synthetic 200\n"
-        "  judgetrain build timecatch --out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5\n"
-        "  judgetrain build timecatch --out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--synthetic", type=int, metavar="N", help="generate N synthetic physics clips (default when no manifest is given: 64)")
-    src.add_argument("--videos", type=Path, metavar="MANIFEST", help='video manifest, JSON Lines: {"video", "source", "id"?, "description"?, "split"?}')
-    src.add_argument("--frames", type=Path, metavar="MANIFEST", help='frame-folder manifest, JSON Lines: {"id", "frames": [...], "source", "description"?, "split"?}')
-    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--interval", action="append", default=[], metavar="S|SOURCE=S",
-                   help="seconds between sampled video frames, for all sources or one (repeatable); defaults: 1.5 s, mtl-aqa 1.0 s")
-    p.add_argument("--lpips-threshold", type=float, default=LPIPS_THRESHOLD)
-    p.add_argument("--lpips-net", default="alex", choices=["alex", "vgg", "squeeze"])
-    p.add_argument("--lpips-random-backbone", action="store_true",
-                   help="use an untrained LPIPS backbone (offline tests only: distances are then not perceptual)")
-    p.add_argument("--device", default=None, help="device for LPIPS (default: cuda if available)")
-    p.add_argument("--tasks", default=",".join(TIMECATCH_TASKS), help="comma-separated subset of " + ",".join(TIMECATCH_TASKS))
-    p.add_argument("--prompts", default="A", help="temporal-detection prompt layouts, comma-separated from A,B,C,D,E")
-    p.add_argument("--no-descriptions", action="store_true", help="leave scene descriptions out of the prompts (ablation)")
-    p.add_argument("--frame-labels", action="store_true",
-                   help='put "Frame k:" before the k-th image (default: images back to back, as in the paper)')
-    p.add_argument("--adjacent-choices", action="store_true", help="temporal localization choices: adjacent pairs only (default: every pair)")
-    p.add_argument("--subsets", default="main,long", help="which length subsets to keep: main (4–8 frames), long (9–16)")
-    p.add_argument("--splits", default="train=0.8,validation=0.2", help="fractions per split by source sequence, when the manifest gives none")
-    p.add_argument("--synthetic-long-fraction", type=float, default=0.25, help="share of synthetic clips long enough for the 9–16 frame set")
-    p.add_argument("--synthetic-kind", default="videos", choices=["videos", "frames"],
-                   help="synthetic source: MP4 clips (CLEVRER-like) or folders of PNG frames (DriveLM-like)")
-    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
-    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (decoded, filtered frames) after a successful build")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def config_from_args(args: argparse.Namespace) -> TimeCatchConfig:
-    default, per_source = _parse_intervals(args.interval)
-    synthetic = args.synthetic
-    if synthetic is None and args.videos is None and args.frames is None:
-        synthetic = 64
-    return TimeCatchConfig(
-        out=args.out, videos=args.videos, frames=args.frames, synthetic=synthetic, seed=args.seed,
-        intervals=per_source, default_interval=default or DEFAULT_INTERVAL_S,
-        lpips_threshold=args.lpips_threshold, lpips_net=args.lpips_net, lpips_pretrained=not args.lpips_random_backbone,
-        device=args.device, tasks=tuple(t for t in args.tasks.split(",") if t), prompts=tuple(p for p in args.prompts.split(",") if p),
-        descriptions=not args.no_descriptions, frame_labels=args.frame_labels, adjacent_choices=args.adjacent_choices,
-        subsets=tuple(s for s in args.subsets.split(",") if s), splits=parse_splits(args.splits),
-        synthetic_long_fraction=args.synthetic_long_fraction, synthetic_kind=args.synthetic_kind, strict=args.strict, keep_work=args.keep_work,
-        progress=not args.no_progress,
-    )
+def make_parser():
+    return make_config_parser(TimeCatchConfig, "judgetrain build timecatch",
+                              "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
+                              "examples:\n"
+                              "  judgetrain build timecatch --out data/timecatch --synthetic 200 --lpips-random-backbone\n"
+                              "  judgetrain build timecatch --out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5\n"
+                              "  judgetrain build timecatch --out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions\n"
+                              "  judgetrain build timecatch --config build.yaml --seed 3   # YAML keys are the fields below\n")
 
 
 def print_summary(info: dict, out: Path) -> None:
@@ -667,8 +646,7 @@ def print_summary(info: dict, out: Path) -> None:
     finish_summary(console, info, out)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def main(cfg: TimeCatchConfig) -> int:
     info = build(cfg)
     print_summary(info, Path(cfg.out))
     return 0

@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
               " using a random backbone for this offline demo (see README, 'LPIPS weights').")
         random_backbone = True
     print(f"[2/5] synthetic TimeCatch set from {args.clips} physics clips -> {out / 'timecatch'}")
-    cfg = timecatch.TimeCatchConfig(out=out / "timecatch", synthetic=args.clips, seed=args.seed, lpips_pretrained=not random_backbone)
+    cfg = timecatch.TimeCatchConfig(out=out / "timecatch", synthetic=args.clips, seed=args.seed, lpips_random_backbone=random_backbone)
     info = timecatch.build(cfg)
     timecatch.print_summary(info, cfg.out)
 

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from judgetrain import config
+
 __all__ = ["ModelArguments", "DataArguments", "LoraArguments", "ConfigError", "make_parser", "main", "find_resume_checkpoint"]
 
 logger = logging.getLogger("judgetrain.train")
@@ -29,12 +31,11 @@ RECIPE_FILE = "judgetrain_recipe.yaml"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
-class ConfigError(ValueError):
+class ConfigError(config.ConfigError):
     """Every problem with a training configuration at once, each naming the field and the fix."""
 
     def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid training configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+        super().__init__(problems, "training configuration")
 
 
 @dataclass

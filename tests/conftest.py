@@ -26,7 +26,7 @@ def timecatch_build(tmp_path_factory, synthetic_manifest):
     from judgetrain.data_builders import timecatch
 
     out = tmp_path_factory.mktemp("tc") / "ds"
-    cfg = timecatch.TimeCatchConfig(out=out, videos=synthetic_manifest, seed=7, lpips_pretrained=False,
+    cfg = timecatch.TimeCatchConfig(out=out, videos=synthetic_manifest, seed=7, lpips_random_backbone=True,
                                     prompts=("A", "B"), progress=False)
     info = timecatch.build(cfg)
     return out, info, cfg

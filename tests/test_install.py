@@ -84,7 +84,7 @@ def test_every_command_has_help_with_an_example(capsys):
 
     from judgetrain import cli
 
-    paths = [[c] for c in cli.COMMANDS] + [["build", b] for b in cli.BUILDERS] + [["eval", e] for e in cli.EVALS]
+    paths = [list(words) for words in cli.COMMANDS]
     for path in paths:
         with pytest.raises(SystemExit) as exc:
             cli.main([*path, "--help"])
@@ -96,5 +96,5 @@ def test_every_command_has_help_with_an_example(capsys):
             "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("[]")
-    for name in [*cli.COMMANDS, "build", "eval"]:
+    for name in {words[0] for words in cli.COMMANDS}:
         assert name in out

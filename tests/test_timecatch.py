@@ -257,7 +257,7 @@ def _bad_manifest(tmp_path: Path, synthetic_manifest: Path) -> Path:
 
 def test_bad_input_is_reported_with_path_and_line_and_skipped(tmp_path, synthetic_manifest, capsys):
     manifest = _bad_manifest(tmp_path, synthetic_manifest)
-    cfg = timecatch.TimeCatchConfig(out=tmp_path / "out", videos=manifest, lpips_pretrained=False, progress=False,
+    cfg = timecatch.TimeCatchConfig(out=tmp_path / "out", videos=manifest, lpips_random_backbone=True, progress=False,
                                     tasks=("temporal_detect",))
     info = timecatch.build(cfg)
     skipped = {s["line"]: s for s in info["skipped"]}
@@ -294,7 +294,7 @@ def test_frame_folder_manifest_with_an_unreadable_image(tmp_path):
         rows.append({"id": f"s{s}", "frames": paths, "source": "drivelm", "description": "The ego vehicle drives on."})
     (root / "s2" / "3.png").write_bytes(b"not a png")
     (root / "manifest.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    cfg = timecatch.TimeCatchConfig(out=tmp_path / "out", frames=root / "manifest.jsonl", lpips_pretrained=False,
+    cfg = timecatch.TimeCatchConfig(out=tmp_path / "out", frames=root / "manifest.jsonl", lpips_random_backbone=True,
                                     progress=False, splits={"train": 1.0})
     info = timecatch.build(cfg)
     assert [(s["id"], s["line"]) for s in info["skipped"]] == [("s2", 3)]
