@@ -64,7 +64,6 @@ probability 0.1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -74,6 +73,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from judgetrain import records
+from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import rng_for
 
 from .prism import (
@@ -90,7 +91,7 @@ from .prism import (
     presentation,
     shuffle_variant,
 )
-from .common import BuildError, Skip, balance_table, csv, finish_summary, inside, parse_splits, split_table
+from .common import BuildError, Fractions, Skip, balance_table, finish_summary, inside, split_table
 from .procedures import check_image, image_bytes, read_procedures, write_procedures
 
 BUILDER = "mirage"
@@ -291,18 +292,26 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
 # --------------------------------------------------------------------------- the build
 
 
-@dataclass
-class MirageConfig:
-    out: Path
-    manifest: Path | None = None
-    synthetic: int | None = None
-    seed: int = 42
-    layouts: tuple[str, ...] = LAYOUTS
-    splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
-    synthetic_size: int = 128
-    strict: bool = False
-    keep_work: bool = False
-    progress: bool = True
+@dataclass(kw_only=True)
+class MirageConfig(BuildArgs):
+    """``judgetrain build mirage``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    synthetic: int | None = arg(None, f"generate N synthetic prompts (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
+                                metavar="N")
+    manifest: Path | None = arg(None, 'MIRAGE manifest, JSON Lines: {"id", "domain", "prompt"?, "steps"?, '
+                                      '"sequences": [{"generator", "images", "votes", ...}]}', metavar="MANIFEST")
+    layouts: list[str] = arg(list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)")
+    splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by prompt")
+    synthetic_size: int = arg(128, "side of the synthetic images in pixels", metavar="PX")
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out) if self.out is not None else None
+        if self.manifest is not None:
+            self.manifest = Path(self.manifest)
+        elif self.synthetic is None:
+            self.synthetic = DEFAULT_SYNTHETIC
+        self.layouts = comma_list(self.layouts)
+        self.splits = Fractions(self.splits)
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -461,33 +470,13 @@ def build(cfg: MirageConfig) -> dict:
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records."
-    p.epilog = (
-        "examples:\n"
-        "  judgetrain build mirage --out data/mirage --synthetic 48\n"
-        "  judgetrain build mirage --out data/mirage --manifest mirage/mirage.jsonl --layouts P0,P6\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--synthetic", type=int, metavar="N", help=f"generate N synthetic prompts (default when no manifest is given: {DEFAULT_SYNTHETIC})")
-    src.add_argument("--manifest", type=Path, metavar="MANIFEST",
-                     help='MIRAGE manifest, JSON Lines: {"id", "domain", "prompt"?, "steps"?, "sequences": [{"generator", "images", "votes", ...}]}')
-    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--layouts", type=csv, default=LAYOUTS, help="prompt layouts, comma-separated from P0,…,P6 (default: all)")
-    p.add_argument("--splits", default="train=0.7,validation=0.2,test=0.1", help="fractions per split by prompt (default: train=0.7,validation=0.2,test=0.1)")
-    p.add_argument("--synthetic-size", type=int, default=128, metavar="PX", help="side of the synthetic images in pixels")
-    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
-    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (synthetic manifest and images, arrow cache) after the build")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def config_from_args(args: argparse.Namespace) -> MirageConfig:
-    synthetic = args.synthetic if args.synthetic is not None or args.manifest is not None else DEFAULT_SYNTHETIC
-    return MirageConfig(out=args.out, manifest=args.manifest, synthetic=synthetic, seed=args.seed, layouts=tuple(args.layouts),
-                        splits=parse_splits(args.splits), synthetic_size=args.synthetic_size, strict=args.strict,
-                        keep_work=args.keep_work, progress=not args.no_progress)
+def make_parser():
+    return make_config_parser(MirageConfig, "judgetrain build mirage",
+                              "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
+                              "examples:\n"
+                              "  judgetrain build mirage --out data/mirage --synthetic 48\n"
+                              "  judgetrain build mirage --out data/mirage --manifest mirage/mirage.jsonl --layouts P0,P6\n"
+                              "  judgetrain build mirage --config build.yaml --seed 3   # YAML keys are the fields below\n")
 
 
 def print_summary(info: dict, out: Path) -> None:
@@ -515,8 +504,7 @@ def print_summary(info: dict, out: Path) -> None:
     finish_summary(console, info, out)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def main(cfg: MirageConfig) -> int:
     info = build(cfg)
     print_summary(info, Path(cfg.out))
     return 0

@@ -40,7 +40,6 @@ Protocol, as built here:
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -51,9 +50,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from judgetrain import records
+from judgetrain.config import BuildArgs, arg
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import rng_for
 
-from .prism import check_common, layout_record, shuffle_variant
+from .prism import PROCEDURES_HELP, check_common, layout_record, shuffle_variant
 from .common import BuildError, finish_summary
 from .procedures import Procedure, Step, image_bytes, load_procedures
 
@@ -221,17 +222,22 @@ def _generate(items_json: str, cfg_json: str):
         yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"])
 
 
-@dataclass
-class OrderingConfig:
-    out: Path
-    procedures: Path | None = None
-    synthetic: int | None = None
-    seed: int = 42
-    n_images: int = DEFAULT_N_IMAGES
-    synthetic_size: int = 128
-    strict: bool = False
-    keep_work: bool = False
-    progress: bool = True
+@dataclass(kw_only=True)
+class OrderingConfig(BuildArgs):
+    """``judgetrain build ordering-probe``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
+                                metavar="N")
+    procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
+    n_images: int = arg(DEFAULT_N_IMAGES, "images per instance, evenly spaced steps (4 as in the paper; 0 = every step)", metavar="K")
+    synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out) if self.out is not None else None
+        if self.procedures is not None:
+            self.procedures = Path(self.procedures)
+        elif self.synthetic is None:
+            self.synthetic = DEFAULT_SYNTHETIC
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -297,32 +303,13 @@ def build(cfg: OrderingConfig) -> dict:
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order."
-    p.epilog = (
-        "examples:\n"
-        "  judgetrain build ordering-probe --out data/ordering --synthetic 24\n"
-        "  judgetrain build ordering-probe --out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--synthetic", type=int, metavar="N", help=f"generate N synthetic procedures (default when no manifest is given: {DEFAULT_SYNTHETIC})")
-    src.add_argument("--procedures", type=Path, metavar="MANIFEST",
-                     help='procedure manifest, JSON Lines: {"id", "category", "title"?, "source"?, "steps": [{"text", "image"}, ...]}')
-    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--n-images", type=int, default=DEFAULT_N_IMAGES, metavar="K",
-                   help="images per instance, evenly spaced steps (default 4, as the paper; 0 = every step)")
-    p.add_argument("--synthetic-size", type=int, default=128, metavar="PX", help="side of the synthetic step images in pixels")
-    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
-    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (synthetic procedures, arrow cache) after the build")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def config_from_args(args: argparse.Namespace) -> OrderingConfig:
-    synthetic = args.synthetic if args.synthetic is not None or args.procedures is not None else DEFAULT_SYNTHETIC
-    return OrderingConfig(out=args.out, procedures=args.procedures, synthetic=synthetic, seed=args.seed, n_images=args.n_images,
-                          synthetic_size=args.synthetic_size, strict=args.strict, keep_work=args.keep_work, progress=not args.no_progress)
+def make_parser():
+    return make_config_parser(OrderingConfig, "judgetrain build ordering-probe",
+                              "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
+                              "examples:\n"
+                              "  judgetrain build ordering-probe --out data/ordering --synthetic 24\n"
+                              "  judgetrain build ordering-probe --out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0\n"
+                              "  judgetrain build ordering-probe --config build.yaml --seed 3   # YAML keys are the fields below\n")
 
 
 def print_summary(info: dict, out: Path) -> None:
@@ -341,8 +328,7 @@ def print_summary(info: dict, out: Path) -> None:
     finish_summary(console, info, out)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def main(cfg: OrderingConfig) -> int:
     info = build(cfg)
     print_summary(info, Path(cfg.out))
     return 0

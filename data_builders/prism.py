@@ -99,14 +99,13 @@ rationale) but its Figure S2 wording is not in the text.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -115,9 +114,11 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from judgetrain import records
+from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import derive_seed, rng_for
 
-from .common import BuildError, balance_table, csv, finish_summary, parse_splits, split_table
+from .common import BuildError, Fractions, balance_table, finish_summary, split_table
 from .procedures import Procedure, image_bytes, load_procedures
 
 BUILDER = "prism"
@@ -529,21 +530,33 @@ def layout_record(parts: Sequence[tuple[str, Any]], load: Callable[[Any], bytes]
 # --------------------------------------------------------------------------- the build
 
 
-@dataclass
-class PrismConfig:
-    out: Path
-    procedures: Path | None = None
-    synthetic: int | None = None
-    seed: int = 42
-    layouts: tuple[str, ...] = LAYOUTS
-    modes: tuple[str, ...] = MODES
-    perturbations: tuple[str, ...] = PERTURBATIONS
-    nonconsecutive_swaps: int = DEFAULT_NONCONSECUTIVE
-    splits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SPLITS))
-    synthetic_size: int = 128
-    strict: bool = False
-    keep_work: bool = False
-    progress: bool = True
+PROCEDURES_HELP = 'procedure manifest, JSON Lines: {"id", "category", "title"?, "source"?, "steps": [{"text", "image"}, ...]}'
+
+
+@dataclass(kw_only=True)
+class PrismConfig(BuildArgs):
+    """``judgetrain build prism``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
+                                metavar="N")
+    procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
+    layouts: list[str] = arg(list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)")
+    modes: list[str] = arg(list(MODES), "pairwise, pointwise or both (space- or comma-separated)")
+    perturbations: list[str] = arg(list(PERTURBATIONS), "negative kinds from " + ",".join(PERTURBATIONS) + " (space- or comma-separated)")
+    nonconsecutive_swaps: int = arg(DEFAULT_NONCONSECUTIVE, "non-consecutive swaps per gold sequence (distinct pairs i, j with j-i >= 2)",
+                                    metavar="K")
+    splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by gold sequence")
+    synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out) if self.out is not None else None
+        if self.procedures is not None:
+            self.procedures = Path(self.procedures)
+        elif self.synthetic is None:
+            self.synthetic = DEFAULT_SYNTHETIC
+        self.layouts, self.modes = comma_list(self.layouts), comma_list(self.modes)
+        self.perturbations = comma_list(self.perturbations)
+        self.splits = Fractions(self.splits)
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -780,40 +793,13 @@ def build(cfg: PrismConfig) -> dict:
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records."
-    p.epilog = (
-        "examples:\n"
-        "  judgetrain build prism --out data/prism --synthetic 100\n"
-        "  judgetrain build prism --out data/prism-coin --procedures coin/procedures.jsonl --layouts P0,P6 --modes pairwise\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--synthetic", type=int, metavar="N", help=f"generate N synthetic procedures (default when no manifest is given: {DEFAULT_SYNTHETIC})")
-    src.add_argument("--procedures", type=Path, metavar="MANIFEST",
-                     help='procedure manifest, JSON Lines: {"id", "category", "title"?, "source"?, "steps": [{"text", "image"}, ...]}')
-    p.add_argument("--out", type=Path, required=True, help="output dataset folder (written atomically)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--layouts", type=csv, default=LAYOUTS, help="prompt layouts, comma-separated from P0,…,P6 (default: all)")
-    p.add_argument("--modes", type=csv, default=MODES, help="pairwise, pointwise or both (default)")
-    p.add_argument("--perturbations", type=csv, default=PERTURBATIONS, help="negative kinds, comma-separated from " + ",".join(PERTURBATIONS))
-    p.add_argument("--nonconsecutive-swaps", type=int, default=DEFAULT_NONCONSECUTIVE, metavar="K",
-                   help="non-consecutive swaps per gold sequence (distinct pairs i, j with j-i >= 2; default 2)")
-    p.add_argument("--splits", default="train=0.7,validation=0.2,test=0.1", help="fractions per split by gold sequence (default: train=0.7,validation=0.2,test=0.1)")
-    p.add_argument("--synthetic-size", type=int, default=128, metavar="PX", help="side of the synthetic step images in pixels")
-    p.add_argument("--strict", action="store_true", help="fail on any bad input instead of skipping it")
-    p.add_argument("--keep-work", action="store_true", help="keep OUT.work/ (synthetic procedures, arrow cache) after the build")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def config_from_args(args: argparse.Namespace) -> PrismConfig:
-    synthetic = args.synthetic if args.synthetic is not None or args.procedures is not None else DEFAULT_SYNTHETIC
-    return PrismConfig(
-        out=args.out, procedures=args.procedures, synthetic=synthetic, seed=args.seed, layouts=tuple(args.layouts),
-        modes=tuple(args.modes), perturbations=tuple(args.perturbations), nonconsecutive_swaps=args.nonconsecutive_swaps,
-        splits=parse_splits(args.splits), synthetic_size=args.synthetic_size, strict=args.strict, keep_work=args.keep_work,
-        progress=not args.no_progress,
-    )
+def make_parser():
+    return make_config_parser(PrismConfig, "judgetrain build prism",
+                              "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
+                              "examples:\n"
+                              "  judgetrain build prism --out data/prism --synthetic 100\n"
+                              "  judgetrain build prism --out data/prism-coin --procedures coin/procedures.jsonl --layouts P0,P6 --modes pairwise\n"
+                              "  judgetrain build prism --config build.yaml --seed 3   # YAML keys are the fields below\n")
 
 
 def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
@@ -832,8 +818,7 @@ def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
     finish_summary(console, info, out)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def main(cfg: PrismConfig) -> int:
     info = build(cfg)
     print_summary(info, Path(cfg.out))
     return 0

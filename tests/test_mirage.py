@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections import Counter
@@ -14,7 +13,8 @@ from datasets import Image as ImageFeature
 from datasets import List
 from PIL import Image
 
-from judgetrain import records
+from judgetrain import config, records
+from judgetrain.cli import main as cli
 from judgetrain.data_builders import mirage, prism
 from judgetrain.data_builders.procedures import BuildError
 
@@ -203,12 +203,10 @@ def test_synthetic_manifest_generators_and_votes(tmp_path):
 
 
 def test_cli_synthetic_build_is_deterministic(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    mirage.configure_parser(parser)
     argv = ["--synthetic", "10", "--layouts", "P0,P6", "--seed", "4", "--no-progress"]
-    assert mirage.main(parser.parse_args(["--out", str(tmp_path / "a"), *argv])) == 0
+    assert mirage.main(*config.parse(mirage.make_parser(), ["--out", str(tmp_path / "a"), *argv])) == 0
     assert "Dataset written to" in capsys.readouterr().out
-    assert mirage.main(parser.parse_args(["--out", str(tmp_path / "b"), *argv])) == 0
+    assert mirage.main(*config.parse(mirage.make_parser(), ["--out", str(tmp_path / "b"), *argv])) == 0
     a = json.loads((tmp_path / "a" / "build.json").read_text())
     b = json.loads((tmp_path / "b" / "build.json").read_text())
     assert a["splits"] == b["splits"] and a["counts"] == b["counts"]
@@ -220,3 +218,27 @@ def test_cli_synthetic_build_is_deterministic(tmp_path, capsys):
     assert sum(per_gen.values()) == 2 * sum(a["counts"]["pairs"].values())
     with pytest.raises(BuildError, match="--layouts"):
         mirage.MirageConfig(out=tmp_path, layouts=("P7",)).check()
+
+
+def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys):
+    """`--config build.yaml` sets the fields, flags override them, an unknown key fails with a did-you-mean."""
+    yaml_file = tmp_path / "build.yaml"
+    yaml_file.write_text("synthetic: 4\nseed: 9\nlayouts: [P0, P6]\nsplits: train=1.0\nsynthetic_size: 64\n")
+    out = tmp_path / "ds"
+    assert cli(["build", "mirage", "--config", str(yaml_file), "--out", str(out), "--layouts", "P2", "--seed", "3",
+                "--no-progress"]) == 0
+    info = json.loads((out / "build.json").read_text())
+    args = info["args"]
+    # from the YAML file
+    assert args["synthetic"] == 4 and args["splits"] == {"train": 1.0} and args["synthetic_size"] == 64
+    assert info["counts"]["prompts"]["per_split"] == {"train": info["counts"]["prompts"]["kept"]}
+    # from the flags, over the YAML file
+    assert info["seed"] == 3 and args["layouts"] == ["P2"] and args["progress"] is False
+    ds = records.load(out, verify=True)
+    assert list(ds) == ["train"] and set(ds["train"]["layout"]) == {"P2"}
+    capsys.readouterr()
+    yaml_file.write_text("synthetic: 4\nsynthetic_sise: 64\n")
+    assert cli(["build", "mirage", "--config", str(yaml_file), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown key 'synthetic_sise'; did you mean 'synthetic_size'?" in err
+    assert not (tmp_path / "bad").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -12,7 +11,8 @@ from datasets import Image as ImageFeature
 from datasets import List
 from PIL import Image
 
-from judgetrain import records
+from judgetrain import config, records
+from judgetrain.cli import main as cli
 from judgetrain.data_builders import ordering
 from judgetrain.data_builders.procedures import BuildError, read_procedures
 
@@ -109,10 +109,9 @@ def test_select_steps_is_evenly_spaced():
 
 
 def test_probe_records(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    ordering.configure_parser(parser)
-    assert ordering.main(parser.parse_args(["--out", str(tmp_path / "ds"), "--synthetic", "12", "--seed", "5",
-                                            "--no-progress", "--keep-work"])) == 0
+    (cfg,) = config.parse(ordering.make_parser(), ["--out", str(tmp_path / "ds"), "--synthetic", "12", "--seed", "5",
+                                                   "--no-progress", "--keep-work"])
+    assert ordering.main(cfg) == 0
     assert "Dataset written to" in capsys.readouterr().out
     procs = {p.id: p for p in read_procedures(tmp_path / "ds.work" / "synthetic" / "manifest.jsonl")[0]}
     ds = records.load(tmp_path / "ds", verify=True)
@@ -165,3 +164,27 @@ def test_all_steps_and_too_short(tmp_path):
     with pytest.raises(BuildError, match="--n-images"):
         ordering.OrderingConfig(out=tmp_path, n_images=1).check()
     assert math.isclose(ordering.ordering_metrics([[2, 1]], [[2, 1]])["chance_exact_match"], 0.5)
+
+
+def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys):
+    """`--config build.yaml` sets the fields, flags override them, an unknown key fails with a did-you-mean."""
+    yaml_file = tmp_path / "build.yaml"
+    yaml_file.write_text("synthetic: 4\nseed: 9\nn_images: 4\nsynthetic_size: 64\nkeep_work: true\n")
+    out = tmp_path / "ds"
+    assert cli(["build", "ordering-probe", "--config", str(yaml_file), "--out", str(out), "--n-images", "3",
+                "--no-progress"]) == 0
+    info = json.loads((out / "build.json").read_text())
+    args = info["args"]
+    # from the YAML file
+    assert args["synthetic"] == 4 and info["seed"] == 9 and args["synthetic_size"] == 64 and args["keep_work"] is True
+    assert (tmp_path / "ds.work").is_dir()
+    # from the flags, over the YAML file
+    assert args["n_images"] == 3 and args["progress"] is False
+    ds = records.load(out, verify=True)["test"]
+    assert len(ds) == 4 and set(ds["n_frames"]) == {3}
+    capsys.readouterr()
+    yaml_file.write_text("synthetic: 4\nn_image: 3\n")
+    assert cli(["build", "ordering-probe", "--config", str(yaml_file), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown key 'n_image'; did you mean 'n_images'?" in err
+    assert not (tmp_path / "bad").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
@@ -15,7 +14,8 @@ from datasets import Image as ImageFeature
 from datasets import List
 from PIL import Image
 
-from judgetrain import records
+from judgetrain import config, records
+from judgetrain.cli import main as cli
 from judgetrain.data_builders import prism
 from judgetrain.data_builders.procedures import (
     CATEGORIES,
@@ -444,11 +444,10 @@ def test_synthetic_procedures_are_deterministic_and_resumable(tmp_path):
 
 
 def test_cli_builds_from_the_synthetic_source(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    prism.configure_parser(parser)
-    args = parser.parse_args(["--out", str(tmp_path / "ds"), "--synthetic", "6", "--layouts", "P0,P4", "--modes", "pairwise",
-                              "--perturbations", "swap,semantic-1", "--splits", "train=0.5,validation=0.5", "--no-progress"])
-    assert prism.main(args) == 0
+    (cfg,) = config.parse(prism.make_parser(), [
+        "--out", str(tmp_path / "ds"), "--synthetic", "6", "--layouts", "P0,P4", "--modes", "pairwise",
+        "--perturbations", "swap,semantic-1", "--splits", "train=0.5,validation=0.5", "--no-progress"])
+    assert prism.main(cfg) == 0
     printed = capsys.readouterr().out
     assert f"Dataset written to {tmp_path / 'ds'}" in printed and "Pairwise balance" in printed
     info = json.loads((tmp_path / "ds" / "build.json").read_text())
@@ -457,7 +456,33 @@ def test_cli_builds_from_the_synthetic_source(tmp_path, capsys):
     assert set(ds) == {"train", "validation"} and set(ds["train"]["source"]) == {"synthetic-procedures"}
     assert set(ds["train"]["perturbation"]) == {"swap", "semantic-1"} and set(ds["train"]["task"]) == {"pairwise"}
     with pytest.raises(BuildError, match="NAME=FRACTION"):
-        prism.config_from_args(parser.parse_args(["--out", "x", "--splits", "train"]))
+        config.parse(prism.make_parser(), ["--out", "x", "--splits", "train"])
+
+
+def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys):
+    """`--config build.yaml` sets the fields, flags override them, an unknown key fails with a did-you-mean."""
+    yaml_file = tmp_path / "build.yaml"
+    yaml_file.write_text("synthetic: 4\nseed: 9\nlayouts: [P0, P6]\nmodes: [pairwise]\nperturbations: [swap, shuffle]\n"
+                         "splits: {train: 0.5, validation: 0.5}\nsynthetic_size: 64\nnonconsecutive_swaps: 1\n")
+    out = tmp_path / "ds"
+    assert cli(["build", "prism", "--config", str(yaml_file), "--out", str(out), "--layouts", "P1",
+                "--perturbations", "shuffle", "--no-progress"]) == 0
+    info = json.loads((out / "build.json").read_text())
+    args = info["args"]
+    # from the YAML file
+    assert args["synthetic"] == 4 and info["seed"] == 9 and args["modes"] == ["pairwise"] and args["synthetic_size"] == 64
+    assert args["splits"] == {"train": 0.5, "validation": 0.5} and args["nonconsecutive_swaps"] == 1
+    # from the flags, over the YAML file
+    assert args["layouts"] == ["P1"] and args["perturbations"] == ["shuffle"] and args["progress"] is False
+    ds = records.load(out, verify=True)
+    assert set(ds) == {"train", "validation"} and sum(len(ds[s]) for s in ds) == 4
+    assert {x for s in ds for x in ds[s]["layout"]} == {"P1"} and {x for s in ds for x in ds[s]["perturbation"]} == {"shuffle"}
+    capsys.readouterr()
+    yaml_file.write_text("synthetic: 4\nlayout: [P0]\n")
+    assert cli(["build", "prism", "--config", str(yaml_file), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown key 'layout'; did you mean 'layouts'?" in err
+    assert not (tmp_path / "bad").exists()
 
 
 def test_every_layout_renders_through_a_real_processor(handmade, tmp_path):
