@@ -62,7 +62,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 
 
 # field metadata that judgetrain reads and argparse must not see
-_OWN_METADATA = ("identity",)
+_OWN_METADATA = ("identity", "positional")
 
 
 def make_parser(types, prog: str, description: str, epilog: str = ""):
@@ -81,7 +81,7 @@ def make_parser(types, prog: str, description: str, epilog: str = ""):
             TrlParser._parse_dataclass_field(parser, field)
 
     return Parser(types if isinstance(types, tuple) else (types,), prog=prog, description=description, epilog=epilog,
-                  formatter_class=_HelpFormatter)
+                  formatter_class=_HelpFormatter, allow_abbrev=False)  # a prefix must not pass for a field
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -127,11 +127,30 @@ def split_config_flag(argv: list[str]) -> tuple[list[str], Path | None]:
     return argv, None
 
 
+def _positional_to_flags(parser, argv: list[str]) -> list[str]:
+    """Leading bare words given to fields marked ``positional=True`` (``eval report RUN``),
+    in order, as their flags; a list field takes every remaining bare word."""
+    pos = [f for dt in parser.dataclass_types for f in fields(dt) if f.metadata.get("positional")]
+    argv = list(argv)
+    bare = []
+    while argv and not argv[0].startswith("-"):
+        bare.append(argv.pop(0))
+    flags: list[str] = []
+    for f in pos:
+        if not bare:
+            break
+        many = getattr(f.type, "__origin__", None) is list or str(f.type).startswith("list")
+        take, bare = (bare, []) if many else (bare[:1], bare[1:])
+        flags += [f"--{f.name}", *take]
+    return flags + bare + argv
+
+
 def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, help_hint: str = "--help") -> tuple:
     """The dataclasses of ``parser`` from ``argv``: ``--config FILE.yaml`` values become
     defaults, flags win, ``defaults`` (set by code, e.g. a launcher) sit under both.
     Unknown config keys and unknown flags raise :class:`ConfigError` naming each one."""
     argv, path = split_config_flag(argv)
+    argv = _positional_to_flags(parser, argv)
     config = {**(defaults or {}), **(read_config_file(path) if path else {})}
     dests = [a.dest for a in parser._actions if a.dest != "help"]
     unknown = [k for k in config if k not in dests]
