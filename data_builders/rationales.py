@@ -85,7 +85,6 @@ collapse", Figure S2).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -100,11 +99,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from judgetrain import records
+from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 
-from .common import BuildError, csv, finish_summary
+from .common import BuildError, finish_summary
 from .mirage import MIRAGE_INSTRUCTION
 from .prism import PAIRWISE_INSTRUCTION, POINTWISE_INSTRUCTION, instruction_for
 
@@ -629,26 +630,40 @@ def _settle(out: TeacherRun, group: Sequence[Item], got: TeacherAnswer | str) ->
 # --------------------------------------------------------------------------- the build
 
 
-@dataclass
-class RationaleConfig:
-    data: Path
-    out: Path
-    teacher: str
-    model: str | None = None
-    replay: Path | None = None
-    target: str = "teacher"
-    splits: tuple[str, ...] | None = None
-    limit: int | None = None
-    cache: Path | None = None
-    rpm: float = 60.0
-    workers: int = 4
-    timeout: float = 120.0
-    attempts: int = 6
-    retry_delay: float = 2.0
-    base_url: str | None = None
-    batch_size: int | str = "auto"
-    max_new_tokens: int = 1024
-    progress: bool = True
+@dataclass(kw_only=True)
+class RationaleConfig(BuildArgs):
+    """``judgetrain build rationales``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    data: Path = arg(help="a built PRISM or MIRAGE dataset folder")
+    teacher: Literal[TEACHERS] = arg(
+        help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
+    model: str | None = arg(None, f"gemini: model name (unset: {DEFAULT_GEMINI_MODEL}); local: model folder, hub id or "
+                            "adapter folder")
+    replay: Path | None = arg(None, "replay: JSON Lines with id, rationale, answer (teacher, model optional)", metavar="FILE")
+    target: Literal[TARGETS] = arg("teacher", "the answer the SFT records teach: the teacher's (it becomes the label) or "
+                                   "the gold label (records where the teacher disagrees are left out)")
+    splits: list[str] = arg([], "splits to distil, space- or comma-separated (unset: all)")
+    limit: int | None = arg(None, "only the first N records of each split", metavar="N")
+    cache: Path | None = arg(None, "teacher answer cache (unset: OUT/cache)", metavar="DIR")
+    rpm: float = arg(60.0, "gemini: requests per minute, retries included, spread evenly")
+    workers: int = arg(4, "gemini: concurrent requests")
+    timeout: float = arg(120.0, "gemini: seconds per request attempt", metavar="S")
+    attempts: int = arg(6, "gemini: attempts per request, the first included")
+    retry_delay: float = arg(2.0, "gemini: first backoff delay and jitter in seconds; doubles per retry up to 60 s",
+                             metavar="S")
+    base_url: str | None = arg(None, "gemini: API endpoint, e.g. a proxy (unset: the SDK's, or GOOGLE_GEMINI_BASE_URL)")
+    batch_size: str = arg("auto", "local: generation batch size, or 'auto'")
+    max_new_tokens: int = arg(1024, "local: generation budget per record")
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out) if self.out is not None else None
+        self.data = Path(self.data) if self.data is not None else None
+        for name in ("replay", "cache"):
+            if getattr(self, name) is not None:
+                setattr(self, name, Path(getattr(self, name)))
+        self.splits = comma_list(self.splits)
+        if isinstance(self.batch_size, str) and self.batch_size.strip().isdigit():
+            self.batch_size = int(self.batch_size)
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -674,6 +689,8 @@ class RationaleConfig:
                 problems.append(f"{name} {value}: must be at least 1")
         if self.retry_delay < 0:
             problems.append(f"--retry-delay {self.retry_delay}: must be 0 or more")
+        if self.batch_size != "auto" and not (isinstance(self.batch_size, int) and self.batch_size >= 1):
+            problems.append(f"--batch-size {self.batch_size!r}: give a positive integer or 'auto'")
         out, data = Path(self.out).resolve(), Path(self.data).resolve()
         if out == data or out.is_relative_to(data) or data.is_relative_to(out):
             problems.append(f"--out {self.out}: must be outside the --data folder {self.data} (and not contain it)")
@@ -905,56 +922,18 @@ def _teacher_fields(label: str) -> dict:
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = ("Distil a teacher's step-level rationales and answers for a PRISM / MIRAGE dataset into two SFT datasets "
-                     "(paper 002 §5E, F.1): OUT/with_rationale (rationale, then 'Answer: X') and OUT/score_only (X).")
-    p.epilog = (
+def make_parser():
+    return make_config_parser(
+        RationaleConfig, "judgetrain build rationales",
+        "Distil a teacher's step-level rationales and answers for a PRISM / MIRAGE dataset into two SFT datasets "
+        "(paper 002 §5E, F.1): OUT/with_rationale (rationale, then 'Answer: X') and OUT/score_only (X).",
         "examples:\n"
         "  export GEMINI_API_KEY=...   # read from the environment only, never written anywhere\n"
         "  judgetrain build rationales --data data/prism --out data/prism-rationales --teacher gemini --rpm 300 --workers 8\n"
         "  judgetrain build rationales --data data/prism --out data/prism-qwen --teacher local --model Qwen/Qwen3-VL-32B-Instruct\n"
         "  judgetrain build rationales --data data/prism --out data/prism-replayed --teacher replay --replay data/prism-rationales/rationales.jsonl\n"
-        "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--data", type=Path, required=True, help="a built PRISM or MIRAGE dataset folder")
-    p.add_argument("--out", type=Path, required=True, help="output folder: with_rationale/, score_only/, rationales.jsonl, cache/")
-    p.add_argument("--teacher", choices=TEACHERS, required=True, help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
-    p.add_argument("--model", help=f"gemini: model name (default {DEFAULT_GEMINI_MODEL}); local: model folder, hub id or adapter folder")
-    p.add_argument("--replay", type=Path, metavar="FILE", help="replay: JSON Lines with id, rationale, answer (teacher, model optional)")
-    p.add_argument("--target", choices=TARGETS, default="teacher",
-                   help="the answer the SFT records teach: the teacher's (default; it becomes the label) or the gold label "
-                        "(records where the teacher disagrees are left out)")
-    p.add_argument("--splits", type=csv, help="splits to distil, comma-separated (default: all)")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N records of each split")
-    p.add_argument("--cache", type=Path, metavar="DIR", help="teacher answer cache (default: OUT/cache)")
-    g = p.add_argument_group("gemini")
-    g.add_argument("--rpm", type=float, default=60.0, help="requests per minute, retries included, spread evenly (default 60)")
-    g.add_argument("--workers", type=int, default=4, help="concurrent requests (default 4)")
-    g.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request attempt (default 120)")
-    g.add_argument("--attempts", type=int, default=6, help="attempts per request, the first included (default 6)")
-    g.add_argument("--retry-delay", type=float, default=2.0, metavar="S",
-                   help="first backoff delay and jitter in seconds; doubles per retry up to 60 s (default 2)")
-    g.add_argument("--base-url", help="API endpoint, e.g. a proxy (default: the SDK's, or GOOGLE_GEMINI_BASE_URL)")
-    loc = p.add_argument_group("local")
-    loc.add_argument("--batch-size", default="auto", help="generation batch size or 'auto' (default)")
-    loc.add_argument("--max-new-tokens", type=int, default=1024, help="generation budget per record (default 1024)")
-    p.add_argument("--no-progress", action="store_true")
-
-
-def config_from_args(args: argparse.Namespace) -> RationaleConfig:
-    batch = args.batch_size
-    if batch != "auto":
-        try:
-            batch = int(batch)
-        except ValueError:
-            raise BuildError(f"--batch-size {args.batch_size!r}: give a positive integer or 'auto'") from None
-    return RationaleConfig(
-        data=args.data, out=args.out, teacher=args.teacher, model=args.model, replay=args.replay, target=args.target,
-        splits=tuple(args.splits) if args.splits else None, limit=args.limit, cache=args.cache, rpm=args.rpm,
-        workers=args.workers, timeout=args.timeout, attempts=args.attempts, retry_delay=args.retry_delay,
-        base_url=args.base_url, batch_size=batch, max_new_tokens=args.max_new_tokens, progress=not args.no_progress,
-    )
+        "  judgetrain build rationales --config rationales.yaml --out data/prism-gemini   # YAML keys are the fields below\n"
+        "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n")
 
 
 def _fmt(mean: float | None, std: float | None) -> str:
@@ -1007,8 +986,7 @@ def print_summary(infos: Mapping[str, dict], out: Path) -> None:
         finish_summary(console, vinfo, out / variant)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def main(cfg: RationaleConfig) -> int:
     infos = build(cfg)
     print_summary(infos, Path(cfg.out))
     return 0

@@ -101,21 +101,24 @@ paper 001 App. A (seed 42).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import math
 import os
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
-from .common import BuildError, Skip, csv, inside
+from judgetrain.config import BuildArgs, arg, comma_list, jsonable
+from judgetrain.config import make_parser as make_config_parser
+
+from .common import BuildError, Skip, inside
 
 __all__ = [
     "BENCHMARK_SYNTHETIC",
@@ -123,14 +126,20 @@ __all__ = [
     "MANIFEST",
     "MVBENCH_TASKS",
     "QTYPES",
+    "ConvertConfig",
+    "FrameSize",
     "ManifestError",
+    "OptionCounts",
     "SyntheticConfig",
+    "VideoMcqConfig",
     "VideoQuestion",
+    "build",
+    "build_converted",
     "build_synthetic",
-    "configure_parser",
     "convert",
     "load_manifest",
     "main",
+    "make_parser",
 ]
 
 BUILDER = "video-mcq"
@@ -319,44 +328,118 @@ def _write_manifest(out: Path, rows: list[dict[str, Any]]) -> Path:
 
 # ---------------------------------------------------------------- synthetic questions
 
-@dataclass
-class SyntheticConfig:
-    """Arguments of a synthetic build (the CLI flags of the same names)."""
+class OptionCounts(tuple):
+    """Options per question, ``(min, max)``: from ``"3-5"``, ``"4"`` (one count), ``4`` or a pair
+    (YAML ``[3, 5]``); the type of the ``--options`` field, so a flag and a YAML value give the same."""
 
-    out: Path
-    n: int
-    seed: int = 42
-    frames: int = DEFAULT_FRAMES
-    fps: int = DEFAULT_FPS
-    options: tuple[int, int] = DEFAULT_OPTIONS
-    size: tuple[int, int] = DEFAULT_SIZE
-    min_gap_s: float = DEFAULT_MIN_GAP_S
-    qtypes: tuple[str, ...] = QTYPES
-    progress: bool = True
+    def __new__(cls, value: Any = DEFAULT_OPTIONS):
+        try:
+            if isinstance(value, str):
+                lo, _, hi = value.partition("-")
+                pair = (int(lo), int(hi or lo))
+            elif isinstance(value, int) and not isinstance(value, bool):
+                pair = (value, value)
+            else:
+                pair = tuple(int(v) for v in value)
+                pair = pair * 2 if len(pair) == 1 else pair
+                if len(pair) != 2:
+                    raise ValueError(value)
+        except (TypeError, ValueError):
+            raise BuildError(f"--options {value!r}: write MIN-MAX or N, e.g. 3-5 or 4") from None
+        return super().__new__(cls, pair)
 
-    def check(self) -> None:
+    def __str__(self) -> str:
+        return f"{self[0]}-{self[1]}" if self[0] != self[1] else str(self[0])
+
+
+class FrameSize(tuple):
+    """Video ``(width, height)`` in pixels: from ``"160x120"`` or a pair (YAML ``[160, 120]``);
+    the type of the ``--size`` field."""
+
+    def __new__(cls, value: Any = DEFAULT_SIZE):
+        try:
+            pair = tuple(int(v) for v in (value.lower().split("x") if isinstance(value, str) else value))
+            if len(pair) != 2:
+                raise ValueError(value)
+        except (TypeError, ValueError):
+            raise BuildError(f"--size {value!r}: write WIDTHxHEIGHT, e.g. 160x120") from None
+        return super().__new__(cls, pair)
+
+    def __str__(self) -> str:
+        return f"{self[0]}x{self[1]}"
+
+
+def _raise_problems(problems: list[str]) -> None:
+    if problems:
+        raise BuildError("invalid video-mcq build options:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _post_init_base(cfg: Any, cls: type) -> None:
+    """The next ``__post_init__`` up the MRO, if any (the command config joins both modes' configs)."""
+    parent = getattr(super(cls, cfg), "__post_init__", None)
+    if parent is not None:
+        parent()
+
+
+@dataclass(kw_only=True)
+class SyntheticConfig(BuildArgs):
+    """``judgetrain build video-mcq --synthetic N``: the synthetic questions' settings, each a flag
+    (``--field-name``) and a ``--config`` key of the command (:class:`VideoMcqConfig`)."""
+
+    synthetic: int | None = arg(None, "write N synthetic physics questions, one clip each", metavar="N")
+    frames: int = arg(DEFAULT_FRAMES, "frames per clip (synthetic questions)")
+    fps: int = arg(DEFAULT_FPS, "frames per second (synthetic questions)")
+    options: OptionCounts = arg(OptionCounts(DEFAULT_OPTIONS), "options per question, MIN-MAX or N, e.g. 3-5 or 4 "
+                                "(synthetic questions)", metavar="MIN-MAX")
+    size: FrameSize = arg(FrameSize(DEFAULT_SIZE), "video WIDTHxHEIGHT in pixels (synthetic questions)", metavar="WxH")
+    min_gap: float = arg(DEFAULT_MIN_GAP_S, "seconds between a deciding event and the runner-up; touches closer than "
+                         "this are one contact episode (synthetic questions)", metavar="S")
+    qtypes: list[str] = arg(list(QTYPES), "question types, space- or comma-separated, cycled in this order "
+                            "(synthetic questions)")
+
+    def __post_init__(self) -> None:
+        _post_init_base(self, SyntheticConfig)
+        self.out = Path(self.out) if self.out is not None else None
+        self.options, self.size = OptionCounts(self.options), FrameSize(self.size)
+        self.qtypes = comma_list(self.qtypes)
+
+    @property
+    def n(self) -> int | None:
+        """The number of questions (old name of ``synthetic``)."""
+        return self.synthetic
+
+    @property
+    def min_gap_s(self) -> float:
+        return self.min_gap
+
+    def synthetic_problems(self) -> list[str]:
         lo, hi = self.options
         problems = []
-        if self.n < 1:
-            problems.append(f"--synthetic {self.n}: need at least one question")
+        if self.synthetic is None:
+            problems.append("--synthetic: give the number of questions to write (at least 1)")
+        elif self.synthetic < 1:
+            problems.append(f"--synthetic {self.synthetic}: need at least one question")
         if not 2 <= lo <= hi <= 5:
             problems.append(f"--options {lo}-{hi}: need 2 <= min <= max <= 5 (a clip has at most 5 objects), e.g. 3-5")
         if self.fps < 1 or self.frames < 2 * self.fps:
             problems.append(f"--frames {self.frames} --fps {self.fps}: need fps >= 1 and a clip of at least 2 s")
-        if self.min_gap_s <= 0:
-            problems.append(f"--min-gap {self.min_gap_s}: must be > 0 seconds")
+        if self.min_gap <= 0:
+            problems.append(f"--min-gap {self.min_gap}: must be > 0 seconds")
         unknown = [q for q in self.qtypes if q not in QTYPES]
         if unknown or not self.qtypes:
             problems.append(f"--qtypes: unknown {unknown}; choose from {','.join(QTYPES)}")
         if self.size[0] % 2 or self.size[1] % 2 or min(self.size) < 48:
             problems.append(f"--size {self.size[0]}x{self.size[1]}: width and height must be even and >= 48, e.g. 160x120")
-        if problems:
-            raise BuildError("; ".join(problems))
+        return problems
+
+    def check(self) -> None:
+        """Every problem at once, each naming the option and the fix."""
+        _raise_problems(self.synthetic_problems())
 
     def params(self) -> dict[str, Any]:
         """Everything a video depends on: a resumed build must match it."""
         return {"seed": self.seed, "frames": self.frames, "fps": self.fps, "options": list(self.options),
-                "size": list(self.size), "min_gap_s": self.min_gap_s, "qtypes": list(self.qtypes), "version": VERSION}
+                "size": list(self.size), "min_gap_s": self.min_gap, "qtypes": list(self.qtypes), "version": VERSION}
 
 
 @dataclass(frozen=True)
@@ -486,7 +569,7 @@ def _plan(cfg: SyntheticConfig) -> list[tuple[int, str, int, int]]:
     ks = list(range(cfg.options[0], cfg.options[1] + 1))
     used: Counter = Counter()
     plan = []
-    for i in range(cfg.n):
+    for i in range(cfg.synthetic):
         qtype = cfg.qtypes[i % len(cfg.qtypes)]
         k = ks[(i // len(cfg.qtypes)) % len(ks)]
         j = used[k]
@@ -520,11 +603,11 @@ def _synthetic_question(cfg: SyntheticConfig, index: int, qtype: str, k: int, po
         parts = (BUILDER, cfg.seed, index, attempt)
         n_objects = _n_objects(qtype, k, rng_for(*parts, "n_objects"))
         run, frames = run_physics(parts, cfg.frames, fps=cfg.fps, size=cfg.size, n_objects=n_objects)
-        draft = _GENERATORS[qtype](run, k, pos, rng_for(*parts, "options"), cfg.min_gap_s)
+        draft = _GENERATORS[qtype](run, k, pos, rng_for(*parts, "options"), cfg.min_gap)
         if draft is not None:
             return draft, run, frames, attempt
     raise BuildError(f"question {index} ({qtype}, {k} options, gold at {pos}): no clip among {MAX_ATTEMPTS} simulated "
-                     f"answers it unambiguously; lower --min-gap (now {cfg.min_gap_s} s) or lengthen --frames")
+                     f"answers it unambiguously; lower --min-gap (now {cfg.min_gap} s) or lengthen --frames")
 
 
 def _read_info(out: Path) -> dict[str, Any] | None:
@@ -538,7 +621,7 @@ def _read_info(out: Path) -> dict[str, Any] | None:
 
 
 def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
-    """Write ``cfg.n`` synthetic physics questions: ``out/videos/*.mp4``, ``out/manifest.jsonl``
+    """Write ``cfg.synthetic`` synthetic physics questions: ``out/videos/*.mp4``, ``out/manifest.jsonl``
     and ``out/build.json``; returns build.json's content. Resumes a killed build with the same
     parameters (finished videos are kept); a folder built with other parameters is refused."""
     from tqdm.auto import tqdm
@@ -579,7 +662,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
         positions[k][pos] += 1
     manifest = _write_manifest(out, rows)
     info = {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": True,
-            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+            "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(SyntheticConfig)},
             "seed": cfg.seed, "manifest": manifest.name, "codec": codec,
             "counts": {"questions": len(rows), "qtype": dict(counts["qtype"]), "options": dict(counts["options"]),
                        "answer_position": {str(k): v for k, v in positions.items()},
@@ -729,14 +812,68 @@ def _videomme(annotations: Path, videos: Path) -> list[_Item]:
 
 
 CONVERTERS = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME"}
+Benchmark = Literal[tuple(CONVERTERS)]
 
 
-def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike, *,
-            answers: str | os.PathLike | None = None, sample: int | None = None, seed: int = 42, probe: bool = False,
-            strict: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``).
+@dataclass(kw_only=True)
+class ConvertConfig(BuildArgs):
+    """``judgetrain build video-mcq --from BENCHMARK``: a benchmark conversion's settings, each a flag
+    (``--field-name``) and a ``--config`` key of the command (:class:`VideoMcqConfig`)."""
 
-    ``source`` is a key of :data:`CONVERTERS`; ``videos`` must lie inside ``out``.
+    source: Benchmark | None = arg(None, "convert a benchmark's published annotations (YAML key: source)",
+                                   aliases=["--from"])
+    annotations: Path | None = arg(None, "EgoSchema questions.json, an MVBench task JSON (or its json/ folder), "
+                                   "Video-MME parquet/JSON (benchmark conversion)", metavar="FILE")
+    answers: Path | None = arg(None, "EgoSchema subset_answers.json; unset: the one beside --annotations", metavar="FILE")
+    videos: Path | None = arg(None, "the benchmark's video folder, inside --out (benchmark conversion)", metavar="DIR")
+    sample: int | None = arg(None, "keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42; "
+                             "benchmark conversion)", metavar="N")
+    probe: bool = arg(False, "read every video's frame count and fps into num_frames / duration (benchmark conversion)")
+
+    def __post_init__(self) -> None:
+        _post_init_base(self, ConvertConfig)
+        self.out = Path(self.out) if self.out is not None else None
+        for name in ("annotations", "answers", "videos"):
+            if getattr(self, name) is not None:
+                setattr(self, name, Path(getattr(self, name)))
+
+    def convert_problems(self) -> list[str]:
+        problems = []
+        if self.source not in CONVERTERS:
+            problems.append(f"--from {self.source!r}: choose one of {', '.join(CONVERTERS)}" if self.source is not None
+                            else f"--from: give the benchmark to convert, one of {', '.join(CONVERTERS)}")
+        if self.annotations is None or self.videos is None:
+            problems.append(f"--from {self.source or 'BENCHMARK'} needs --annotations FILE and --videos DIR")
+        if self.annotations is not None and not self.annotations.exists():
+            problems.append(f"--annotations {self.annotations}: no such file or folder")
+        if self.videos is not None and not self.videos.is_dir():
+            problems.append(f"--videos {self.videos}: no such folder")
+        elif self.videos is not None and not self.videos.resolve().is_relative_to(Path(self.out).resolve()):
+            problems.append(f"--videos {self.videos} is not inside --out {self.out}: manifest paths stay inside the manifest's "
+                            f"folder; write the manifest above the videos, e.g. --out {self.videos.parent}")
+        if self.answers is not None and self.source != "egoschema":
+            problems.append("--answers is for EgoSchema only (its answers come in a separate file)")
+        if self.sample is not None and self.sample < 1:
+            problems.append(f"--sample {self.sample}: keep at least one question")
+        return problems
+
+    def check(self) -> None:
+        """Every problem at once, each naming the option and the fix."""
+        _raise_problems(self.convert_problems())
+
+
+def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike,
+            **options: Any) -> dict[str, Any]:
+    """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``):
+    :func:`build_converted` of ``ConvertConfig(source=…, annotations=…, videos=…, out=…, **options)``
+    (options: ``answers``, ``sample``, ``seed``, ``probe``, ``strict``, ``progress``)."""
+    return build_converted(ConvertConfig(source=source, annotations=annotations, videos=videos, out=out, **options))
+
+
+def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
+    """Convert ``cfg.source``'s annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``).
+
+    ``cfg.source`` is a key of :data:`CONVERTERS`; ``cfg.videos`` must lie inside ``cfg.out``.
     Questions with a missing (or, with ``probe``, unreadable) video or an
     inconsistent annotation are listed in build.json's ``skipped`` (file[item],
     id, reason) and counted; ``strict`` raises instead. Returns build.json's content.
@@ -745,19 +882,11 @@ def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLi
 
     from judgetrain.eval.report import write_json
 
-    if source not in CONVERTERS:
-        raise BuildError(f"--from {source!r}: choose one of {', '.join(CONVERTERS)}")
-    annotations, videos, out = Path(annotations), Path(videos), Path(out)
-    if not videos.is_dir():
-        raise BuildError(f"--videos {videos}: no such folder")
+    cfg.check()
+    source, annotations, videos, out, answers = cfg.source, cfg.annotations, cfg.videos, cfg.out, cfg.answers
     out.mkdir(parents=True, exist_ok=True)
-    if not videos.resolve().is_relative_to(out.resolve()):
-        raise BuildError(f"--videos {videos} is not inside --out {out}: manifest paths stay inside the manifest's folder; "
-                         f"write the manifest above the videos, e.g. --out {videos.parent}")
     if source == "egoschema":
-        items = _egoschema(annotations, videos, Path(answers) if answers else None)
-    elif answers:
-        raise BuildError("--answers is for EgoSchema only (its answers come in a separate file)")
+        items = _egoschema(annotations, videos, answers)
     else:
         items = _mvbench(annotations, videos) if source == "mvbench" else _videomme(annotations, videos)
 
@@ -765,11 +894,11 @@ def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLi
     kinds: Counter = Counter()
     rows: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
-    for item in tqdm(items, desc=f"{source} videos", unit="question", disable=not progress):
-        row, problem = _converted_row(item, source, out, probe, seen)
+    for item in tqdm(items, desc=f"{source} videos", unit="question", disable=not cfg.progress):
+        row, problem = _converted_row(item, source, out, cfg.probe, seen)
         if problem is not None:
             kind, reason = problem
-            if strict:
+            if cfg.strict:
                 raise BuildError(f"{item.where} (id {item.id}): {reason} (--strict makes this an error)")
             skipped.append(Skip(item.where, None, reason, item.id))
             kinds[kind] += 1
@@ -777,17 +906,16 @@ def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLi
         seen[item.id] = item.where
         rows.append(row)
     usable = len(rows)
-    if sample is not None:
-        if not 1 <= sample <= len(rows):
-            raise BuildError(f"--sample {sample}: {len(rows)} usable questions; choose 1..{len(rows)}")
-        rows = random.Random(seed).sample(rows, sample)  # paper 001 App. A: random.Random(42).sample
+    if cfg.sample is not None:
+        if not 1 <= cfg.sample <= len(rows):
+            raise BuildError(f"--sample {cfg.sample}: {len(rows)} usable questions; choose 1..{len(rows)}")
+        rows = random.Random(cfg.seed).sample(rows, cfg.sample)  # paper 001 App. A: random.Random(42).sample
     if not rows:
         raise BuildError(f"{annotations}: no usable question ({len(skipped)} skipped; first: {skipped[0] if skipped else '-'})")
     manifest = _write_manifest(out, rows)
     info = {"builder": BUILDER, "version": VERSION, "source": source, "benchmark": CONVERTERS[source],
-            "args": {"annotations": str(annotations), "answers": str(answers) if answers else None, "videos": str(videos),
-                     "out": str(out), "sample": sample, "seed": seed, "probe": probe, "strict": strict},
-            "seed": seed, "manifest": manifest.name,
+            "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(ConvertConfig)},
+            "seed": cfg.seed, "manifest": manifest.name,
             "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(annotations, answers, source)],
             "counts": {"annotated": len(items), "usable": usable, "questions": len(rows), "skipped": len(skipped),
                        "skipped_by_reason": dict(kinds), "options": dict(Counter(str(len(r["options"])) for r in rows)),
@@ -830,32 +958,56 @@ def _annotation_files(annotations: Path, answers: Any, source: str) -> list[Path
 
 # ---------------------------------------------------------------- command line
 
-def _options(value: str) -> tuple[int, int]:
-    try:
-        lo, _, hi = value.partition("-")
-        return int(lo), int(hi or lo)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r}: write MIN-MAX or N, e.g. 3-5 or 4") from None
+@dataclass(kw_only=True)
+class VideoMcqConfig(ConvertConfig, SyntheticConfig):
+    """``judgetrain build video-mcq``: both modes' settings, each a flag (``--field-name``) and a
+    ``--config`` key; ``--synthetic N`` or ``--from BENCHMARK`` picks the mode, and the other
+    mode's options must stay unset."""
+
+    def check(self) -> None:
+        """Every problem at once, each naming the option and the fix."""
+        problems = []
+        if self.synthetic is None and self.source is None:
+            problems.append(f"give --synthetic N (synthetic physics questions) or --from {'|'.join(CONVERTERS)} "
+                            "(a benchmark's annotations)")
+        elif self.synthetic is not None and self.source is not None:
+            problems.append("--synthetic and --from: give one of them, not both")
+        elif self.synthetic is not None:
+            problems += _given(self, _CONVERTER_ONLY, "with --from (benchmark conversion)") + self.synthetic_problems()
+        else:
+            problems += _given(self, _SYNTHETIC_ONLY, "with --synthetic") + self.convert_problems()
+        _raise_problems(problems)
 
 
-def _size(value: str) -> tuple[int, int]:
-    try:
-        w, h = value.lower().split("x")
-        return int(w), int(h)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r}: write WIDTHxHEIGHT, e.g. 160x120") from None
+def _mode_fields(cls: type, mode: str) -> list:
+    """The fields ``cls`` adds to :class:`BuildArgs`, but the one that picks the mode."""
+    shared = {f.name for f in fields(BuildArgs)}
+    return [f for f in fields(cls) if f.name not in shared | {mode}]
 
 
-_SYNTHETIC_FLAGS = {"frames": "--frames", "fps": "--fps", "options": "--options", "size": "--size", "min_gap": "--min-gap",
-                    "qtypes": "--qtypes"}
-_CONVERTER_FLAGS = {"annotations": "--annotations", "answers": "--answers", "videos": "--videos", "sample": "--sample",
-                    "probe": "--probe", "strict": "--strict"}
+# options of one mode, refused in the other unless left at their defaults (--strict is BuildArgs' but converter-only)
+_SYNTHETIC_ONLY = _mode_fields(SyntheticConfig, "synthetic")
+_CONVERTER_ONLY = _mode_fields(ConvertConfig, "source") + [f for f in fields(BuildArgs) if f.name == "strict"]
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = ("Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions "
-                     "whose answers follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME annotations.")
-    p.epilog = (
+def _given(cfg: Any, options: list, mode: str) -> list[str]:
+    def default(f):
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+    given = [f"--{f.name.replace('_', '-')}" for f in options if getattr(cfg, f.name) != default(f)]
+    return [f"{', '.join(given)} only apply {mode}"] if given else []
+
+
+def build(cfg: VideoMcqConfig) -> dict[str, Any]:
+    """The synthetic questions or the benchmark conversion ``cfg`` asks for; returns build.json's content."""
+    return (build_synthetic if cfg.synthetic is not None else build_converted)(cfg)
+
+
+def make_parser():
+    return make_config_parser(
+        VideoMcqConfig, "judgetrain build video-mcq",
+        "Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions whose answers "
+        "follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME annotations.",
         "examples:\n"
         "  judgetrain build video-mcq --out data/vmcq --synthetic 60\n"
         "  judgetrain build video-mcq --out data/vmcq --synthetic 300 --seed 1 --frames 128 --options 4-5\n"
@@ -863,52 +1015,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         "  judgetrain build video-mcq --from mvbench --annotations mvbench/json --videos mvbench/video --out mvbench --sample 500\n"
         "  judgetrain build video-mcq --from videomme --annotations videomme/videomme/test-00000-of-00001.parquet "
         "--videos videomme/data --out videomme --sample 500 --probe\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--synthetic", type=int, metavar="N", help="write N synthetic physics questions, one clip each")
-    src.add_argument("--from", dest="source", choices=list(CONVERTERS), help="convert a benchmark's published annotations")
-    p.add_argument("--out", type=Path, required=True, help="output folder: manifest.jsonl, build.json (and videos/ when synthetic)")
-    p.add_argument("--seed", type=int, default=42, help="synthetic clips and questions; --sample's random.Random seed (default 42)")
-    syn = p.add_argument_group("synthetic questions")
-    syn.add_argument("--frames", type=int, help=f"frames per clip (default {DEFAULT_FRAMES})")
-    syn.add_argument("--fps", type=int, help=f"frames per second (default {DEFAULT_FPS})")
-    syn.add_argument("--options", type=_options, help="options per question, MIN-MAX or N (default 3-5)")
-    syn.add_argument("--size", type=_size, help="video WIDTHxHEIGHT in pixels (default 160x120)")
-    syn.add_argument("--min-gap", type=float, metavar="S", help=f"seconds between a deciding event and the runner-up (default {DEFAULT_MIN_GAP_S})")
-    syn.add_argument("--qtypes", help=f"comma-separated question types (default all: {','.join(QTYPES)})")
-    conv = p.add_argument_group("benchmark conversion")
-    conv.add_argument("--annotations", type=Path, metavar="FILE", help="EgoSchema questions.json, an MVBench task JSON (or its json/ folder), Video-MME parquet/JSON")
-    conv.add_argument("--answers", type=Path, metavar="FILE", help="EgoSchema subset_answers.json (default: beside --annotations)")
-    conv.add_argument("--videos", type=Path, metavar="DIR", help="the benchmark's video folder (inside --out)")
-    conv.add_argument("--sample", type=int, metavar="N", help="keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42)")
-    conv.add_argument("--probe", action="store_true", help="read every video's frame count and fps into num_frames / duration")
-    conv.add_argument("--strict", action="store_true", help="fail on a missing video or bad annotation instead of skipping it")
-    p.add_argument("--no-progress", action="store_true")
+        "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n")
 
 
-def _unused(args: argparse.Namespace, flags: Mapping[str, str], mode: str) -> None:
-    given = [flag for dest, flag in flags.items() if getattr(args, dest, None) not in (None, False)]
-    if given:
-        raise BuildError(f"{', '.join(given)} only apply {mode}")
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.synthetic is not None:
-        _unused(args, _CONVERTER_FLAGS, "with --from (benchmark conversion)")
-        cfg = SyntheticConfig(
-            out=args.out, n=args.synthetic, seed=args.seed, frames=args.frames or DEFAULT_FRAMES,
-            fps=args.fps or DEFAULT_FPS, options=args.options or DEFAULT_OPTIONS, size=args.size or DEFAULT_SIZE,
-            min_gap_s=DEFAULT_MIN_GAP_S if args.min_gap is None else args.min_gap,
-            qtypes=csv(args.qtypes) if args.qtypes else QTYPES, progress=not args.no_progress)
-        info = build_synthetic(cfg)
-    else:
-        _unused(args, _SYNTHETIC_FLAGS, "with --synthetic")
-        if args.annotations is None or args.videos is None:
-            raise BuildError(f"--from {args.source} needs --annotations FILE and --videos DIR")
-        info = convert(args.source, args.annotations, args.videos, args.out, answers=args.answers, sample=args.sample,
-                       seed=args.seed, probe=args.probe, strict=args.strict, progress=not args.no_progress)
-    print_summary(info, Path(args.out))
+def main(cfg: VideoMcqConfig) -> int:
+    info = build(cfg)
+    print_summary(info, Path(cfg.out))
     return 0
 
 

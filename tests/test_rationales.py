@@ -5,7 +5,6 @@ and that the training entrypoint takes them unchanged."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -19,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from judgetrain import records
+from judgetrain import config, records
+from judgetrain.cli import main as cli
 from judgetrain.data_builders import mirage, prism, rationales
 from judgetrain.data_builders.common import BuildError
 from judgetrain.scoring import choice_letter, likert_1_5, parser_for_record
@@ -191,8 +191,8 @@ def test_a_killed_run_resumes_without_repeating_finished_calls(prism_data, tmp_p
     with FakeGemini(KEY, delay=0.25) as fake:
         env["GOOGLE_GEMINI_BASE_URL"] = fake.url  # the SDK's own variable, as a proxy user would set it
         # the builder's own entry point, without the start-up cost of every other command of the CLI
-        entry = ("import argparse, sys; from judgetrain.data_builders import rationales as r; p = argparse.ArgumentParser(); "
-                 "r.configure_parser(p); sys.exit(r.main(p.parse_args()))")
+        entry = ("import sys; from judgetrain import config; from judgetrain.data_builders import rationales as r; "
+                 "sys.exit(r.main(*config.parse(r.make_parser(), sys.argv[1:])))")
         cmd = [sys.executable, "-c", entry, "--data", str(prism_data), "--out", str(out), "--teacher", "gemini",
                "--workers", "1", "--rpm", "60000", "--no-progress"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -289,11 +289,9 @@ def test_replay_statistics_targets_and_the_binary_collapse(prism_data, tmp_path,
              for r in ids if r != missing]
     replay = write_replay(tmp_path / "given.jsonl", lines)
 
-    parser = argparse.ArgumentParser()
-    rationales.configure_parser(parser)
-    args = parser.parse_args(["--data", str(prism_data), "--out", str(tmp_path / "t"), "--teacher", "replay", "--replay", str(replay),
-                              "--no-progress"])
-    assert rationales.main(args) == 0
+    (cfg,) = config.parse(rationales.make_parser(), ["--data", str(prism_data), "--out", str(tmp_path / "t"), "--teacher", "replay",
+                                                     "--replay", str(replay), "--no-progress"])
+    assert rationales.main(cfg) == 0
     printed = capsys.readouterr().out
     point_ans = [answer[r] for r in ids if r in scores and r != missing]
     assert "(Table S6)" in printed
@@ -379,13 +377,14 @@ def test_mirage_records_get_their_own_instruction(tmp_path):
 
 def test_options_are_checked_together(tmp_path, prism_data):
     cfg = rationales.RationaleConfig(data=prism_data, out=prism_data / "inside", teacher="local", replay=tmp_path / "x.jsonl",
-                                     rpm=0, workers=0, limit=0, retry_delay=-1)
+                                     rpm=0, workers=0, limit=0, retry_delay=-1, batch_size="many")
     with pytest.raises(BuildError) as exc:
         cfg.check()
     text = str(exc.value)
     for expected in ("--replay is read only by --teacher replay", "--teacher local needs --model", "--rpm 0", "--workers 0",
-                     "--limit 0", "--retry-delay -1", "must be outside the --data folder"):
+                     "--limit 0", "--retry-delay -1", "must be outside the --data folder", "--batch-size 'many'"):
         assert expected in text
+    assert rationales.RationaleConfig(data=prism_data, out=tmp_path / "o", teacher="local", batch_size="3").batch_size == 3
     with pytest.raises(BuildError, match=r"--splits test: .* has the splits \['train', 'validation'\]"):
         rationales.build(rationales.RationaleConfig(data=prism_data, out=tmp_path / "o", teacher="replay", replay=tmp_path / "x.jsonl",
                                                     splits=("test",)))
@@ -399,6 +398,39 @@ def test_options_are_checked_together(tmp_path, prism_data):
     with pytest.raises(BuildError, match="was built by 'timecatch'; rationales are distilled for"):
         rationales.build(rationales.RationaleConfig(data=tmp_path / "tc", out=tmp_path / "o", teacher="replay",
                                                     replay=tmp_path / "x.jsonl", progress=False))
+
+
+def test_cli_takes_a_yaml_config_and_flags_win(prism_data, tmp_path, capsys):
+    """`--config rationales.yaml` sets the fields, flags override them, an unknown key fails with a did-you-mean."""
+    src = all_rows(prism_data)
+    replay = write_replay(tmp_path / "r.jsonl", [{"id": r, "rationale": "Step one fits.", "answer": row["label"]}
+                                                  for r, (_, row) in sorted(src.items())])
+    yaml_file = tmp_path / "rationales.yaml"
+    yaml_file.write_text(f"data: {prism_data}\nteacher: replay\nreplay: {replay}\ntarget: gold\nlimit: 2\n"
+                         "splits: train,validation\nmax_new_tokens: 77\n")
+    out = tmp_path / "o"
+    assert cli(["build", "rationales", "--config", str(yaml_file), "--out", str(out), "--target", "teacher",
+                "--splits", "validation", "--no-progress"]) == 0
+    for variant in rationales.VARIANTS:
+        info = records.read_build_info(out / variant)
+        args = info["args"]
+        # from the YAML file
+        assert (args["data"], args["teacher"], args["replay"]) == (str(prism_data), "replay", str(replay))
+        assert args["limit"] == 2 and args["max_new_tokens"] == 77
+        # from the flags, over the YAML file
+        assert args["target"] == info["protocol"]["target"] == "teacher" and args["splits"] == ["validation"]
+        assert args["progress"] is False and args["out"] == str(out)
+        assert info["counts"]["records"] == {"validation": 2}
+        rows = all_rows(out / variant)
+        assert {split for split, _ in rows.values()} == {"validation"} and len(rows) == 2
+        assert all(json.loads(row["meta"])["target"] == "teacher" for _, row in rows.values())
+
+    capsys.readouterr()
+    yaml_file.write_text(f"data: {prism_data}\nteacher: replay\nreplay: {replay}\ntargett: gold\n")
+    assert cli(["build", "rationales", "--config", str(yaml_file), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown key 'targett'; did you mean 'target'?" in err
+    assert not (tmp_path / "bad").exists()
 
 
 # --------------------------------------------------------------------------- local teacher and training

@@ -13,7 +13,7 @@ import av
 import numpy as np
 import pytest
 
-from judgetrain import cli
+from judgetrain import cli, config
 from judgetrain.data_builders import video_mcq as V
 from judgetrain.data_builders.common import BuildError
 from judgetrain.data_builders.synthetic import run_physics
@@ -30,7 +30,7 @@ def _rows(path):
 def built(tmp_path_factory):
     """15 questions: every question type with 3, 4 and 5 options."""
     out = tmp_path_factory.mktemp("vmcq") / "set"
-    info = V.build_synthetic(SyntheticConfig(out=out, n=15, seed=SEED, frames=FRAMES, progress=False))
+    info = V.build_synthetic(SyntheticConfig(out=out, synthetic=15, seed=SEED, frames=FRAMES, progress=False))
     return out, info, _rows(out / "manifest.jsonl")
 
 
@@ -128,7 +128,7 @@ def test_options_hold_the_answer_once_and_distractors_come_from_the_clip(built):
 
 def test_gold_position_is_balanced_per_option_count(built):
     _, info, rows = built
-    cfg = SyntheticConfig(out=Path("unused"), n=120, seed=SEED, options=(3, 5))
+    cfg = SyntheticConfig(out=Path("unused"), synthetic=120, seed=SEED, options=(3, 5))
     plan = V._plan(cfg)
     for k in (3, 4, 5):
         slots = Counter(pos for _, _, kk, pos in plan if kk == k)
@@ -148,12 +148,12 @@ def test_gold_position_is_balanced_per_option_count(built):
 def test_same_seed_gives_identical_bytes_and_a_larger_n_extends(built, tmp_path):
     out, _, _ = built
     small = tmp_path / "small"
-    V.build_synthetic(SyntheticConfig(out=small, n=3, seed=SEED, frames=FRAMES, progress=False))
+    V.build_synthetic(SyntheticConfig(out=small, synthetic=3, seed=SEED, frames=FRAMES, progress=False))
     assert (small / "manifest.jsonl").read_bytes().splitlines() == (out / "manifest.jsonl").read_bytes().splitlines()[:3]
     for i in range(3):
         assert (small / f"videos/vmcq-{i:05d}.mp4").read_bytes() == (out / f"videos/vmcq-{i:05d}.mp4").read_bytes()
     other = tmp_path / "other"
-    V.build_synthetic(SyntheticConfig(out=other, n=1, seed=SEED + 1, frames=FRAMES, progress=False))
+    V.build_synthetic(SyntheticConfig(out=other, synthetic=1, seed=SEED + 1, frames=FRAMES, progress=False))
     assert (other / "manifest.jsonl").read_text().splitlines()[0] != (out / "manifest.jsonl").read_text().splitlines()[0]
 
 
@@ -165,13 +165,13 @@ def test_resume_keeps_finished_videos_and_refuses_other_parameters(built, tmp_pa
     (work / "videos/vmcq-00001.mp4").unlink()
     (work / "videos/vmcq-00001.mp4.part").write_bytes(b"killed mid-write")
     kept = (work / "videos/vmcq-00000.mp4").stat()
-    info = V.build_synthetic(SyntheticConfig(out=work, n=4, seed=SEED, frames=FRAMES, progress=False))
+    info = V.build_synthetic(SyntheticConfig(out=work, synthetic=4, seed=SEED, frames=FRAMES, progress=False))
     assert (info["counts"]["videos_written"], info["counts"]["videos_kept"]) == (1, 3)
     assert (work / "videos/vmcq-00000.mp4").stat().st_mtime_ns == kept.st_mtime_ns
     assert (work / "videos/vmcq-00001.mp4").read_bytes() == (out / "videos/vmcq-00001.mp4").read_bytes()
     assert (work / "manifest.jsonl").read_bytes() == b"".join(first_four)
     with pytest.raises(BuildError, match="other parameters"):
-        V.build_synthetic(SyntheticConfig(out=work, n=4, seed=SEED + 1, frames=FRAMES, progress=False))
+        V.build_synthetic(SyntheticConfig(out=work, synthetic=4, seed=SEED + 1, frames=FRAMES, progress=False))
 
 
 # --- manifest loader --------------------------------------------------------
@@ -278,18 +278,80 @@ def test_cli_builds_and_checks_flags(tmp_path, capsys):
     (["--synthetic", "2", "--qtypes", "first_collision,teleport"], "unknown ['teleport']"),
     (["--from", "mvbench", "--videos", "v"], "needs --annotations FILE and --videos DIR"),
     (["--from", "mvbench", "--annotations", "a.json", "--videos", "v", "--answers", "x.json"], "EgoSchema only"),
+    (["--synthetic", "2", "--from", "mvbench"], "--synthetic and --from: give one of them, not both"),
+    ([], "give --synthetic N (synthetic physics questions) or --from egoschema|mvbench|videomme"),
+    (["--synthetic", "2", "--sample", "3", "--probe", "--strict"], "--sample, --probe, --strict only apply with --from"),
 ])
 def test_conflicting_or_bad_flags_are_refused(tmp_path, argv, message):
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    V.configure_parser(parser)
     (tmp_path / "v").mkdir()
     (tmp_path / "a.json").write_text("[]")
     argv = [str(tmp_path / a) if a in ("v", "a.json") else a for a in argv]
+    (cfg,) = config.parse(V.make_parser(), ["--out", str(tmp_path), *argv])
     with pytest.raises(BuildError) as e:
-        V.main(parser.parse_args(["--out", str(tmp_path), *argv]))
+        V.main(cfg)
     assert message in str(e.value)
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    (cfg,) = config.parse(V.make_parser(), ["--out", str(tmp_path), "--synthetic", "0", "--options", "2-6", "--min-gap", "0",
+                                            "--size", "161x120", "--qtypes", "fastest", "teleport", "--videos", str(tmp_path)])
+    with pytest.raises(BuildError) as e:
+        V.main(cfg)
+    for message in ("--videos only apply with --from", "--synthetic 0: need at least one question",
+                    "--options 2-6: need 2 <= min", "--min-gap 0.0: must be > 0", "--size 161x120: width and height must be even",
+                    "--qtypes: unknown ['teleport']"):
+        assert message in str(e.value)
+    with pytest.raises(BuildError, match="--options '3-x': write MIN-MAX or N"):
+        config.parse(V.make_parser(), ["--out", str(tmp_path), "--synthetic", "2", "--options", "3-x"])
+    with pytest.raises(BuildError, match="--size '160': write WIDTHxHEIGHT"):
+        V.SyntheticConfig(out=tmp_path, synthetic=2, size="160")
+
+
+def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys, clip):
+    """`--config vmcq.yaml` sets the fields, flags override them, an unknown key fails with a did-you-mean."""
+    yaml_file = tmp_path / "vmcq.yaml"
+    yaml_file.write_text("synthetic: 2\nframes: 32\nseed: 9\noptions: 4\nsize: [128, 96]\nmin_gap: 0.25\n"
+                         "qtypes: [most_bounces, leftmost_end]\n")
+    out = tmp_path / "set"
+    assert cli.main(["build", "video-mcq", "--config", str(yaml_file), "--out", str(out), "--seed", "4",
+                     "--qtypes", "fastest,collision_count", "--no-progress"]) == 0
+    info = json.loads((out / "build.json").read_text())
+    rows = _rows(out / "manifest.jsonl")
+    # from the YAML file
+    assert info["params"] | {"seed": None, "qtypes": None} == {"seed": None, "frames": 32, "fps": 8, "options": [4, 4],
+                                                              "size": [128, 96], "min_gap_s": 0.25, "qtypes": None,
+                                                              "version": V.VERSION}
+    assert info["args"]["synthetic"] == 2 and len(rows) == 2
+    assert all(len(r["options"]) == 4 and r["num_frames"] == 32 for r in rows)
+    with av.open(str(out / rows[0]["video"])) as container:
+        stream = container.streams.video[0]
+        assert (stream.codec_context.width, stream.codec_context.height) == (128, 96)
+    # from the flags, over the YAML file
+    assert info["seed"] == 4 and info["params"]["qtypes"] == ["fastest", "collision_count"] and info["args"]["progress"] is False
+    assert [r["qtype"] for r in rows] == ["fastest", "collision_count"]
+    assert all(r["clip_seed"][1] == 4 for r in rows)
+
+    # a conversion: YAML `source` (the field --from sets), overridden by --from
+    root = tmp_path / "videomme"
+    (root / "data").mkdir(parents=True)
+    shutil.copy(clip, root / "data/fFjv93ACGo8.mp4")
+    many = [_videomme_rows()[0] | {"question_id": f"001-{i}", "question": f"Q{i}?"} for i in range(12)]
+    (root / "ann.json").write_text(json.dumps(many))
+    yaml_file.write_text(f"source: mvbench\nannotations: {root / 'ann.json'}\nvideos: {root / 'data'}\nsample: 5\nprobe: true\n")
+    assert cli.main(["build", "video-mcq", "--config", str(yaml_file), "--from", "videomme", "--out", str(root),
+                     "--sample", "3", "--no-progress"]) == 0
+    info = json.loads((root / "build.json").read_text())
+    assert info["source"] == "videomme" and info["args"]["sample"] == 3 and info["args"]["probe"] is True
+    converted = _rows(root / "manifest.jsonl")
+    assert [r["id"] for r in converted] == random.Random(42).sample([f"001-{i}" for i in range(12)], 3)
+    assert all(r["num_frames"] == FRAMES for r in converted)  # probe: true, from the YAML file
+
+    capsys.readouterr()
+    yaml_file.write_text("synthetic: 2\nframe: 32\n")
+    assert cli.main(["build", "video-mcq", "--config", str(yaml_file), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown key 'frame'; did you mean 'frames'?" in err
+    assert not (tmp_path / "bad").exists()
 
 
 # --- converters -------------------------------------------------------------
