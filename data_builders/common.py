@@ -32,10 +32,10 @@ class Skip:
 def inside(root: Path, rel: Any, what: str) -> Path:
     """Resolve ``rel`` against ``root``; refuse anything that leaves ``root``."""
     if not isinstance(rel, str) or not rel:
-        raise ValueError(f"'{what}' must be a non-empty path string")
+        raise ValueError(f"{what}: give a non-empty path string, relative to the manifest's folder")
     path = (root / rel).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"'{what}' {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
+        raise ValueError(f"{what}: {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
     return path
 
 

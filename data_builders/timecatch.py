@@ -66,6 +66,7 @@ from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
 from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.jsonl import optional_text, read_jsonl, text
 from judgetrain.config import make_parser as make_config_parser
 
 from .common import BuildError, Fractions, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
@@ -232,53 +233,50 @@ class TimeCatchConfig(BuildArgs):
 
 
 def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[Skip]]:
-    """Parse a ``videos`` or ``frames`` manifest; malformed lines become
-    :class:`Skip` entries naming the line, never exceptions or silent drops."""
+    """Parse a ``videos`` or ``frames`` manifest; every bad line becomes a :class:`Skip`
+    naming ``MANIFEST:LINE`` and the field, never an exception or a silent drop."""
     path = Path(path)
     if not path.is_file():
         raise BuildError(f"{path}: manifest not found")
-    root = path.parent
     sequences: list[SourceSequence] = []
     skips: list[Skip] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("each line must be a JSON object")
-                source = row.get("source")
-                if not isinstance(source, str) or not source:
-                    raise ValueError("missing 'source' (the dataset name, e.g. \"clevrer\")")
-                description = row.get("description", "")
-                if not isinstance(description, str):
-                    raise ValueError("'description' must be a string")
-                split = row.get("split")
-                if split is not None and split not in SPLIT_NAMES:
-                    raise ValueError(f"'split' is {split!r}; use one of {list(SPLIT_NAMES)} or leave it out")
-                if kind == "videos":
-                    video = inside(root, row.get("video"), "video")
-                    sid, frames = row.get("id", row.get("video")), []
-                else:
-                    raw = row.get("frames")
-                    if not isinstance(raw, list) or not raw:
-                        raise ValueError("'frames' must be a non-empty list of image paths in temporal order")
-                    frames = [inside(root, p, "frames") for p in raw]
-                    sid, video = row.get("id"), None
-                    if sid is None:
-                        raise ValueError("missing 'id' (a name for the sequence)")
-                if not isinstance(sid, str) or not sid:
-                    raise ValueError("'id' must be a non-empty string")
-                if sid in seen:
-                    raise ValueError(f"duplicate id {sid!r} (first on line {seen[sid]}); ids must be unique")
-            except (json.JSONDecodeError, ValueError) as e:
-                skips.append(Skip(str(path), n, f"malformed manifest line: {e}"))
-                continue
-            seen[sid] = n
-            sequences.append(SourceSequence(sid, source, description, split, video, frames, str(path), n))
+    for item in read_jsonl(path):
+        try:
+            if item.problem:
+                raise ValueError(item.problem)
+            seq = _manifest_sequence(item.row, kind, path, item.line)
+            if seq.id in seen:
+                raise ValueError(f"id: {seq.id!r} is also on line {seen[seq.id]}; give every sequence its own id")
+        except ValueError as e:
+            skips.append(Skip(str(path), item.line, str(e)))
+            continue
+        seen[seq.id] = item.line
+        sequences.append(seq)
     return sequences, skips
+
+
+def _manifest_sequence(row: dict, kind: str, path: Path, line: int) -> SourceSequence:
+    """One manifest line as a sequence; ``ValueError("field: problem; fix")`` otherwise."""
+    root = path.parent
+    source = text(row, "source", 'name the dataset, e.g. "clevrer"')
+    description = optional_text(row, "description", "a scene description, or leave it out")
+    split = row.get("split")
+    if split is not None and split not in SPLIT_NAMES:
+        raise ValueError(f"split: {split!r}; use one of {list(SPLIT_NAMES)} or leave it out")
+    if kind == "videos":
+        video = inside(root, row.get("video"), "video")
+        sid = text(row, "id", "a name for the sequence, or leave it out to use the video path",
+                   default=str(row.get("video")), ids=True)
+        frames: list[Path] = []
+    else:
+        raw = row.get("frames")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("frames: give a non-empty list of image paths in temporal order")
+        frames = [inside(root, p, "frames") for p in raw]
+        video = None
+        sid = text(row, "id", "a name for the sequence", ids=True)
+    return SourceSequence(sid, source, description, split, video, frames, str(path), line)
 
 
 # --------------------------------------------------------------------------- per-sequence work (cached)
@@ -519,7 +517,9 @@ def build(cfg: TimeCatchConfig) -> dict:
         try:
             done = process_sequence(seq, cfg, distance, work)
         except (VideoDecodeError, OSError) as e:
-            skips.append(Skip(str(seq.video or seq.manifest), seq.line, str(e), seq.id))
+            # the manifest's path with its line; the message names the video or image
+            field = "video" if seq.video else "frames"
+            skips.append(Skip(seq.manifest, seq.line, f"{field}: {e}; fix or replace the file, or drop the line", seq.id))
             continue
         (kept if done["status"] == "ok" else short).append((seq, done))
     kept = [(s, d) for s, d in kept if ("main" if d["n_kept"] <= MAIN_MAX_FRAMES else "long") in cfg.subsets]

@@ -262,16 +262,17 @@ def test_bad_input_is_reported_with_path_and_line_and_skipped(tmp_path, syntheti
     info = timecatch.build(cfg)
     skipped = {s["line"]: s for s in info["skipped"]}
     assert sorted(skipped) == [5, 6, 7, 8, 9, 10, 11]
-    assert "corrupt.mp4" in skipped[5]["path"] and "cannot open" in skipped[5]["reason"]
-    assert "empty.mp4" in skipped[6]["path"]
-    assert "malformed manifest line" in skipped[7]["reason"]
-    assert "missing 'source'" in skipped[8]["reason"]
-    assert "duplicate id" in skipped[9]["reason"] and "first on line 1" in skipped[9]["reason"]
+    # every entry names the manifest and its line; the reason names the field and the video
+    assert all(s["path"] == str(manifest) for s in info["skipped"])
+    assert skipped[5]["reason"].startswith("video: ") and "corrupt.mp4" in skipped[5]["reason"] and "cannot open" in skipped[5]["reason"]
+    assert "empty.mp4" in skipped[6]["reason"]
+    assert skipped[7]["reason"].startswith("not JSON (")
+    assert skipped[8]["reason"].startswith("source: missing;")
+    assert skipped[9]["reason"].startswith("id: ") and "also on line 1" in skipped[9]["reason"]
     assert "outside the manifest's folder" in skipped[10]["reason"]
     assert "no such video file" in skipped[11]["reason"]
-    assert all(s["path"] for s in info["skipped"])
     err = capsys.readouterr().err
-    assert f"{manifest}:7: malformed manifest line" in err
+    assert f"{manifest}:7: not JSON (" in err and f"{manifest}:5: video: " in err
     kept_ids = {json.loads(r["meta"])["sequence_id"] for split in records.load(cfg.out).values() for r in split}
     assert kept_ids <= {json.loads(line)["id"] for line in synthetic_manifest.read_text().splitlines()[:4]}
 
@@ -354,3 +355,28 @@ def test_missing_lpips_weights_offline_say_where_to_put_them(tmp_path, synthetic
     assert f"error: LPIPS needs the ImageNet weights of its 'alex' backbone at {expected}" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "ds").exists()
+
+
+def test_manifest_bytes_and_field_types_are_located_not_fatal(tmp_path, synthetic_manifest):
+    root = tmp_path / "data"
+    (root / "v").mkdir(parents=True)
+    good = [json.loads(line) for line in synthetic_manifest.read_text().splitlines()][:4]
+    for row in good:
+        shutil.copy(synthetic_manifest.parent / row["video"], root / "v" / Path(row["video"]).name)
+    lines = [json.dumps({"id": 100 + i, "video": f"v/{Path(r['video']).name}", "source": "clevrer",  # integer ids
+                         "description": None if i == 0 else r["description"] + " \u2028 more"}, ensure_ascii=False).encode()
+             for i, r in enumerate(good)]
+    lines += [b'{"id": "bad-bytes", "video": "v/x.mp4", "source": "clevr\xe9"}', b'"a string"',
+              json.dumps({"id": "typed", "video": "v/x.mp4", "source": 5}).encode()]
+    manifest = root / "manifest.jsonl"
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    cfg = timecatch.TimeCatchConfig(out=tmp_path / "out", videos=manifest, lpips_random_backbone=True, progress=False,
+                                    tasks=["temporal_detect"])
+    info = timecatch.build(cfg)
+    skipped = {s["line"]: s["reason"] for s in info["skipped"]}
+    assert sorted(skipped) == [5, 6, 7]
+    assert skipped[5].startswith("not valid UTF-8 at byte ")
+    assert skipped[6].startswith("not a JSON object (a str)")
+    assert skipped[7].startswith("source: a int, not a string;")
+    kept = {json.loads(r["meta"])["sequence_id"] for split in records.load(cfg.out).values() for r in split}
+    assert kept <= {"100", "101", "102", "103"} and "100" in {s["id"] for s in info["sources"][1:]}

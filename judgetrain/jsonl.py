@@ -1,0 +1,96 @@
+"""The one reader of JSON Lines inputs: manifests, annotation files, teacher replays.
+
+:func:`read_jsonl` reads the file as bytes, splits it on ``\\n`` only (JSON strings may
+hold U+2028, U+0085 or a lone ``\\r``, which ``str.splitlines`` would split on),
+decodes each line on its own and yields a :class:`JsonLine` per non-blank line: the
+1-based line number and the object, or the problem with that line
+(``not valid UTF-8 at byte 5179``, ``not JSON …``, ``not a JSON object …``). A bad
+line never stops the reading, so a builder reports it as ``MANIFEST:LINE: …``,
+counts it in ``build.json`` and goes on (or fails under ``--strict``).
+
+:func:`text` and :func:`optional_text` check the common field shapes with messages
+of the form ``field: what is wrong; how to fix``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JsonLine", "optional_text", "read_jsonl", "text"]
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """One non-blank line of a JSON Lines file: ``row`` (a dict) or ``problem``."""
+
+    path: str
+    line: int
+    row: dict[str, Any] | None
+    problem: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.problem or 'ok'}"
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[JsonLine]:
+    """Every non-blank line of ``path``, in order (see the module docstring). A file that
+    cannot be read raises ``OSError``; nothing inside it does."""
+    data = Path(path).read_bytes()
+    start = 0
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        offset, start = start, start + len(raw) + 1
+        raw = raw[:-1] if raw.endswith(b"\r") else raw  # CRLF files
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield JsonLine(str(path), number, None, f"not valid UTF-8 at byte {offset + e.start}; save the file as UTF-8")
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield JsonLine(str(path), number, None, f"not JSON ({e.msg} at column {e.colno}); write one JSON object per line")
+            continue
+        if not isinstance(row, dict):
+            yield JsonLine(str(path), number, None,
+                           f"not a JSON object (a {type(row).__name__}); write one {{\"field\": value, …}} object per line")
+            continue
+        yield JsonLine(str(path), number, row)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def text(row: Mapping[str, Any], name: str, hint: str, *, default: str | None = None, ids: bool = False) -> str:
+    """``row[name]`` as a non-empty string. ``ids``: an integer is taken as its decimal
+    string (ids often come from a CSV). Missing with ``default`` gives ``default``;
+    missing otherwise, or the wrong type, raises ``ValueError("name: …; hint")``."""
+    if name not in row or row[name] is None:
+        if default is not None:
+            return default
+        raise ValueError(f"{name}: missing; {hint}")
+    value = row[name]
+    if ids and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: a {_kind(value)}, not a string; {hint}")
+    if not value.strip():
+        raise ValueError(f"{name}: empty; {hint}")
+    return value
+
+
+def optional_text(row: Mapping[str, Any], name: str, hint: str, default: str = "") -> str:
+    """``row[name]`` when a string; ``default`` when missing or null; else ``ValueError``."""
+    value = row.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: a {_kind(value)}, not a string; {hint}")
+    return value

@@ -1,0 +1,39 @@
+"""The one JSON Lines reader (judgetrain.jsonl): bytes, split on \\n only, each line decoded
+on its own, every bad line located and the rest read."""
+
+import json
+
+import pytest
+
+from judgetrain.jsonl import optional_text, read_jsonl, text
+
+
+def test_lines_are_numbered_and_bad_ones_located(tmp_path):
+    path = tmp_path / "m.jsonl"
+    good = json.dumps({"id": "a", "text": "one\u2028two\u0085three"}, ensure_ascii=False).encode()
+    crlf = json.dumps({"id": "c"}).encode() + b"\r"
+    lines = [good, b"", b'{"id": "b", "x": "\xff\xfe"}', b"[1, 2]", b'{"id": ', crlf, json.dumps({"id": "d"}).encode()]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    got = list(read_jsonl(path))
+    assert [g.line for g in got] == [1, 3, 4, 5, 6, 7]  # the blank line 2 is not a row; U+2028/U+0085 split nothing
+    assert got[0].row == {"id": "a", "text": "one\u2028two\u0085three"} and got[0].problem is None
+    offset = len(good) + 1 + 1 + len(b'{"id": "b", "x": "')
+    assert got[1].row is None and got[1].problem.startswith(f"not valid UTF-8 at byte {offset};")
+    assert str(got[1]).startswith(f"{path}:3: not valid UTF-8 at byte {offset}")
+    assert got[2].problem.startswith("not a JSON object (a list)")
+    assert got[3].problem.startswith("not JSON (")
+    assert got[4].row == {"id": "c"} and got[5].row == {"id": "d"}
+
+
+def test_field_checks_name_the_field_and_the_fix():
+    assert text({"id": 7}, "id", "a name", ids=True) == "7"
+    assert text({}, "id", "a name", default="v.mp4") == "v.mp4"
+    with pytest.raises(ValueError, match=r"^source: missing; name it$"):
+        text({"source": None}, "source", "name it")
+    with pytest.raises(ValueError, match=r"^category: a int, not a string; "):
+        text({"category": 3}, "category", "e.g. pizza")
+    with pytest.raises(ValueError, match="^id: a bool, not a string"):
+        text({"id": True}, "id", "a name", ids=True)
+    assert optional_text({"description": None}, "description", "") == ""
+    with pytest.raises(ValueError, match="^description: a list, not a string"):
+        optional_text({"description": ["x"]}, "description", "a sentence")
