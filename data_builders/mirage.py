@@ -73,7 +73,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from judgetrain import records
-from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import WorkBuildArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import rng_for
 
@@ -293,7 +293,7 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
 
 
 @dataclass(kw_only=True)
-class MirageConfig(BuildArgs):
+class MirageConfig(WorkBuildArgs):
     """``judgetrain build mirage``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     synthetic: int | None = arg(None, f"generate N synthetic prompts (the source when no manifest is given: {DEFAULT_SYNTHETIC})",

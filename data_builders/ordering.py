@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from judgetrain import records
-from judgetrain.config import BuildArgs, arg
+from judgetrain.config import WorkBuildArgs, arg
 from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import rng_for
 
@@ -223,7 +223,7 @@ def _generate(items_json: str, cfg_json: str):
 
 
 @dataclass(kw_only=True)
-class OrderingConfig(BuildArgs):
+class OrderingConfig(WorkBuildArgs):
     """``judgetrain build ordering-probe``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",

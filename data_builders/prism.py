@@ -114,7 +114,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from judgetrain import records
-from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import WorkBuildArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import derive_seed, rng_for
 
@@ -534,7 +534,7 @@ PROCEDURES_HELP = 'procedure manifest, JSON Lines: {"id", "category", "title"?, 
 
 
 @dataclass(kw_only=True)
-class PrismConfig(BuildArgs):
+class PrismConfig(WorkBuildArgs):
     """``judgetrain build prism``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",

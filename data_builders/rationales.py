@@ -102,7 +102,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judgetrain import records
-from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import OutputArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 
 from .common import BuildError, finish_summary
@@ -631,9 +631,11 @@ def _settle(out: TeacherRun, group: Sequence[Item], got: TeacherAnswer | str) ->
 
 
 @dataclass(kw_only=True)
-class RationaleConfig(BuildArgs):
+class RationaleConfig(OutputArgs):
     """``judgetrain build rationales``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
+    strict: bool = arg(False, "fail the build when any record gets no usable teacher answer (default: leave it out "
+                              "of both datasets and list it under failures in build.json)")
     data: Path = arg(help="a built PRISM or MIRAGE dataset folder")
     teacher: Literal[TEACHERS] = arg(
         help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
@@ -846,6 +848,10 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
 
     stats = statistics(items, run)
     failures = [{"id": i.id, "split": i.split, "reason": run.failures[i.id]} for i in items if i.id in run.failures]
+    if failures and cfg.strict:
+        raise BuildError(f"--strict: {len(failures)} record(s) got no usable teacher answer (first: {failures[0]['id']}: "
+                         f"{failures[0]['reason']}); rerun (the cache keeps every finished answer) or drop --strict to "
+                         "leave them out")
     disagree = [{"id": i.id, "split": i.split, "reason": f"disagree: teacher {run.answers[i.id].answer}, gold {i.label}"}
                 for i in items if i.id in run.answers and cfg.target == "gold" and run.answers[i.id].answer != i.label]
     left_out = {d["id"] for d in disagree}

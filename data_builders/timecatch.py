@@ -65,7 +65,7 @@ from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.seeding import derive_seed, rng_for
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from judgetrain.config import BuildArgs, arg, comma_list
+from judgetrain.config import WorkBuildArgs, arg, comma_list
 from judgetrain.jsonl import optional_text, read_jsonl, text
 from judgetrain.config import make_parser as make_config_parser
 
@@ -147,7 +147,7 @@ class SourceSequence:
 
 
 @dataclass(kw_only=True)
-class TimeCatchConfig(BuildArgs):
+class TimeCatchConfig(WorkBuildArgs):
     """``judgetrain build timecatch``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     synthetic: int | None = arg(None, "generate N synthetic physics clips (the source when no manifest is given: 64)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildArgs", "ConfigError", "EvalArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse",
+__all__ = ["BuildArgs", "ConfigError", "EvalArgs", "OutputArgs", "WorkBuildArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse",
            "read_config_file"]
 
 
@@ -186,14 +186,26 @@ def identity(cfg: Any) -> dict[str, Any]:
 
 
 @dataclass(kw_only=True)
-class BuildArgs:
-    """What every ``judgetrain build *`` command takes."""
+class OutputArgs:
+    """What every command that writes a folder takes."""
 
     out: Path = arg(help="output folder (written atomically; rerunning the same command resumes)")
+    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+
+
+@dataclass(kw_only=True)
+class BuildArgs(OutputArgs):
+    """What every ``judgetrain build *`` command takes."""
+
     seed: int = arg(42, "seed of every random choice the builder makes (hash-based: same seed, same bytes)")
     strict: bool = arg(False, "fail on the first bad input instead of skipping and counting it in build.json")
+
+
+@dataclass(kw_only=True)
+class WorkBuildArgs(BuildArgs):
+    """Builders that keep intermediate work in ``OUT.work/`` until the build succeeds."""
+
     keep_work: bool = arg(False, "keep OUT.work/ (synthetic sources, decoded frames, arrow cache) after a successful build")
-    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
 
 
 @dataclass(kw_only=True)

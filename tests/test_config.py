@@ -12,7 +12,7 @@ from judgetrain.data_builders import timecatch
 
 
 @dataclass(kw_only=True)
-class Toy(config.BuildArgs):
+class Toy(config.WorkBuildArgs):
     tasks: list[str] = arg(["a", "b"], "tasks")
     ratio: float = arg(0.5, "a ratio", identity=True)
     descriptions: bool = arg(True, "descriptions")

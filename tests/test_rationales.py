@@ -299,6 +299,12 @@ def test_replay_statistics_targets_and_the_binary_collapse(prism_data, tmp_path,
     assert f"Dataset written to {tmp_path / 't' / 'with_rationale'}" in printed
     info = records.read_build_info(tmp_path / "t" / "with_rationale")
     assert info["failures"] == [{"id": missing, "split": src[missing][0], "reason": f"no line for this id in {replay}"}]
+    # --strict: the same failure stops the build instead, naming the record, and writes no dataset
+    (strict,) = config.parse(rationales.make_parser(), ["--data", str(prism_data), "--out", str(tmp_path / "s"), "--teacher",
+                                                        "replay", "--replay", str(replay), "--no-progress", "--strict"])
+    with pytest.raises(BuildError, match=f"--strict: 1 record\\(s\\) got no usable teacher answer \\(first: {missing}: no line"):
+        rationales.main(strict)
+    assert not (tmp_path / "s" / "with_rationale").exists()
 
     answered = [r for r in ids if r != missing]
     st = info["statistics"]
