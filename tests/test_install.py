@@ -98,3 +98,15 @@ def test_every_command_has_help_with_an_example(capsys):
     assert out.strip().endswith("[]")
     for name in {words[0] for words in cli.COMMANDS}:
         assert name in out
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject.toml names its packages one by one (the top-level folders map into
+    judgetrain.*): a new subpackage left off that list would be missing from a wheel."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = {name: REPO / folder for name, folder in project["package-dir"].items()}
+    found = {".".join([name, *init.parent.relative_to(root).parts])
+             for name, root in roots.items() for init in root.rglob("__init__.py")}
+    assert found <= set(project["packages"]), sorted(found - set(project["packages"]))

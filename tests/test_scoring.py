@@ -250,7 +250,7 @@ def test_generate_is_greedy_whatever_the_checkpoint_ships(loaded, items):
 
 
 def test_out_of_memory_halves_the_batch():
-    from judgetrain.scoring import _Batcher, _run_batched
+    from judgetrain.scoring.batching import Batcher, run_batched
 
     seen = []
 
@@ -260,14 +260,14 @@ def test_out_of_memory_halves_the_batch():
             raise torch.OutOfMemoryError("fake")
         return [10 * i for i in idx]
 
-    assert _run_batched(10, fn, _Batcher(8, torch.device("cpu"), 10), False, "t") == [10 * i for i in range(10)]
+    assert run_batched(10, fn, Batcher(8, torch.device("cpu"), 10), False, "t") == [10 * i for i in range(10)]
     assert seen[:3] == [8, 4, 2] and set(seen[3:]) == {2}
 
     def never(idx, batcher):
         raise torch.OutOfMemoryError("fake")
 
     with pytest.raises(torch.OutOfMemoryError, match="one item per batch"):
-        _run_batched(3, never, _Batcher(2, torch.device("cpu"), 3), False, "t")
+        run_batched(3, never, Batcher(2, torch.device("cpu"), 3), False, "t")
 
 
 def test_generate_tuple_needs_parser(loaded, items):

@@ -1,0 +1,101 @@
+"""Items and prompts: what the scoring engine accepts and the text it scores.
+
+An item is a task record (a dict with ``prompt``, ``images``, ``choices``; see
+``judgetrain.records``) or a ``(prompt messages, images, choices)`` tuple; either
+becomes a :class:`NormalizedItem`. The prompt is rendered with the processor's chat
+template and ``add_generation_prompt=True``, followed by the prefill text (by default
+the model family's ``think_prefill`` (:data:`FAMILY_PREFILL`), e.g. an empty think
+block for reasoning checkpoints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..models.registry import ModelFamily
+
+__all__ = [
+    "FAMILY_PREFILL",
+    "FamilyPrefill",
+    "Item",
+    "NormalizedItem",
+    "as_sequence",
+    "describe_item",
+    "render_prompt",
+    "resolve_prefill",
+    "to_item",
+]
+
+
+class FamilyPrefill:
+    """Sentinel: use the model family's ``think_prefill`` (``None`` means no prefill)."""
+
+    _instance: FamilyPrefill | None = None
+
+    def __new__(cls) -> FamilyPrefill:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "FAMILY_PREFILL"
+
+
+FAMILY_PREFILL = FamilyPrefill()
+
+Item = Mapping[str, Any] | tuple
+
+
+@dataclass(frozen=True)
+class NormalizedItem:
+    prompt: list
+    images: list
+    choices: list[str]
+    record: Mapping[str, Any] | None
+
+
+def describe_item(x: Any, i: int) -> str:
+    rid = x.get("id") if isinstance(x, Mapping) else None
+    return f"item {i}" + (f" (id {rid!r})" if rid else "")
+
+
+def to_item(x: Any, i: int) -> NormalizedItem:
+    if isinstance(x, Mapping):
+        missing = [k for k in ("prompt",) if k not in x]
+        if missing:
+            raise ValueError(f"{describe_item(x, i)} has no {missing[0]!r}: an item is a task record "
+                             "(keys 'prompt', 'images', 'choices') or a (prompt, images, choices) tuple.")
+        return NormalizedItem(list(x["prompt"]), list(x.get("images") or []), list(x.get("choices") or []), x)
+    if isinstance(x, tuple) and len(x) in (2, 3):
+        prompt, images = x[0], x[1]
+        choices = list(x[2]) if len(x) == 3 and x[2] is not None else []
+        return NormalizedItem(list(prompt), list(images or []), choices, None)
+    raise TypeError(f"item {i} is a {type(x).__name__}; expected a task record (dict) or a "
+                    "(prompt messages, images, choices) tuple.")
+
+
+def as_sequence(items: Any) -> Any:
+    """Index items lazily when we can (a ``datasets.Dataset`` decodes images per row)."""
+    if isinstance(items, Mapping):
+        raise TypeError("score()/generate() take a sequence of items; wrap a single record in a list.")
+    if hasattr(items, "__len__") and hasattr(items, "__getitem__"):
+        return items
+    return list(items)
+
+
+def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | None) -> str | None:
+    if isinstance(prefill, FamilyPrefill):
+        return family.think_prefill if family is not None else None
+    if prefill is not None and not isinstance(prefill, str):
+        raise TypeError(f"prefill must be a string, None or FAMILY_PREFILL, not {type(prefill).__name__}")
+    return prefill or None
+
+
+def render_prompt(processor: Any, prompt: Sequence[Mapping[str, Any]], prefill: str | None = None) -> str:
+    """The text the model is scored on or generates after: ``prompt`` through the
+    processor's chat template with ``add_generation_prompt=True``, then ``prefill``
+    verbatim (``None``: nothing). Images stay placeholders; the processor expands them."""
+    text = processor.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+    return text + prefill if prefill else text

@@ -1,0 +1,162 @@
+"""The :class:`Scorer`: a loaded model behind the engine's narrow model API (the shape
+of lm-eval's ``lm_eval/api/model.py``), three methods over items only:
+:meth:`Scorer.score` (:func:`~judgetrain.scoring.score`),
+:meth:`Scorer.score_shared_prefix` (:func:`~judgetrain.scoring.score_shared_prefix`)
+and :meth:`Scorer.generate` (:func:`~judgetrain.scoring.generate`). The functions take
+an already loaded ``(model, processor)``; :meth:`Scorer.from_pretrained` also loads
+checkpoints (base, base + PEFT adapter, or merged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..models.registry import ModelFamily
+from .batching import Batcher, BatchSize
+from .constrained import score
+from .generation import generate
+from .model import ScoringModel
+from .prefix import PrefixGroup, score_shared_prefix
+from .prompts import FAMILY_PREFILL, FamilyPrefill, Item, render_prompt, resolve_prefill
+from .results import ChoiceScores, GenerationOutput
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, ProcessorMixin
+
+__all__ = ["Scorer"]
+
+
+_PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
+
+
+class Scorer:
+    """A loaded model ready to score and generate: holds (model, processor, family,
+    batch size, device, dtype, prefill) so callers pass only items.
+
+    ``batch_size="auto"``: on CUDA the first batch holds one item, its peak memory
+    sets the batch size from ``torch.cuda.mem_get_info`` (80% of free memory, at
+    most ``MAX_AUTO_BATCH_SIZE``), and an out-of-memory error halves it and retries
+    the batch; on CPU it is ``CPU_BATCH_SIZE``.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        processor: ProcessorMixin,
+        family: ModelFamily | str | None = None,
+        *,
+        batch_size: BatchSize = "auto",
+        prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
+        progress: bool = True,
+    ):
+        self.model = model
+        self.processor = processor
+        self._m = ScoringModel(model, processor, family)
+        self.family = self._m.family
+        self.device = self._m.device
+        self.dtype = self._m.dtype
+        self.batch_size = batch_size
+        Batcher(batch_size, self.device, 1)  # validate now, not on the first call
+        self.prefill = resolve_prefill(prefill, self.family)
+        self.progress = progress
+        model.eval()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str | os.PathLike[str],
+        adapter: str | os.PathLike[str] | None = None,
+        *,
+        dtype: str | torch.dtype | None = None,
+        device: str | torch.device | None = None,
+        batch_size: BatchSize = "auto",
+        family: ModelFamily | str | None = None,
+        merge_adapter: bool = False,
+        prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
+        progress: bool = True,
+        **load_kwargs: Any,
+    ) -> Scorer:
+        """Load a base checkpoint, a base + PEFT adapter, or a merged folder.
+
+        Args:
+            model_name_or_path: a model folder or hub id (base or merged). An adapter
+                folder (``adapter_config.json`` and no ``config.json``) is accepted
+                too: its base comes from ``base_model_name_or_path``.
+            adapter: a PEFT adapter folder, loaded with ``PeftModel.from_pretrained``
+                onto the base. The processor comes from the adapter folder when it
+                holds one (``processor_config.json`` / ``preprocessor_config.json``),
+                else from the base.
+            dtype: ``"float32"``, ``"bfloat16"``, ``"float16"``, ``"auto"`` (the
+                checkpoint's) or a torch dtype; ``None``: float32 on CPU, the
+                checkpoint's dtype on an accelerator.
+            device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None``: CUDA when available.
+            merge_adapter: fold the adapter into the base weights after loading
+                (faster inference, same scores up to float rounding).
+            **load_kwargs: forwarded to ``load_model_and_processor`` (e.g.
+                ``attn_implementation``, ``min_pixels``, ``local_files_only``).
+        """
+        import torch
+
+        from ..models.registry import load_model_and_processor
+
+        path = Path(os.fspath(model_name_or_path)).expanduser()
+        if adapter is None and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+            adapter = path
+            base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+            if not base:
+                raise ValueError(f"{path / 'adapter_config.json'} names no base_model_name_or_path; pass the base "
+                                 "model as model_name_or_path and this folder as adapter=.")
+            model_name_or_path = base
+        dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype is None:
+            dtype = "float32" if dev.type == "cpu" else "auto"
+        if dev.type != "cpu":
+            load_kwargs.setdefault("device_map", str(dev))
+        model, processor = load_model_and_processor(model_name_or_path, family=family, dtype=dtype, **load_kwargs)
+        if adapter is not None:
+            from peft import PeftModel
+
+            adapter_dir = Path(os.fspath(adapter)).expanduser()
+            if not (adapter_dir / "adapter_config.json").is_file():
+                raise FileNotFoundError(f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
+                                        "folder. Pass the folder the trainer saved the adapter to (or a merged model "
+                                        "folder as model_name_or_path, without adapter=).")
+            model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+            if merge_adapter:
+                model = model.merge_and_unload()
+            if any((adapter_dir / f).is_file() for f in _PROCESSOR_FILES):
+                from transformers import AutoProcessor
+
+                processor = AutoProcessor.from_pretrained(str(adapter_dir))
+        model.to(dev)
+        return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress)
+
+    def render(self, prompt: Sequence[Mapping[str, Any]]) -> str:
+        """The exact text scored or generated from: chat template, generation prompt, prefill."""
+        return render_prompt(self.processor, prompt, self.prefill)
+
+    def score(self, items: Sequence[Item] | Iterable[Item], *, reduction: Literal["sum", "mean"] = "sum",
+              progress: bool | None = None) -> list[ChoiceScores]:
+        """:func:`score` with this scorer's model, family, prefill and batch size."""
+        return score(self.model, self.processor, items, family=self.family, prefill=self.prefill,
+                     batch_size=self.batch_size, reduction=reduction,
+                     progress=self.progress if progress is None else progress)
+
+    def score_shared_prefix(self, groups: Sequence[PrefixGroup] | Iterable[PrefixGroup], *,
+                            reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None) -> list[list[ChoiceScores]]:
+        """:func:`score_shared_prefix` with this scorer's model, family, prefill and batch size."""
+        return score_shared_prefix(self.model, self.processor, groups, family=self.family, prefill=self.prefill,
+                                   batch_size=self.batch_size, reduction=reduction,
+                                   progress=self.progress if progress is None else progress)
+
+    def generate(self, items: Sequence[Item] | Iterable[Item], max_new_tokens: int = 64,
+                 parser: Callable[[str], str | None] | None = None, *, progress: bool | None = None) -> GenerationOutput:
+        """:func:`generate` with this scorer's model, family, prefill and batch size."""
+        return generate(self.model, self.processor, items, max_new_tokens, parser, family=self.family,
+                        prefill=self.prefill, batch_size=self.batch_size,
+                        progress=self.progress if progress is None else progress)
