@@ -5,13 +5,15 @@ imports so that reading a manifest never pulls in torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from judgetrain.errors import UserError
+from judgetrain.jsonl import inside  # noqa: F401  (re-exported: every builder's manifest paths)
 
 __all__ = ["BuildError", "Fractions", "Skip", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
 
 
-class BuildError(RuntimeError):
+class BuildError(UserError, RuntimeError):
     """A build that cannot go on (bad arguments, or bad input under --strict)."""
 
 
@@ -27,16 +29,6 @@ class Skip:
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.reason}"
-
-
-def inside(root: Path, rel: Any, what: str) -> Path:
-    """Resolve ``rel`` against ``root``; refuse anything that leaves ``root``."""
-    if not isinstance(rel, str) or not rel:
-        raise ValueError(f"{what}: give a non-empty path string, relative to the manifest's folder")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"{what}: {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
-    return path
 
 
 class Fractions(dict):

@@ -26,11 +26,15 @@ Protocol, as built here:
    (e.g. ``FLUX.1``) is optional; ``votes`` (required) holds one vote per human
    annotator, ``1``/``true`` = "this sequence coherently illustrates the
    prompt", ``0``/``false`` = "it does not" (an empty list: not annotated).
-   Other keys are ignored. A malformed line (bad JSON, a missing or mistyped
-   field, a duplicate prompt id) skips the line; a bad sequence (missing or
-   unreadable image, a path outside the folder, wrong image count, bad votes,
-   a duplicate sequence id) skips that sequence only; both are reported as
-   ``path:line`` in ``build.json`` (``--strict`` fails instead).
+   Other keys are ignored; a null optional field is its default, an integer
+   ``id`` is taken as its string. The file is read with
+   :func:`judgetrain.jsonl.read_jsonl` (split on ``\\n`` only, each line
+   decoded on its own). A bad line (not UTF-8, not JSON, not an object, a
+   missing or mistyped field, a duplicate prompt id) skips the line; a bad
+   sequence (missing or unreadable image, a path outside the folder, wrong
+   image count, bad votes, a duplicate sequence id) skips that sequence only;
+   both are reported as ``path:line: field: problem; fix`` in ``build.json``
+   (``--strict`` fails instead).
 2. **Labels by majority vote** over annotators: more ``1`` than ``0`` votes →
    *positive* (human-validated); more ``0`` than ``1`` → *negative*; a tie
    (including no votes) → excluded from both, counted under ``tie`` /
@@ -75,6 +79,7 @@ from pathlib import Path
 from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
+from judgetrain.jsonl import json_kind, optional_text, read_jsonl, text
 from judgetrain.seeding import rng_for
 
 from .prism import (
@@ -155,93 +160,98 @@ def majority(votes: list[int]) -> str:
 
 def _votes(raw, where: str) -> list[int]:
     if not isinstance(raw, list) or not all(isinstance(v, bool) or v in (0, 1) for v in raw):
-        raise ValueError(f"{where}.votes must be a list of annotator votes, each 1/true (valid) or 0/false (not valid)")
+        raise ValueError(f"{where}.votes: {raw!r} is not a list of votes; give one vote per annotator, "
+                         "1/true (valid) or 0/false (not valid)")
     return [int(v) for v in raw]
 
 
 def read_mirage(path: str | os.PathLike) -> tuple[list[MiragePrompt], list[Skip]]:
-    """Parse a MIRAGE manifest (module docstring). Bad lines and bad sequences
-    become :class:`Skip` entries naming ``path:line``; nothing raises except a
-    missing manifest."""
+    """Parse a MIRAGE manifest (module docstring) with :func:`judgetrain.jsonl.read_jsonl`.
+    Bad lines and bad sequences become :class:`Skip` entries naming ``path:line`` and
+    ``field: problem; fix``; nothing raises except a missing manifest."""
     path = Path(path)
     if not path.is_file():
         raise BuildError(f"{path}: MIRAGE manifest not found")
-    root = path.parent
     prompts: list[MiragePrompt] = []
     skips: list[Skip] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            pid = None
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("each line must be a JSON object")
-                pid = row.get("id")
-                if not isinstance(pid, str) or not pid:
-                    pid = None
-                    raise ValueError("missing 'id' (a non-empty string naming the prompt)")
-                if pid in seen:
-                    raise ValueError(f"duplicate id {pid!r} (first on line {seen[pid]}); prompt ids must be unique")
-                domain = row.get("domain")
-                if domain not in DOMAINS:
-                    raise ValueError(f"'domain' is {domain!r}; use one of {list(DOMAINS)}")
-                prompt = row.get("prompt", "")
-                steps = row.get("steps", [])
-                if not isinstance(prompt, str):
-                    raise ValueError("'prompt' must be a string")
-                if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
-                    raise ValueError("'steps' must be a list of non-empty strings (one per image)")
-                if not prompt.strip() and not steps:
-                    raise ValueError("give 'prompt' (the generation prompt) or 'steps' (one text per image), or both")
-                source = row.get("source", f"mirage-{domain}")
-                if not isinstance(source, str) or not source:
-                    raise ValueError("'source' must be a non-empty string")
-                raw = row.get("sequences")
-                if not isinstance(raw, list) or not raw:
-                    raise ValueError("'sequences' must be a non-empty list of {\"generator\", \"images\", \"votes\"} objects")
-            except (json.JSONDecodeError, ValueError) as e:
-                kind = "malformed manifest line" if isinstance(e, json.JSONDecodeError) else "bad prompt"
-                skips.append(Skip(str(path), n, f"{kind}: {e}", pid))
-                continue
-            seen[pid] = n
-            steps = [s.strip() for s in steps]
-            sequences, seq_ids, total = [], set(), 0
-            for k, seq in enumerate(raw):
-                where = f"sequences[{k}]"
-                try:
-                    if not isinstance(seq, dict):
-                        raise ValueError(f"{where} must be an object with 'generator', 'images' and 'votes'")
-                    sid = seq.get("id", f"seq-{k}")
-                    if not isinstance(sid, str) or not sid:
-                        raise ValueError(f"{where}.id must be a non-empty string")
-                    where = f"sequences[{k}] (id {sid!r})"
-                    if sid in seq_ids:
-                        raise ValueError(f"{where}: duplicate sequence id within prompt {pid!r}")
-                    generator = seq.get("generator")
-                    if not isinstance(generator, str) or not generator:
-                        raise ValueError(f"{where}.generator must name the pipeline that produced it (e.g. \"GILL\")")
-                    backbone = seq.get("backbone")
-                    if backbone is not None and not isinstance(backbone, str):
-                        raise ValueError(f"{where}.backbone must be a string")
-                    images = seq.get("images")
-                    if not isinstance(images, list) or not images:
-                        raise ValueError(f"{where}.images must be a non-empty list of image paths in order")
-                    if steps and len(images) != len(steps):
-                        raise ValueError(f"{where} has {len(images)} image(s) for {len(steps)} step(s); give one image per step")
-                    votes = _votes(seq.get("votes", None), where)
-                    paths = [inside(root, im, f"{where}.images[{i}]") for i, im in enumerate(images)]
-                    size = sum(check_image(p, f"{where}.images[{i}]") for i, p in enumerate(paths))
-                except ValueError as e:
-                    skips.append(Skip(str(path), n, f"bad sequence: {e}", pid))
-                    continue
-                seq_ids.add(sid)
-                total += size
-                sequences.append(MirageSequence(sid, generator, paths, votes, backbone))
-            prompts.append(MiragePrompt(pid, domain, prompt.strip(), steps, sequences, source, str(path), n, total))
+    for item in read_jsonl(path):
+        pid = None
+        try:
+            if item.problem:
+                raise ValueError(item.problem)
+            pid = text(item.row, "id", "a non-empty string naming the prompt", ids=True)
+            if pid in seen:
+                raise ValueError(f"id: {pid!r} is also on line {seen[pid]}; give every prompt its own id")
+            prompt, bad = _mirage_prompt(item.row, pid, path, item.line)
+        except ValueError as e:
+            skips.append(Skip(str(path), item.line, str(e), pid))
+            continue
+        seen[pid] = item.line
+        skips += [Skip(str(path), item.line, reason, pid) for reason in bad]
+        prompts.append(prompt)
     return prompts, skips
+
+
+def _mirage_prompt(row: dict, pid: str, path: Path, line: int) -> tuple[MiragePrompt, list[str]]:
+    """One manifest line as a prompt with its good sequences, and why each bad sequence was
+    left out; ``ValueError("field: problem; fix")`` when the line itself is unusable."""
+    domains = f"use one of {list(DOMAINS)}"
+    domain = text(row, "domain", domains)
+    if domain not in DOMAINS:
+        raise ValueError(f"domain: {domain!r} is not a MIRAGE domain; {domains}")
+    prompt = optional_text(row, "prompt", "the text the sequences were generated from, or leave it out")
+    steps = row.get("steps")
+    steps = [] if steps is None else steps
+    if not isinstance(steps, list):
+        raise ValueError(f"steps: {json_kind(steps)}, not an array; give one non-empty string per image, or leave it out")
+    for j, step in enumerate(steps):
+        if not isinstance(step, str) or not step.strip():
+            raise ValueError(f"steps[{j}]: {step!r} is not a step text; give one non-empty string per image")
+    if not prompt.strip() and not steps:
+        raise ValueError("prompt: missing and no steps; give 'prompt' (the generation prompt) or 'steps' "
+                         "(one text per image), or both")
+    source = text(row, "source", "a non-empty string, or leave it out", default=f"mirage-{domain}")
+    raw = row.get("sequences")
+    if not isinstance(raw, list) or not raw:
+        what = "missing" if raw is None else "empty" if raw == [] else f"{json_kind(raw)}, not an array"
+        raise ValueError(f'sequences: {what}; give a non-empty list of {{"generator", "images", "votes"}} objects')
+    steps = [s.strip() for s in steps]
+    sequences, bad, total = [], [], 0
+    for k, seq in enumerate(raw):
+        try:
+            sequence, size = _mirage_sequence(seq, k, steps, path.parent, {s.id for s in sequences})
+        except ValueError as e:
+            bad.append(str(e))
+            continue
+        total += size
+        sequences.append(sequence)
+    return MiragePrompt(pid, domain, prompt.strip(), steps, sequences, source, str(path), line, total), bad
+
+
+def _mirage_sequence(seq, k: int, steps: list[str], root: Path, taken: set[str]) -> tuple[MirageSequence, int]:
+    """``sequences[k]`` of a prompt and its image bytes; ``ValueError("sequences[k].field: problem; fix")``."""
+    where = f"sequences[{k}]"
+    if not isinstance(seq, dict):
+        raise ValueError(f'{where}: {json_kind(seq)}, not an object; write {{"generator", "images", "votes"}}')
+    try:
+        sid = text(seq, "id", "a name unique within the prompt, or leave it out", default=f"seq-{k}", ids=True)
+        generator = text(seq, "generator", 'name the pipeline that produced it, e.g. "GILL"')
+        backbone = optional_text(seq, "backbone", 'e.g. "FLUX.1", or leave it out') or None
+    except ValueError as e:
+        raise ValueError(f"{where}.{e}") from None
+    where = f"sequences[{k}] (id {sid!r})"
+    if sid in taken:
+        raise ValueError(f"{where}.id: duplicate sequence id within the prompt; give every sequence its own id")
+    images = seq.get("images")
+    if not isinstance(images, list) or not images:
+        raise ValueError(f"{where}.images: {images!r} is not a list of paths; give the image paths in order")
+    if steps and len(images) != len(steps):
+        raise ValueError(f"{where}.images: {len(images)} image(s) for {len(steps)} step(s); give one image per step")
+    votes = _votes(seq.get("votes", None), where)
+    paths = [inside(root, im, f"{where}.images[{i}]") for i, im in enumerate(images)]
+    size = sum(check_image(p, f"{where}.images[{i}]") for i, p in enumerate(paths))
+    return MirageSequence(sid, generator, paths, votes, backbone), size
 
 
 # --------------------------------------------------------------------------- synthetic manifest
@@ -376,7 +386,8 @@ def build(cfg: MirageConfig) -> dict:
         for s in skips:
             print(f"warning: skipped {s}", file=sys.stderr)
         if cfg.strict:
-            raise BuildError(f"{len(skips)} bad input(s) (listed above); fix them or rerun without --strict to skip them")
+            raise BuildError(f"{len(skips)} bad input(s) (listed above; the first: {skips[0]}); fix them or rerun "
+                             "without --strict to skip them")
 
     verdicts: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     kept, filtered = [], []

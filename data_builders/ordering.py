@@ -28,20 +28,15 @@ Protocol, as built here:
    ``meta`` with the permutation. Everything goes into one ``test`` split: it
    is a zero-shot probe.
 4. **Scoring**: :func:`parse_ordering` reads a model's answer strictly (None
-   unless it is exactly a permutation of 1…n: never guessed), and the metrics
-   are pure functions: :func:`exact_match` (the paper's ✓, Table S21),
-   :func:`kendall_tau` (``scipy.stats.kendalltau`` between the chronological
-   ranks the prediction and the gold give each image), :func:`position_accuracy`
-   (share of chronological ranks holding the right image), aggregated by
-   :func:`ordering_metrics` (invalid answers count as wrong in the exact-match
-   rate, as the paper's x/10, and are left out of the mean tau and position
-   accuracy, with their count reported).
+   unless it is exactly a permutation of 1…n: never guessed); the metrics
+   (exact match, Kendall's tau, position accuracy, aggregated with invalid
+   answers counted as wrong, as the paper's x/10) live with the other metrics,
+   in :mod:`judgetrain.eval.metrics` (``ordering_metrics``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 from collections import Counter
@@ -119,64 +114,6 @@ def parse_ordering(text: str, n: int) -> list[int] | None:
         return None
     numbers = [int(x) for x in re.findall(r"\d+", line)]
     return numbers if sorted(numbers) == list(range(1, n + 1)) else None
-
-
-def _check_pair(pred: Sequence[int], gold: Sequence[int]) -> None:
-    if sorted(pred) != sorted(gold) or sorted(gold) != list(range(1, len(gold) + 1)):
-        raise ValueError(f"orderings must be permutations of the same 1…n: got {list(pred)} and {list(gold)}")
-
-
-def exact_match(pred: Sequence[int] | None, gold: Sequence[int]) -> bool:
-    """True iff the whole predicted ordering equals the gold (the paper's ✓); None is wrong."""
-    return pred is not None and list(pred) == list(gold)
-
-
-def kendall_tau(pred: Sequence[int], gold: Sequence[int]) -> float:
-    """Kendall's tau (``scipy.stats.kendalltau``; no ties, so tau-b = tau-a)
-    between the chronological rank each image gets in ``pred`` and in ``gold``:
-    1 identical, −1 reversed. Needs n ≥ 2."""
-    from scipy.stats import kendalltau
-
-    _check_pair(pred, gold)
-    if len(gold) < 2:
-        raise ValueError("Kendall's tau needs at least two images")
-    rank_pred = {img: r for r, img in enumerate(pred)}
-    rank_gold = {img: r for r, img in enumerate(gold)}
-    images = sorted(rank_gold)
-    return float(kendalltau([rank_pred[i] for i in images], [rank_gold[i] for i in images]).statistic)
-
-
-def position_accuracy(pred: Sequence[int], gold: Sequence[int]) -> float:
-    """Share of chronological ranks at which ``pred`` names the right image."""
-    _check_pair(pred, gold)
-    return sum(a == b for a, b in zip(pred, gold)) / len(gold)
-
-
-def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequence[int]]) -> dict:
-    """Aggregate over items: ``n``, ``n_valid``, ``n_invalid``; ``exact_match``
-    over all items (invalid = wrong, as Table S21's x/10) and
-    ``exact_match_valid`` over valid ones; mean ``kendall_tau`` and
-    ``position_accuracy`` over valid ones (None when none is valid);
-    ``chance_exact_match`` = mean of 1/n! (a uniform random guess)."""
-    if len(preds) != len(golds):
-        raise ValueError(f"{len(preds)} predictions for {len(golds)} gold orderings")
-    valid = [(p, g) for p, g in zip(preds, golds) if p is not None]
-    n = len(golds)
-
-    def mean(xs):
-        xs = list(xs)
-        return sum(xs) / len(xs) if xs else None
-
-    return {
-        "n": n,
-        "n_valid": len(valid),
-        "n_invalid": n - len(valid),
-        "exact_match": mean(exact_match(p, g) for p, g in zip(preds, golds)),
-        "exact_match_valid": mean(exact_match(p, g) for p, g in valid),
-        "kendall_tau": mean(kendall_tau(p, g) for p, g in valid),
-        "position_accuracy": mean(position_accuracy(p, g) for p, g in valid),
-        "chance_exact_match": mean(1 / math.factorial(len(g)) for g in golds),
-    }
 
 
 # --------------------------------------------------------------------------- records

@@ -126,14 +126,13 @@ VERSION = "1.0.0"
 LAYOUTS = ("P0", "P1", "P2", "P3", "P4", "P5", "P6")
 POINTWISE_LAYOUTS = tuple(layout for layout in LAYOUTS if layout != "P4")  # P4 = P0 with one sequence (A.2)
 MODES = ("pairwise", "pointwise")
-SEMANTIC = ("semantic-1", "semantic-2", "semantic-3")
-TEMPORAL = ("swap", "swap-nonconsecutive", "shuffle")
+SEMANTIC, TEMPORAL = records.SEMANTIC, records.TEMPORAL
 PERTURBATIONS = SEMANTIC + TEMPORAL
 POINTWISE_SCORES = {"none": 5, "swap": 3, "swap-nonconsecutive": 3, "shuffle": 3, "semantic-1": 2, "semantic-2": 1, "semantic-3": 1}
 PAIRWISE_CHOICES = ["A", "B"]
 POINTWISE_CHOICES = ["1", "2", "3", "4", "5"]
 MIN_STEPS = 4
-POSITIONAL_SUBSET_MAX_FRAMES = 6
+POSITIONAL_SUBSET_MAX_FRAMES = records.POSITIONAL_SUBSET_MAX_FRAMES
 DEFAULT_NONCONSECUTIVE = 2
 SHUFFLE_MIN_MOVED = 3
 DEFAULT_SYNTHETIC = 100

@@ -13,9 +13,13 @@ Two sources, one format:
   order, each with a non-empty ``text`` and an ``image``) are required;
   ``title`` (what the procedure achieves, shown as "Task: …") and ``source``
   (the record's ``source`` column; default ``"procedures"``) are optional;
-  other keys are ignored. Image paths are relative to the manifest's folder
-  and may not leave it. A malformed line, a missing / unreadable image or a
-  duplicate id becomes a :class:`Skip` naming ``path:line`` (counted in
+  other keys are ignored (a null ``title`` or ``source`` is its default; an
+  integer ``id`` is taken as its string). Image paths are relative to the
+  manifest's folder and may not leave it. The file is read with
+  :func:`judgetrain.jsonl.read_jsonl` (split on ``\\n`` only, each line decoded
+  on its own): a line that is not UTF-8, not JSON or not an object, a missing
+  or mistyped field, a missing / unreadable image or a duplicate id becomes a
+  :class:`Skip` naming ``path:line`` and ``field: problem; fix`` (counted in
   ``build.json``, never silently dropped); builders fail on them under
   ``--strict``.
 
@@ -56,6 +60,7 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 from tqdm.auto import tqdm
 
+from judgetrain.jsonl import optional_text, read_jsonl, text
 from judgetrain.seeding import derive_seed
 
 from .common import BuildError, Skip, inside
@@ -143,12 +148,12 @@ def check_image(path: Path, what: str) -> int:
     """Fully decode the image at ``path`` (so a truncated file is caught here,
     not mid-build); return its size in bytes. Raises ValueError saying why."""
     if not path.is_file():
-        raise ValueError(f"{what} {path.name!r}: file not found ({path})")
+        raise ValueError(f"{what}: file not found ({path}); fix the path or put the image there")
     try:
         with Image.open(path) as im:
             im.load()
     except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as e:
-        raise ValueError(f"{what} {path.name!r}: unreadable image ({e})") from None
+        raise ValueError(f"{what}: unreadable image {path} ({e}); replace the file or drop the line") from None
     return path.stat().st_size
 
 
@@ -166,61 +171,59 @@ def image_bytes(path: str | os.PathLike) -> bytes:
 
 
 def read_procedures(path: str | os.PathLike) -> tuple[list[Procedure], list[Skip]]:
-    """Parse a procedure manifest (module docstring). Every bad line — not JSON,
-    a missing or mistyped field, a path outside the manifest's folder, a missing
-    or unreadable image, a duplicate id — becomes a :class:`Skip` naming the
-    manifest and line; nothing raises except a missing manifest."""
+    """Parse a procedure manifest (module docstring) with :func:`judgetrain.jsonl.read_jsonl`.
+    Every bad line — not UTF-8, not JSON, not an object, a missing or mistyped field, a
+    path outside the manifest's folder, a missing or unreadable image, a duplicate id —
+    becomes a :class:`Skip` naming the manifest and line (``field: problem; fix``);
+    nothing raises except a missing manifest."""
     path = Path(path)
     if not path.is_file():
         raise BuildError(f"{path}: procedure manifest not found")
-    root = path.parent
     procedures: list[Procedure] = []
     skips: list[Skip] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            sid = None
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("each line must be a JSON object")
-                sid = row.get("id")
-                if not isinstance(sid, str) or not sid:
-                    sid = None
-                    raise ValueError("missing 'id' (a non-empty string naming the procedure)")
-                if sid in seen:
-                    raise ValueError(f"duplicate id {sid!r} (first on line {seen[sid]}); ids must be unique")
-                category = row.get("category")
-                if not isinstance(category, str) or not category:
-                    raise ValueError("missing 'category' (e.g. \"make-pizza\"; semantic outliers come from other categories)")
-                title = row.get("title", "")
-                if not isinstance(title, str):
-                    raise ValueError("'title' must be a string")
-                source = row.get("source", DEFAULT_SOURCE)
-                if not isinstance(source, str) or not source:
-                    raise ValueError("'source' must be a non-empty string")
-                raw = row.get("steps")
-                if not isinstance(raw, list) or not raw:
-                    raise ValueError("'steps' must be a non-empty list of {\"text\", \"image\"} objects in chronological order")
-                steps, total = [], 0
-                for k, step in enumerate(raw):
-                    if not isinstance(step, dict):
-                        raise ValueError(f"steps[{k}] must be an object with 'text' and 'image'")
-                    text = step.get("text")
-                    if not isinstance(text, str) or not text.strip():
-                        raise ValueError(f"steps[{k}].text must be a non-empty string")
-                    image = inside(root, step.get("image"), f"steps[{k}].image")
-                    total += check_image(image, f"steps[{k}].image")
-                    steps.append(Step(text.strip(), image))
-            except (json.JSONDecodeError, ValueError) as e:
-                kind = "malformed manifest line" if isinstance(e, json.JSONDecodeError) else "bad procedure"
-                skips.append(Skip(str(path), n, f"{kind}: {e}", sid))
-                continue
-            seen[sid] = n
-            procedures.append(Procedure(sid, category, steps, title.strip(), source, str(path), n, total))
+    for item in read_jsonl(path):
+        sid = None
+        try:
+            if item.problem:
+                raise ValueError(item.problem)
+            sid = text(item.row, "id", "a non-empty string naming the procedure", ids=True)
+            if sid in seen:
+                raise ValueError(f"id: {sid!r} is also on line {seen[sid]}; give every procedure its own id")
+            procedure = _procedure(item.row, sid, path, item.line)
+        except ValueError as e:
+            skips.append(Skip(str(path), item.line, str(e), sid))
+            continue
+        seen[sid] = item.line
+        procedures.append(procedure)
     return procedures, skips
+
+
+def _procedure(row: dict, sid: str, path: Path, line: int) -> Procedure:
+    """One manifest line as a :class:`Procedure`; ``ValueError("field: problem; fix")`` otherwise."""
+    category = text(row, "category", 'name it, e.g. "make-pizza" (semantic outliers come from other categories)')
+    title = optional_text(row, "title", "what the procedure achieves, or leave it out")
+    source = text(row, "source", 'the dataset\'s name, e.g. "coin", or leave it out', default=DEFAULT_SOURCE)
+    raw = row.get("steps")
+    fix = 'give a non-empty list of {"text", "image"} objects in chronological order'
+    if raw is None:
+        raise ValueError(f"steps: missing; {fix}")
+    if not isinstance(raw, list):
+        raise ValueError(f"steps: a {type(raw).__name__}, not a list; {fix}")
+    if not raw:
+        raise ValueError(f"steps: empty; {fix}")
+    steps, total = [], 0
+    for k, step in enumerate(raw):
+        if not isinstance(step, dict):
+            raise ValueError(f'steps[{k}]: a {type(step).__name__}, not an object; write {{"text": …, "image": …}}')
+        try:
+            words = text(step, "text", "the step's instruction, a non-empty string")
+        except ValueError as e:
+            raise ValueError(f"steps[{k}].{e}") from None
+        image = inside(path.parent, step.get("image"), f"steps[{k}].image")
+        total += check_image(image, f"steps[{k}].image")
+        steps.append(Step(words.strip(), image))
+    return Procedure(sid, category, steps, title.strip(), source, str(path), line, total)
 
 
 def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: int, size: int, progress: bool, strict: bool,
@@ -236,7 +239,8 @@ def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: 
         for s in skips:
             print(f"warning: skipped {s}", file=sys.stderr)
         if strict:
-            raise BuildError(f"{len(skips)} bad input(s) (listed above); fix them or rerun without --strict to skip them")
+            raise BuildError(f"{len(skips)} bad input(s) (listed above; the first: {skips[0]}); fix them or rerun "
+                             "without --strict to skip them")
     kept = [p for p in procedures if p.n >= min_steps]
     short = [p for p in procedures if p.n < min_steps]
     if not kept:

@@ -35,10 +35,14 @@ that property order so the model writes its reasoning before its verdict, and
   alone on the last line, the rationale is the text before that line.
 - ``replay``: rationales exported earlier (``--replay FILE``), JSON Lines with
   ``id``, ``rationale``, ``answer`` (a string member of the record's choices)
-  and optionally ``teacher`` and ``model``. Unknown ids, duplicate ids and
-  malformed lines are errors naming ``file:line``; a record without a line is a
-  failure. Every build writes ``OUT/rationales.jsonl`` in this format, so a
-  Gemini build replays into byte-identical records.
+  and optionally ``teacher`` and ``model``, read with
+  :func:`judgetrain.jsonl.read_jsonl` (split on ``\\n`` only, each line decoded
+  on its own). A bad line (not UTF-8, not JSON, not an object, an unknown or
+  repeated id, an unusable answer) is listed under ``skipped`` in ``build.json``
+  as ``file:line: reason`` (``--strict``: the build fails, listing them); a
+  record without a usable line is a failure. Every build writes
+  ``OUT/rationales.jsonl`` in this format, so a Gemini build replays into
+  byte-identical records.
 
 **Failures**: after the SDK's retries are exhausted, a malformed response body,
 a response that breaks the schema (not JSON, a missing field, an answer outside
@@ -91,6 +95,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -104,8 +109,10 @@ from typing import Any, Literal
 from judgetrain import records
 from judgetrain.config import OutputArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
+from judgetrain.jsonl import optional_text, read_jsonl
+from judgetrain.jsonl import text as text_field
 
-from .common import BuildError, finish_summary
+from .common import BuildError, Skip, finish_summary
 from .mirage import MIRAGE_INSTRUCTION
 from .prism import PAIRWISE_INSTRUCTION, POINTWISE_INSTRUCTION, instruction_for
 
@@ -304,6 +311,7 @@ class TeacherRun:
     answers: dict[str, TeacherAnswer] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     counters: Counter = field(default_factory=Counter)
+    skipped: list[Skip] = field(default_factory=list)  # bad input lines (replay), each naming file:line
 
 
 def _load_rows(data: Path, split: str):
@@ -531,59 +539,61 @@ class ReplayTeacher:
 
     def __init__(self, cfg: RationaleConfig, cache: TeacherCache, all_ids: Mapping[str, tuple[str, ...]]):
         self.path = Path(cfg.replay)
+        self.strict = cfg.strict
         self.label = f"{self.name}:{self.path.name}"
         self.all_ids = all_ids  # id -> choices, over every split of the source dataset
 
     def settings(self, item: Item) -> dict:
         return {}
 
-    def read(self) -> dict[str, TeacherAnswer]:
-        """Every line of the replay file, checked; BuildError listing every bad line."""
+    def read(self) -> tuple[dict[str, TeacherAnswer], dict[str, str], list[Skip]]:
+        """Every line of the replay file (:func:`judgetrain.jsonl.read_jsonl`), checked: the
+        answers by id, why the line of an id was unusable (its record becomes a failure), and a
+        :class:`Skip` naming ``file:line`` for every bad line. ``strict``: BuildError listing them."""
         if not self.path.is_file():
             raise BuildError(f"--replay {self.path}: no such file")
         got: dict[str, TeacherAnswer] = {}
+        unusable: dict[str, str] = {}
         first_line: dict[str, int] = {}
-        problems = []
-        for n, line in enumerate(self.path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{self.path}:{n}"
+        skips: list[Skip] = []
+        for item in read_jsonl(self.path):
+            rid, owns = None, False  # owns: this is the first line of a record's id
             try:
-                obj = json.loads(line)
+                if item.problem:
+                    raise ValueError(item.problem)
+                rid = text_field(item.row, "id", "the id of a record of the --data dataset", ids=True)
+                if rid not in self.all_ids:
+                    raise ValueError(f"id {rid!r} is not a record of the --data dataset; fix the id or drop the line")
+                if rid in first_line:  # the first line of an id stands, good or bad
+                    raise ValueError(f"id {rid!r} already given on line {first_line[rid]}; keep one line per record")
+                first_line[rid], owns = item.line, True
+                got[rid] = self._answer(item.row, self.all_ids[rid])
             except ValueError as e:
-                problems.append(f"{where}: not JSON ({e})")
-                continue
-            if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-                problems.append(f"{where}: expected an object with a string 'id', 'rationale' and 'answer'")
-                continue
-            rid = obj["id"]
-            if rid not in self.all_ids:
-                problems.append(f"{where}: id {rid!r} is not a record of the --data dataset")
-                continue
-            if rid in first_line:
-                problems.append(f"{where}: id {rid!r} already given on line {first_line[rid]}")
-                continue
-            first_line[rid] = n
-            problem = check_answer(obj, self.all_ids[rid])
-            bad_names = [k for k in ("teacher", "model") if k in obj and not isinstance(obj[k], str)]
-            if problem or bad_names:
-                problems.append(f"{where}: {problem or f'{bad_names[0]!r} must be a string'}")
-                continue
-            teacher = ":".join(obj[k] for k in ("teacher", "model") if obj.get(k)) or self.label
-            got[rid] = TeacherAnswer(obj["rationale"].strip(), obj["answer"], teacher)
-        if problems:
-            shown = "\n".join(f"  - {p}" for p in problems[:50])
-            raise BuildError(f"--replay: {len(problems)} bad line(s):\n{shown}" + ("\n  …" if len(problems) > 50 else ""))
-        return got
+                skips.append(Skip(str(self.path), item.line, str(e), rid))
+                if owns:
+                    unusable[rid] = f"its line {self.path}:{item.line} is bad: {e}"
+        if skips and self.strict:
+            shown = "\n".join(f"  - {s}" for s in skips[:50])
+            raise BuildError(f"--replay: {len(skips)} bad line(s):\n{shown}" + ("\n  …" if len(skips) > 50 else "")
+                             + "\nfix them, or rerun without --strict to leave their records out")
+        return got, unusable, skips
+
+    def _answer(self, row: dict, choices: tuple[str, ...]) -> TeacherAnswer:
+        """One replay line's answer; ``ValueError`` saying what is wrong."""
+        problem = check_answer(row, choices)
+        if problem:
+            raise ValueError(problem)
+        teacher, model = (optional_text(row, k, "a name, or leave it out") for k in ("teacher", "model"))
+        return TeacherAnswer(row["rationale"].strip(), row["answer"], ":".join(x for x in (teacher, model) if x) or self.label)
 
     def run(self, items: Sequence[Item], data: Path, progress: bool) -> TeacherRun:
-        given = self.read()
-        out = TeacherRun()
+        given, unusable, skips = self.read()
+        out = TeacherRun(skipped=skips)
         for item in items:
             if item.id in given:
                 out.answers[item.id] = given[item.id]
             else:
-                out.failures[item.id] = f"no line for this id in {self.path}"
+                out.failures[item.id] = unusable.get(item.id, f"no line for this id in {self.path}")
         return out
 
 
@@ -634,8 +644,9 @@ def _settle(out: TeacherRun, group: Sequence[Item], got: TeacherAnswer | str) ->
 class RationaleConfig(OutputArgs):
     """``judgetrain build rationales``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    strict: bool = arg(False, "fail the build when any record gets no usable teacher answer (default: leave it out "
-                              "of both datasets and list it under failures in build.json)")
+    strict: bool = arg(False, "fail the build when any record gets no usable teacher answer or a --replay line is bad "
+                              "(default: leave the record out of both datasets and list it under failures, and the "
+                              "bad line under skipped, in build.json)")
     data: Path = arg(help="a built PRISM or MIRAGE dataset folder")
     teacher: Literal[TEACHERS] = arg(
         help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
@@ -772,7 +783,7 @@ def statistics(items: Sequence[Item], run: TeacherRun) -> dict:
     """Table S6 per task and layout (asked, success rate, rationale words and
     characters, mean ± sample std) and the teacher's answer distribution per task
     next to gold, with agreement and, for pointwise, the share of scores in {1, 2}."""
-    from judgetrain.eval.metrics import accuracy
+    from sklearn.metrics import accuracy_score
 
     lengths: dict[str, dict[str, dict]] = {}
     answers: dict[str, dict] = {}
@@ -792,7 +803,7 @@ def statistics(items: Sequence[Item], run: TeacherRun) -> dict:
         entry = {"answered": len(pairs), "choices": choices,
                  "teacher": {c: teacher.get(c, 0) for c in choices},
                  "gold": {c: Counter(g for g, _ in pairs).get(c, 0) for c in choices},
-                 "agreement_with_gold": accuracy([{"label": g, "prediction": a} for g, a in pairs]) if pairs else None}
+                 "agreement_with_gold": float(accuracy_score([g for g, _ in pairs], [a for _, a in pairs])) if pairs else None}
         if task == "pointwise":
             entry["share_1_2"] = (teacher.get("1", 0) + teacher.get("2", 0)) / len(pairs) if pairs else None
         answers[task] = entry
@@ -801,9 +812,9 @@ def statistics(items: Sequence[Item], run: TeacherRun) -> dict:
 
 def plot_answers(stats: Mapping[str, Any], path: Path) -> None:
     """Teacher vs. gold answer shares per task (paper 002 Figure S2, left, for pointwise)."""
-    from judgetrain.eval.report import _pyplot
+    from judgetrain.plotting import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     tasks = list(stats["teacher_answers"])
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -845,6 +856,8 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
     teacher = make_teacher(cfg, cache, all_ids)
     items = collect_items(data, builder, splits, cfg.limit, teacher)
     run = teacher.run(items, data, cfg.progress)
+    for s in run.skipped:
+        print(f"warning: skipped {s}", file=sys.stderr)
 
     stats = statistics(items, run)
     failures = [{"id": i.id, "split": i.split, "reason": run.failures[i.id]} for i in items if i.id in run.failures]
@@ -863,7 +876,7 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
     tokens = Counter()
     for a in run.answers.values():
         tokens.update({k: v for k, v in a.usage.items() if isinstance(v, int)})
-    counts = {"asked": len(items), "answered": len(run.answers), "failed": len(failures),
+    counts = {"asked": len(items), "answered": len(run.answers), "failed": len(failures), "bad_lines": len(run.skipped),
               "success_rate": len(run.answers) / len(items) if items else None, "disagree": len(disagree),
               "cache_hits": run.counters["cache_hits"], "calls": run.counters["calls"],
               "http_requests": run.counters["http_requests"], "tokens": dict(sorted(tokens.items()))}
@@ -904,12 +917,12 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
             "counts": {"records": {s: len(d) for s, d in splits_out.items()}, "teacher": counts},
             "statistics": stats,
             "failures": failures,
-            "skipped": disagree,
+            "skipped": disagree + [asdict(s) for s in run.skipped],
         }
         infos[variant] = records.save(datasets.DatasetDict(splits_out), out / variant, info)
     shutil.rmtree(work, ignore_errors=True)
 
-    from judgetrain.eval.report import write_rows
+    from judgetrain.io import write_rows
 
     write_rows(out / EXPORT_FILE, ({"id": i.id, "rationale": run.answers[i.id].rationale, "answer": run.answers[i.id].answer,
                                     **_teacher_fields(run.answers[i.id].teacher)} for i in items if i.id in run.answers))

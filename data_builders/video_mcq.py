@@ -90,11 +90,16 @@ stay inside the manifest's folder, e.g. ``--out`` the benchmark's root):
   ``task_type``, ``question``, ``options`` (``["A. …", "B. …", "C. …", "D. …"]``,
   letter prefixes removed) and ``answer`` (a letter). ``id`` = ``question_id``.
 
-A question whose video is missing (or, with ``--probe``, unreadable) or whose
-annotation is inconsistent (answer not among the options) is reported with
-its file, item and id, counted in ``build.json`` and left out of the
-manifest; ``--strict`` makes it an error. ``--probe`` reads every video's frame
-count and fps (PyAV) into ``num_frames`` and ``duration``. ``--sample N`` keeps
+Every annotation file may also be JSON Lines (``.jsonl``, one item per line),
+read with :func:`judgetrain.jsonl.read_jsonl`; a plain JSON file is parsed
+whole, and an error in it (not UTF-8, not JSON) names the file. A question whose
+video is missing (or, with ``--probe``, unreadable), whose annotation is
+inconsistent (answer not among the options) or lacks a field, or whose JSON
+Lines line is not UTF-8, not JSON or not an object, is reported with its file
+and item (``file[index]``, or ``file:line`` for JSON Lines) and id, counted in
+``build.json`` and left out of the manifest; ``--strict`` makes it an error.
+``--probe`` reads every video's frame count and fps (PyAV) into ``num_frames``
+and ``duration``. ``--sample N`` keeps
 ``random.Random(seed).sample(items, N)`` of the usable items, the subsets of
 paper 001 App. A (seed 42).
 """
@@ -108,7 +113,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -117,8 +122,10 @@ import numpy as np
 
 from judgetrain.config import BuildArgs, arg, comma_list, jsonable
 from judgetrain.config import make_parser as make_config_parser
+from judgetrain.jsonl import json_kind, read_jsonl
+from judgetrain.mcq_manifest import ManifestError, VideoQuestion, check_line, load_manifest  # noqa: F401  (re-exported)
 
-from .common import BuildError, Skip, inside
+from .common import BuildError, Skip
 
 __all__ = [
     "BENCHMARK_SYNTHETIC",
@@ -162,149 +169,6 @@ FASTEST_RATIO = 1.1        # the fastest object travels >= 10 % farther than the
 MOST_BOUNCES_LEAD = 2      # the most-bouncing object bounces at least twice more than the next
 LEFTMOST_GAP = 0.3         # world units (~ one object radius) in every frame of the last second
 MAX_ATTEMPTS = 500
-MAX_REPORTED_PROBLEMS = 20
-
-_FIELDS = ("id", "video", "question", "options", "answer", "benchmark", "duration", "num_frames", "start", "end")
-
-
-class ManifestError(BuildError):
-    """A manifest that cannot be read; the message names file:line: field and the fix."""
-
-
-@dataclass(frozen=True)
-class VideoQuestion:
-    """One multiple-choice question about one video (a manifest line, DESIGN.md).
-
-    ``video`` is absolute (resolved inside the manifest's folder); ``options`` are
-    in gold order and ``answer`` indexes them (0-based); ``duration`` (seconds) and
-    ``num_frames`` are None when the manifest does not give them; ``start``/``end``
-    (seconds) bound the segment the question is about (None: the whole video); ``extra`` keeps
-    any further keys of the line (e.g. ``qtype``), ``line`` is the 1-based line number.
-    """
-
-    id: str
-    video: Path
-    question: str
-    options: tuple[str, ...]
-    answer: int
-    benchmark: str
-    duration: float | None = None
-    num_frames: int | None = None
-    start: float | None = None
-    end: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    line: int = 0
-
-
-# ---------------------------------------------------------------- manifest
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _text(obj: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
-    value = obj.get(key)
-    if not isinstance(value, str) or not value.strip():
-        problems.append(f"{key}: must be a non-empty string, got {value!r}")
-        return None
-    return value
-
-
-def _check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
-    """The validated fields of one manifest object, or the problems found (each ``field: what and how to fix``)."""
-    if not isinstance(obj, dict):
-        return None, [f"(line): expected a JSON object with {', '.join(_FIELDS[:6])}, got {type(obj).__name__}"]
-    problems: list[str] = []
-    qid, question, benchmark = (_text(obj, k, problems) for k in ("id", "question", "benchmark"))
-    video = None
-    if "video" not in obj:
-        problems.append("video: missing; give the video's path relative to the manifest's folder")
-    else:
-        try:
-            video = inside(root, obj["video"], "video")
-        except ValueError as e:
-            problems.append(f"video: {e}")
-    options = obj.get("options")
-    if not (isinstance(options, list) and len(options) >= 2 and all(isinstance(o, str) and o.strip() for o in options)):
-        problems.append(f"options: must be a list of at least two non-empty strings, got {options!r}")
-        options = None
-    elif len(set(options)) != len(options):
-        dup = next(o for o, c in Counter(options).items() if c > 1)
-        problems.append(f"options: {dup!r} appears more than once; options must be distinct")
-        options = None
-    answer = obj.get("answer")
-    if not _is_int(answer):
-        problems.append(f"answer: must be the 0-based index of the correct option (an integer), got {answer!r}")
-    elif options is not None and not 0 <= answer < len(options):
-        problems.append(f"answer: {answer} is not an index into the {len(options)} options (0..{len(options) - 1})")
-    duration = obj.get("duration")
-    if duration is not None and not (isinstance(duration, (int, float)) and not isinstance(duration, bool)
-                                     and math.isfinite(duration) and duration > 0):
-        problems.append(f"duration: must be the video's length in seconds (a number > 0) or absent, got {duration!r}")
-    num_frames = obj.get("num_frames")
-    if num_frames is not None and not (_is_int(num_frames) and num_frames >= 1):
-        problems.append(f"num_frames: must be the video's frame count (an integer >= 1) or absent, got {num_frames!r}")
-    bounds = {k: obj.get(k) for k in ("start", "end")}
-    for k, v in bounds.items():
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
-            problems.append(f"{k}: must be a time in seconds (a number >= 0) or absent, got {v!r}")
-            bounds[k] = None
-    if (bounds["start"] is None) != (bounds["end"] is None) and not any(p.startswith(("start", "end")) for p in problems):
-        given = "start" if bounds["start"] is not None else "end"
-        problems.append(f"{given}: a segment needs both start and end (seconds); add the other or drop {given}")
-    elif bounds["start"] is not None and bounds["end"] is not None and bounds["start"] >= bounds["end"]:
-        problems.append(f"start: {bounds['start']} must be before end ({bounds['end']}); swap or fix them")
-    if problems:
-        return None, problems
-    return {"id": qid, "video": video, "question": question, "options": tuple(options), "answer": answer,
-            "benchmark": benchmark, "duration": None if duration is None else float(duration), "num_frames": num_frames,
-            "start": None if bounds["start"] is None else float(bounds["start"]),
-            "end": None if bounds["end"] is None else float(bounds["end"]),
-            "extra": {k: v for k, v in obj.items() if k not in _FIELDS}}, []
-
-
-def _raise(path: Path, problems: list[str]) -> None:
-    shown = problems[:MAX_REPORTED_PROBLEMS]
-    more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
-    raise ManifestError(f"{path}: {len(problems)} problem(s) in the video-MCQ manifest (fields: DESIGN.md, "
-                        f"'Video multiple-choice items'):\n  " + "\n  ".join(shown) + more)
-
-
-def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
-    """Read and validate a video-MCQ manifest (JSON Lines); ManifestError naming
-    ``file:line: field`` for every bad line (up to 20 shown), duplicate ids, or a
-    ``video`` path leaving the manifest's folder. Blank lines are allowed. Video
-    files need not exist here (the evaluation reports unreadable ones)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ManifestError(f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
-                            "or convert a benchmark with `--from egoschema|mvbench|videomme`")
-    root = path.parent
-    questions, problems, seen = [], [], {}
-    with open(path, encoding="utf-8") as f:
-        for ln, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                problems.append(f"{path}:{ln}: (line): not valid JSON ({e.msg} at column {e.colno}); write one JSON object per line")
-                continue
-            fields, bad = _check_line(obj, root)
-            problems += [f"{path}:{ln}: {p}" for p in bad]
-            if fields is None:
-                continue
-            if fields["id"] in seen:
-                problems.append(f"{path}:{ln}: id: {fields['id']!r} is already used on line {seen[fields['id']]}; ids must be unique")
-                continue
-            seen[fields["id"]] = ln
-            questions.append(VideoQuestion(**fields, line=ln))
-    if problems:
-        _raise(path, problems)
-    if not questions:
-        raise ManifestError(f"{path}: the manifest holds no questions")
-    return questions
-
 
 def _manifest_row(qid: str, video: str, question: str, options: Sequence[str], answer: int, benchmark: str,
                   duration: float | None = None, num_frames: int | None = None, **extra: Any) -> dict[str, Any]:
@@ -318,7 +182,7 @@ def _manifest_row(qid: str, video: str, question: str, options: Sequence[str], a
 
 
 def _write_manifest(out: Path, rows: list[dict[str, Any]]) -> Path:
-    from judgetrain.eval.report import write_rows
+    from judgetrain.io import write_rows
 
     path = out / MANIFEST
     write_rows(path, rows)
@@ -626,7 +490,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
     parameters (finished videos are kept); a folder built with other parameters is refused."""
     from tqdm.auto import tqdm
 
-    from judgetrain.eval.report import write_json
+    from judgetrain.io import write_json
 
     from judgetrain.video import encode_mp4, mp4_codec
 
@@ -696,51 +560,92 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class _Item:
     """One converted question before its video is checked: where it came from, and its manifest fields."""
 
-    where: str            # "file[index]", for messages
-    id: str
-    video: Path           # absolute
-    question: Any
-    options: Any
-    answer: Any
+    path: str             # the annotation file (JSON Lines), or "file[index]" (an item of a JSON list, a parquet row)
+    line: int | None      # the line of a JSON Lines file
+    id: str | None        # None when the item is too broken to name
+    video: Path | None = None   # absolute
+    question: Any = None
+    options: Any = None
+    answer: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     problem: tuple[str, str] | None = None   # (kind, what is wrong) when the annotation itself is unusable
 
+    @property
+    def where(self) -> str:
+        """``file:line`` or ``file[index]``, for messages."""
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One item of an annotation file, as read: the object, or what is wrong with its line."""
+
+    path: str
+    line: int | None
+    index: int            # 0-based position among the file's items
+    row: Any
+    problem: str | None = None
+
+    def check(self, keys: Sequence[str], fmt: str, id_key: str | None) -> _Item | None:
+        """None when the row is an object with ``keys``; else the item that reports why not."""
+        problem = self.problem
+        if problem is None and not isinstance(self.row, dict):
+            problem = f"not an object ({json_kind(self.row)}); each item is an object with {', '.join(keys)} ({fmt})"
+        missing = [k for k in keys if k not in self.row] if problem is None else []
+        if missing:
+            problem = (f"field(s) {', '.join(repr(m) for m in missing)} missing; is this {fmt}? "
+                       f"(the item has {sorted(self.row)})")
+        if problem is None:
+            return None
+        rid = self.row.get(id_key) if id_key and isinstance(self.row, dict) else None
+        kind = "bad line" if self.problem else "bad annotation"
+        return _Item(self.path, self.line, None if rid is None else str(rid), problem=(kind, problem))
+
 
 def _read_json(path: Path) -> Any:
+    """A plain JSON file, parsed whole; an error names the file (and the line, for bad JSON)."""
     if not path.is_file():
         raise BuildError(f"{path}: no such annotation file")
+    data = path.read_bytes()
     try:
-        if path.suffix == ".jsonl":
-            return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise BuildError(f"{path}: not valid UTF-8 at byte {e.start}; save the file as UTF-8") from None
     except json.JSONDecodeError as e:
-        raise BuildError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        raise BuildError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
 
 
-def _require(row: Any, keys: Sequence[str], where: str, fmt: str) -> None:
-    if not isinstance(row, dict):
-        raise BuildError(f"{where}: expected an object with {', '.join(keys)} ({fmt}), got {type(row).__name__}")
-    missing = [k for k in keys if k not in row]
-    if missing:
-        raise BuildError(f"{where}: field(s) {', '.join(repr(m) for m in missing)} missing; is this {fmt}? "
-                         f"(the item has {sorted(row)})")
+def _annotation_rows(path: Path, what: str) -> list[_Row]:
+    """The items of an annotation file: JSON Lines (``.jsonl``) through
+    :func:`judgetrain.jsonl.read_jsonl`, so that a line that is not UTF-8, not JSON or not
+    an object is one located bad item and the others are read; any other file is one JSON
+    list (``what`` names it in the error when it is not a list)."""
+    if path.suffix == ".jsonl":
+        if not path.is_file():
+            raise BuildError(f"{path}: no such annotation file")
+        return [_Row(str(path), it.line, i, it.row, it.problem) for i, it in enumerate(read_jsonl(path))]
+    rows = _read_json(path)
+    if not isinstance(rows, list):
+        raise BuildError(f"{path}: expected {what} (a JSON list of questions, or JSON Lines with one per line)")
+    return [_Row(f"{path}[{i}]", None, i, row) for i, row in enumerate(rows)]
 
 
 def _egoschema(annotations: Path, videos: Path, answers: Path | None) -> list[_Item]:
-    rows = _read_json(annotations)
-    if not isinstance(rows, list):
-        raise BuildError(f"{annotations}: expected EgoSchema's questions.json (a JSON list of questions)")
+    rows = _annotation_rows(annotations, "EgoSchema's questions.json")
     answers = answers or annotations.with_name("subset_answers.json")
     key = _read_json(answers)
     if not isinstance(key, dict):
         raise BuildError(f"{answers}: expected EgoSchema's subset_answers.json (an object q_uid -> option index)")
     fields = ["q_uid", "question"] + [f"option {i}" for i in range(5)]
     items = []
-    for i, row in enumerate(rows):
-        where = f"{annotations}[{i}]"
-        _require(row, fields, where, "EgoSchema questions.json")
+    for r in rows:
+        bad = r.check(fields, "EgoSchema questions.json", "q_uid")
+        if bad is not None:
+            items.append(bad)
+            continue
+        row = r.row
         uid = str(row["q_uid"])
-        item = _Item(where, uid, videos / f"{uid}.mp4", row["question"], [row[f"option {j}"] for j in range(5)],
+        item = _Item(r.path, r.line, uid, videos / f"{uid}.mp4", row["question"], [row[f"option {j}"] for j in range(5)],
                      key.get(uid), {k: row[k] for k in ("google_drive_id",) if k in row})
         if uid not in key:
             item.problem = ("no public answer", f"no answer in {answers.name} (only the public subset has answers)")
@@ -748,24 +653,31 @@ def _egoschema(annotations: Path, videos: Path, answers: Path | None) -> list[_I
     return items
 
 
+def _mvbench_files(annotations: Path) -> list[Path]:
+    if not annotations.is_dir():
+        return [annotations]
+    return sorted(p for p in annotations.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
+
+
 def _mvbench(annotations: Path, videos: Path) -> list[_Item]:
-    files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
+    files = _mvbench_files(annotations)
     if not files:
-        raise BuildError(f"{annotations}: no MVBench task files (*.json) in this folder")
+        raise BuildError(f"{annotations}: no MVBench task files (*.json, *.jsonl) in this folder")
     items = []
     for path in files:
-        rows = _read_json(path)
-        if not isinstance(rows, list):
-            raise BuildError(f"{path}: expected an MVBench task file (a JSON list of questions)")
         task = path.stem
         folder, frames = MVBENCH_TASKS.get(task, ("", False))
-        for i, row in enumerate(rows):
-            where = f"{path}[{i}]"
-            _require(row, ["video", "question", "candidates", "answer"], where, "an MVBench task file")
+        for r in _annotation_rows(path, "an MVBench task file"):
+            bad = r.check(["video", "question", "candidates", "answer"], "an MVBench task file", None)
+            if bad is not None:
+                items.append(replace(bad, id=f"{task}-{r.index:04d}"))
+                continue
+            row = r.row
             extra = {"task": task} | {k: row[k] for k in ("start", "end") if k in row}
             cands, gold = row["candidates"], row["answer"]
             answer = cands.index(gold) if isinstance(cands, list) and cands.count(gold) == 1 else None
-            item = _Item(where, f"{task}-{i:04d}", videos / folder / str(row["video"]), row["question"], cands, answer, extra)
+            item = _Item(r.path, r.line, f"{task}-{r.index:04d}", videos / folder / str(row["video"]), row["question"], cands,
+                         answer, extra)
             if frames:
                 item.problem = ("frame folders", f"task {task} is stored as frame folders, not videos; PhaseFusion needs video files")
             elif answer is None:
@@ -774,37 +686,43 @@ def _mvbench(annotations: Path, videos: Path) -> list[_Item]:
     return items
 
 
-def _videomme_rows(path: Path) -> list[dict[str, Any]]:
+def _videomme_rows(path: Path) -> list[_Row]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
-    rows = _read_json(path)
-    if not isinstance(rows, list):
-        raise BuildError(f"{path}: expected Video-MME rows (a parquet file, a JSON list, or JSON Lines)")
-    return rows
+        return [_Row(f"{path}[{i}]", None, i, row) for i, row in enumerate(pq.read_table(path).to_pylist())]
+    return _annotation_rows(path, "Video-MME rows (a parquet file, a JSON list, or JSON Lines)")
+
+
+def _videomme_options(raw: Any) -> tuple[list[str], str | None]:
+    """Options without their ``"A. "`` prefixes, and what is wrong with them (or None)."""
+    options, problem = [], None
+    for j, option in enumerate(raw if isinstance(raw, list) else []):
+        letter, sep, body = str(option).partition(". ")
+        if j >= len(_LETTERS) or letter != _LETTERS[j] or not sep:
+            problem = f"option {j} {option!r} does not start with '{_LETTERS[j % len(_LETTERS)]}. '"
+        options.append(body.strip() if sep else str(option))
+    if not options:
+        problem = f"options must be a list like ['A. …', 'B. …'], got {raw!r}"
+    return options, problem
 
 
 def _videomme(annotations: Path, videos: Path) -> list[_Item]:
     items = []
-    for i, row in enumerate(_videomme_rows(annotations)):
-        where = f"{annotations}[{i}]"
-        _require(row, ["videoID", "question_id", "question", "options", "answer"], where, "Video-MME (test parquet)")
-        options, problem = [], None
-        for j, text in enumerate(row["options"] if isinstance(row["options"], list) else []):
-            letter, sep, body = str(text).partition(". ")
-            if letter != _LETTERS[j] or not sep:
-                problem = f"option {j} {text!r} does not start with '{_LETTERS[j]}. '"
-            options.append(body.strip() if sep else str(text))
-        if not options:
-            problem = f"options must be a list like ['A. …', 'B. …'], got {row['options']!r}"
+    for r in _videomme_rows(annotations):
+        bad = r.check(["videoID", "question_id", "question", "options", "answer"], "Video-MME (test parquet)", "question_id")
+        if bad is not None:
+            items.append(bad)
+            continue
+        row = r.row
+        options, problem = _videomme_options(row["options"])
         letter = row["answer"]
         answer = _LETTERS.index(letter) if isinstance(letter, str) and len(letter) == 1 and letter in _LETTERS[:len(options)] else None
         if answer is None and problem is None:
             problem = f"answer {letter!r} is not one of the option letters {_LETTERS[:len(options)]}"
         extra = {"video_id": row.get("video_id"), "duration_category": row.get("duration"), "domain": row.get("domain"),
                  "sub_category": row.get("sub_category"), "task_type": row.get("task_type")}
-        item = _Item(where, str(row["question_id"]), videos / f"{row['videoID']}.mp4", row["question"], options, answer,
+        item = _Item(r.path, r.line, str(row["question_id"]), videos / f"{row['videoID']}.mp4", row["question"], options, answer,
                      {k: v for k, v in extra.items() if v is not None})
         item.problem = None if problem is None else ("bad annotation", problem)
         items.append(item)
@@ -880,7 +798,7 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
     """
     from tqdm.auto import tqdm
 
-    from judgetrain.eval.report import write_json
+    from judgetrain.io import write_json
 
     cfg.check()
     source, annotations, videos, out, answers = cfg.source, cfg.annotations, cfg.videos, cfg.out, cfg.answers
@@ -899,8 +817,9 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
         if problem is not None:
             kind, reason = problem
             if cfg.strict:
-                raise BuildError(f"{item.where} (id {item.id}): {reason} (--strict makes this an error)")
-            skipped.append(Skip(item.where, None, reason, item.id))
+                named = f" (id {item.id})" if item.id is not None else ""
+                raise BuildError(f"{item.where}{named}: {reason} (--strict makes this an error)")
+            skipped.append(Skip(item.path, item.line, reason, item.id))
             kinds[kind] += 1
             continue
         seen[item.id] = item.where
@@ -945,12 +864,12 @@ def _converted_row(item: _Item, source: str, out: Path, probe: bool,
         duration, num_frames = info.duration_s, info.n_frames
     rel = Path(os.path.relpath(item.video.absolute(), out.absolute())).as_posix()
     row = _manifest_row(item.id, rel, item.question, item.options, item.answer, source, duration, num_frames, **item.extra)
-    _, bad = _check_line(row, out)  # the loader's own checks, so that the manifest always loads
+    _, bad = check_line(row, out)  # the loader's own checks, so that the manifest always loads
     return (None, ("bad annotation", "; ".join(bad))) if bad else (row, None)
 
 
 def _annotation_files(annotations: Path, answers: Any, source: str) -> list[Path]:
-    files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
+    files = _mvbench_files(annotations)
     if source == "egoschema":
         files.append(Path(answers) if answers else annotations.with_name("subset_answers.json"))
     return files
@@ -1057,7 +976,9 @@ def print_summary(info: dict[str, Any], out: Path) -> None:
         console.print(f"[yellow]{len(info['skipped'])} question(s) skipped "
                       f"({', '.join(f'{k}: {n}' for k, n in counts['skipped_by_reason'].items())}):[/yellow]")
         for s in info["skipped"][:10]:
-            console.print(f"  {s['path']} (id {s['id']}): {s['reason']}", highlight=False, soft_wrap=True)
+            where = f"{s['path']}:{s['line']}" if s.get("line") else s["path"]
+            named = f" (id {s['id']})" if s["id"] is not None else ""
+            console.print(f"  {where}{named}: {s['reason']}", highlight=False, soft_wrap=True)
         if len(info["skipped"]) > 10:
             console.print(f"  … all {len(info['skipped'])} in {out / BUILD_INFO}")
     print(f"Manifest written to {out / MANIFEST} ({counts['questions']} questions; build.json beside it)", flush=True)

@@ -41,6 +41,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from judgetrain.errors import UserError
+
 __all__ = [
     "DEBIAN_WORDNET",
     "WordNetMissing",
@@ -74,7 +76,7 @@ _CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 _WORD = re.compile(r"\w+")
 
 
-class WordNetMissing(FileNotFoundError):
+class WordNetMissing(UserError, FileNotFoundError):
     """No WordNet copy could be found for METEOR."""
 
 

@@ -58,7 +58,12 @@ PRISM-Temporal, ``none`` → PRISM-Coherent (pointwise gold sequences); task
 Results (``judgetrain.eval.report``): ``predictions.jsonl`` (one line per
 record, appended, flushed and fsync'd per batch; a rerun resumes, a finished
 run scores nothing), ``run.json``, ``metrics.json``, ``report.md`` and PNGs,
-all recomputable with ``judgetrain eval judge --report-only --out RUN``. Each
+all recomputable with ``judgetrain eval report RUN``. ``run.json``'s identity
+(:mod:`judgetrain.eval.runs`) is the model, adapter, dtype, split, mode,
+``max_new_tokens`` and the split's content hash: a rerun into the same folder
+with other ``--tasks``, ``--layouts``, ``--subsets`` or ``--limit`` resumes (those
+select items; the metrics cover exactly the items selected), one with another
+identity is refused unless ``--overwrite``. Each
 line carries what :mod:`judgetrain.eval.positional_bias` needs (task, layout,
 perturbation, position, subset, presentation, first-shown letter, gold,
 prediction, valid, probs, n_frames, generated text, parsed rationale,
@@ -77,7 +82,6 @@ In-process (training-time validation, Optuna sweeps)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -85,47 +89,46 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judgetrain import records
+from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
+from judgetrain.io import no_nan, write_json, write_text
+from judgetrain.plotting import pyplot
 
 from .metrics import accuracy
-from .sharded import process_state, run_sharded
-from .report import (
-    run_as_module,
-    EvalInputError,
-    METRICS,
-    PREDICTIONS,
-    REPORT,
-    _display_name,
-    _no_nan,
-    _pyplot,
-    figures_markdown,
-    read_run,
-    write_json,
-    write_text,
-)
+from .report import display_name, figures_markdown
+from .runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, items_count, read_run, run_info
+from .sharded import parse_batch_size, process_state, run_as_module, run_sharded
 
 __all__ = [
     "JUDGE_TASKS",
     "MODES",
+    "JudgeEvalConfig",
+    "cells",
     "classification_cell",
     "compute_judge_metrics",
-    "configure_parser",
     "evaluate",
+    "fmt",
     "judge_metrics",
     "main",
+    "make_parser",
     "metric_value",
     "ordering_cell",
     "pointwise_cell",
     "predict",
     "prediction_row",
     "report",
+    "rows_markdown",
+    "run",
     "select",
     "split_rationale",
     "subset_of",
 ]
+EVALUATION = "judge"
 
 JUDGE_TASKS = ("pairwise", "pointwise", "ordering")
 MODES = ("score", "rationale")
@@ -133,8 +136,6 @@ DEFAULT_MAX_NEW_TOKENS = 512
 SUBSETS = ("PRISM-Semantic", "PRISM-Temporal", "PRISM-Coherent", "MIRAGE-Recipes", "MIRAGE-Vist", "Ordering-probe")
 MIRAGE_DOMAINS = {"recipes": "MIRAGE-Recipes", "vist": "MIRAGE-Vist"}
 SCORES = (1, 2, 3, 4, 5)
-# Keys of run.json a resumed run must share with the one that wrote the predictions.
-_IDENTITY = ("model", "adapter", "data", "split", "mode", "max_new_tokens")
 # The answer split the letter / yes-no parsers use for an answer-first reply ("A. Because …", "A, since …").
 _FIRST_SENTENCE = re.compile(r"(?:[\n!?;:,]|\.\s)")
 
@@ -144,7 +145,7 @@ _FIRST_SENTENCE = re.compile(r"(?:[\n!?;:,]|\.\s)")
 
 def subset_of(record: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """The paper's subset name of a record (module docstring)."""
-    from judgetrain.data_builders.prism import SEMANTIC, TEMPORAL
+    from judgetrain.records import SEMANTIC, TEMPORAL
 
     if record["task"] == "ordering":
         return "Ordering-probe"
@@ -170,12 +171,12 @@ def split_rationale(text: str) -> str:
     cue ("Answer:", "Final answer:", "Rating:", … — the cues the scoring parsers
     read), else the text after the first sentence (an answer-first reply such as
     "A. Sequence B swaps …"). A closed ``<think>`` block is dropped first."""
-    from judgetrain.scoring import _CUE  # the parsers' own definition of an answer cue
+    from judgetrain.scoring import ANSWER_CUE  # the parsers' own definition of an answer cue
 
     body = text.strip()
     if "</think>" in body:
         body = body.rsplit("</think>", 1)[1].strip()
-    cues = list(_CUE.finditer(body))
+    cues = list(ANSWER_CUE.finditer(body))
     if cues:
         return body[: cues[-1].start()].strip()
     parts = _FIRST_SENTENCE.split(body, maxsplit=1)
@@ -348,12 +349,12 @@ def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ordering probe: :func:`judgetrain.data_builders.ordering.ordering_metrics`
+    """The ordering probe: :func:`judgetrain.eval.metrics.ordering_metrics`
     (exact match with invalid = wrong, Kendall tau, position accuracy, chance) plus
     ``invalid_rate`` and the "answers by position" signature: how many items were
     answered with the label order (1, 2, …, n: the order shown) or its reverse, and
     their shares of all items."""
-    from judgetrain.data_builders.ordering import ordering_metrics
+    from .metrics import ordering_metrics
 
     def ints(text: str | None) -> list[int] | None:
         return None if text is None else [int(x) for x in re.findall(r"\d+", str(text))]
@@ -555,74 +556,112 @@ def metric_value(metrics: Mapping[str, Any], subset: str, metric: str) -> float 
 # --------------------------------------------------------------------------- the run
 
 
-def evaluate(
-    model: str,
-    data: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    adapter: str | None = None,
-    split: str = "test",
-    mode: str = "score",
-    tasks: Sequence[str] = JUDGE_TASKS,
-    layouts: Sequence[str] | None = None,
-    subsets: Sequence[str] | None = None,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    batch_size: int | str = "auto",
-    limit: int | None = None,
-    dtype: str | None = None,
-    progress: bool = True,
-    command: str | None = None,
-) -> dict[str, Any]:
-    """Evaluate the judge records of ``data[split]`` and write a run folder ``out``.
+@dataclass(kw_only=True)
+class JudgeEvalConfig(EvalArgs):
+    """``judgetrain eval judge``: every field is a flag (``--field-name``) and a ``--config`` key.
 
-    Resumable: ids already in ``out``'s predictions are skipped; a folder written by
-    another model / adapter / data / split / mode / max_new_tokens is refused. Under a
-    multi-process launch items are strided over processes and the main process
-    merges and reports. Returns ``{"out", "n_items", "n_scored", "world_size",
-    "metrics"}`` (``metrics`` on the main process only).
-    """
-    if mode not in MODES:
-        raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
-    unknown = sorted(set(tasks) - set(JUDGE_TASKS))
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; judge tasks are {', '.join(JUDGE_TASKS)}")
-    if max_new_tokens < 1:
-        raise ValueError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
-    state = process_state("judgetrain.eval.judge")
-    out, data = Path(out), Path(data)
-    ds_all = records.load(data)
-    if split not in ds_all:
-        raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds_all)} (pass --split)")
-    ds = ds_all[split]
-    idx = select(ds, tasks=tasks, layouts=layouts, subsets=subsets, limit=limit)
+    ``split``, ``mode`` and ``max_new_tokens`` (with the model, adapter, dtype and the
+    split's content hash) are the run's identity; ``tasks``, ``layouts``, ``subsets`` and
+    ``limit`` only select which items of it are evaluated and reported."""
+
+    data: Path = arg(help="a PRISM / MIRAGE / ordering-probe dataset folder (judgetrain build prism|mirage|ordering-probe|"
+                          "rationales --out)")
+    split: str = arg("test", "split to evaluate", identity=True)
+    mode: str = arg("score", "score: constrained A/B or 1-5 scoring over each record's choices (records without choices, "
+                             "the ordering probe, are generated); rationale: generate, parse, count invalid answers and "
+                             "score the explanations", identity=True, metavar="{" + ",".join(MODES) + "}")
+    tasks: list[str] = arg(list(JUDGE_TASKS), "tasks to evaluate, from " + ",".join(JUDGE_TASKS)
+                           + " (space- or comma-separated)")
+    layouts: list[str] | None = arg(None, "layouts to evaluate, e.g. P0,P6 (space- or comma-separated; default: all)")
+    subsets: list[str] | None = arg(None, "subsets to evaluate, e.g. PRISM-Temporal (space- or comma-separated; default: "
+                                          "all): " + ",".join(SUBSETS))
+    max_new_tokens: int = arg(DEFAULT_MAX_NEW_TOKENS, "generation budget per item (rationale mode, and the ordering probe "
+                                                      "in either mode)", identity=True)
+
+    def __post_init__(self) -> None:
+        self.data, self.out = Path(self.data), Path(self.out)
+        self.model = str(self.model)
+        self.adapter = str(self.adapter) if self.adapter else None
+        self.batch_size = str(self.batch_size)
+        self.tasks = comma_list(self.tasks)
+        self.layouts = comma_list(self.layouts) or None
+        self.subsets = comma_list(self.subsets) or None
+        problems = []
+        if self.mode not in MODES:
+            problems.append(f"mode: {self.mode!r} is not a judge mode; choose {' or '.join(MODES)}")
+        unknown = [t for t in self.tasks if t not in JUDGE_TASKS]
+        if unknown:
+            problems.append(f"tasks: unknown {unknown}; judge tasks are {', '.join(JUDGE_TASKS)}")
+        elif not self.tasks:
+            problems.append(f"tasks: give at least one of {', '.join(JUDGE_TASKS)}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            problems.append(f"max_new_tokens: {self.max_new_tokens!r}; must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
+        try:
+            parse_batch_size(self.batch_size)
+        except ValueError as e:
+            problems.append(f"batch_size: {e}")
+        if problems:
+            raise ConfigError(problems, "eval judge configuration")
+
+
+def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
+    """The split's records, the indices ``cfg`` selects and every id in dataset order."""
+    ds_all = records.load(cfg.data)
+    if cfg.split not in ds_all:
+        raise EvalInputError(f"{cfg.data} has no split {cfg.split!r}; its splits are {sorted(ds_all)} (pass --split)")
+    ds = ds_all[cfg.split]
+    idx = select(ds, tasks=cfg.tasks, layouts=cfg.layouts, subsets=cfg.subsets, limit=cfg.limit)
     if not idx:
         present = dict(Counter(list(ds["task"])))
-        raise ValueError(f"{data} [{split}] has no record of task(s) {list(tasks)}"
-                         + (f", layout(s) {list(layouts)}" if layouts else "") + (f", subset(s) {list(subsets)}" if subsets else "")
-                         + f"; its tasks are {present}")
-    order = list(ds["id"])
+        raise EvalInputError(f"{cfg.data} [{cfg.split}] has no record of task(s) {list(cfg.tasks)}"
+                             + (f", layout(s) {list(cfg.layouts)}" if cfg.layouts else "")
+                             + (f", subset(s) {list(cfg.subsets)}" if cfg.subsets else "")
+                             + f"; its tasks are {present} (check --tasks, --layouts, --subsets)")
+    return ds, idx, list(ds["id"])
 
-    info = {"evaluation": "judge", "model": str(model), "adapter": str(adapter) if adapter else None,
-            "data": str(data.resolve()), "split": split, "mode": mode, "tasks": list(tasks),
-            "layouts": list(layouts) if layouts else None, "subsets": list(subsets) if subsets else None, "limit": limit,
-            "max_new_tokens": max_new_tokens if mode == "rationale" or "ordering" in tasks else None,
-            "world_size": state.num_processes, "command": command}
+
+def evaluate(model: str, data: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Evaluate the judge records of ``data[split]`` into run folder ``out``; ``fields`` are
+    the other :class:`JudgeEvalConfig` fields (``split``, ``mode``, ``tasks``, …). See :func:`run`."""
+    return run(JudgeEvalConfig(model=str(model), data=data, out=out, **fields))
+
+
+def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
+    """Evaluate the judge records ``cfg`` selects and write its run folder.
+
+    Resumable: ids already in the folder's predictions are skipped; a folder holding a
+    run of another identity (model, adapter, dtype, split, mode, max_new_tokens, the
+    split's content) is refused, or with ``cfg.overwrite`` started afresh. Under a
+    multi-process launch every process calls this; items are strided over processes
+    and the main process merges and reports. Returns ``{"out", "n_items", "n_scored",
+    "world_size", "metrics"}`` (``metrics`` on the main process only).
+    """
+    state = process_state("judgetrain.eval.judge")
+    ds, idx, order = _select(cfg)
+    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
+                    world_size=state.num_processes)
+    info["data"] = str(cfg.data.resolve())
 
     def score(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return predict(scorer, items, mode, max_new_tokens=max_new_tokens, model=str(model), adapter=info["adapter"])
+        return predict(scorer, items, cfg.mode, max_new_tokens=cfg.max_new_tokens, model=cfg.model, adapter=cfg.adapter)
 
-    return run_sharded(state, out, info, _IDENTITY, ds, idx, order, score, report, model=model, adapter=adapter,
-                       dtype=dtype, batch_size=batch_size, desc=f"judge ({mode})", progress=progress)
+    return run_sharded(state, cfg.out, info, ds, idx, order, score, report, model=cfg.model, adapter=cfg.adapter,
+                       dtype=cfg.dtype, batch_size=parse_batch_size(cfg.batch_size), desc=f"judge ({cfg.mode})",
+                       progress=cfg.progress, overwrite=cfg.overwrite)
 
 
 # --------------------------------------------------------------------------- report
 
 
-def _f(x: Any, digits: int = 3) -> str:
+def fmt(x: Any, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals; "–" for an absent (None) or NaN value."""
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _rows_markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def rows_markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A markdown table: ``header``, then ``rows`` of strings (first column left-aligned, the others right)."""
     out = "| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1) + "\n"
     return out + "".join("| " + " | ".join(r) + " |\n" for r in rows)
 
@@ -631,7 +670,7 @@ _CLS = ("Acc", "Acc (inv.=wrong)", "Pr", "Rec", "F1", "n_val", "invalid")
 
 
 def _cls_cells(c: Mapping[str, Any]) -> list[str]:
-    return [_f(c["accuracy"]), _f(c["accuracy_all"]), _f(c["precision"]), _f(c["recall"]), _f(c["f1"]),
+    return [fmt(c["accuracy"]), fmt(c["accuracy_all"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"]),
             str(c["n_valid"]), str(c["n_invalid"])]
 
 
@@ -646,9 +685,9 @@ _POINT = ("F1", "r_G", "MAE_G", "RMSE_G", "r_H", "MAE_H", "RMSE_H", "r_gold", "M
 
 
 def _point_cells(c: Mapping[str, Any]) -> list[str]:
-    cells = [_f(c["f1"])]
+    cells = [fmt(c["f1"])]
     for ref in ("teacher", "human", "gold"):
-        cells += [_f(c[ref]["r"]), _f(c[ref]["mae"]), _f(c[ref]["rmse"])]
+        cells += [fmt(c[ref]["r"]), fmt(c[ref]["mae"]), fmt(c[ref]["rmse"])]
     return cells + [str(c["n_valid"]), str(c["n_invalid"])]
 
 
@@ -656,12 +695,12 @@ _EXPL = ("BL", "R1", "R2", "RL", "MTR", "CS", "LenΔ (words)", "n")
 
 
 def _expl_cells(c: Mapping[str, Any]) -> list[str]:
-    return [_f(c[k]) for k in ("bleu", "rouge1", "rouge2", "rougeL", "meteor", "cosine")] + [_f(c["len_diff"], 1), str(c["n"])]
+    return [fmt(c[k]) for k in ("bleu", "rouge1", "rouge2", "rougeL", "meteor", "cosine")] + [fmt(c["len_diff"], 1), str(c["n"])]
 
 
 def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Grouped bars: the share of each score 1…5 for the model and every reference present."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(dist)
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     width = 0.8 / max(len(names), 1)
@@ -684,7 +723,7 @@ def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) ->
 
 def plot_pairwise_layouts(pairwise: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Accuracy (valid) and macro-F1 per layout, one panel per benchmark, chance at 0.5."""
-    plt = _pyplot()
+    plt = pyplot()
     benches = list(pairwise["by_benchmark"])
     fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.0), squeeze=False)
     for ax, bench in zip(axes[0], benches):
@@ -709,7 +748,9 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     its ``predictions.jsonl`` (``run.json`` names the model and the command). Returns the metrics."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval judge --out {run_dir} …` first")
-    metrics: dict[str, Any] = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "mode", "world_size")}}
+    metrics: dict[str, Any] = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "mode", "max_new_tokens",
+                                                                "tasks", "layouts", "subsets", "limit", "world_size")},
+                               "items": items_count(rows, info)}
     metrics.update(compute_judge_metrics(rows))
     figures: list[tuple[str, str]] = []
     if "pairwise" in metrics:
@@ -719,7 +760,7 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
         plot_score_distribution(metrics["pointwise"]["distribution"], run_dir / "pointwise_scores.png")
         figures.append(("Pointwise score distribution", "pointwise_scores.png"))
     metrics["figures"] = [f for _, f in figures]
-    metrics = _no_nan(metrics)
+    metrics = no_nan(metrics)
     write_json(run_dir / METRICS, metrics)
     write_text(run_dir / REPORT, _markdown(run_dir, metrics, info, rows, figures))
     return metrics
@@ -727,13 +768,14 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
               figures: Sequence[tuple[str, str]]) -> str:
-    name = _display_name(info, rows)
+    name = display_name(info, rows)
     md = [f"# Judge evaluation: {name}\n\n"]
     md.append(f"- model: `{info.get('model') or (rows[0].get('model') if rows else None)}`"
               + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
     if info.get("data"):
         md.append(f"- data: `{info['data']}`, split `{info.get('split')}`\n")
-    md.append(f"- mode: {info.get('mode', '?')}; items: {m['n']} ({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})"
+    md.append(f"- mode: {info.get('mode', '?')}; items: {m['n']} of the {m['items']['selected']} the run selects "
+              f"({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})"
               + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n")
     if "pairwise" in m:
         pw = m["pairwise"]
@@ -741,22 +783,22 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
         md.append("Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); \"Acc (inv.=wrong)\" counts invalid answers as wrong.\n\n")
         for bench, block in pw["by_benchmark"].items():
             md.append(f"### {bench}\n\n")
-            md.append(_rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
+            md.append(rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
             md.append("\n")
         md.append("### Per subset (Table S3 layout)\n\n")
-        md.append(_rows_markdown(("subset", *_CLS), [[s, *_cls_cells(b["all"])] for s, b in pw["by_subset"].items()]))
+        md.append(rows_markdown(("subset", *_CLS), [[s, *_cls_cells(b["all"])] for s, b in pw["by_subset"].items()]))
     if "pointwise" in m:
         pt = m["pointwise"]
         md.append("\n## Pointwise (paper 002 Table S7 layout)\n\n")
         md.append("Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
                   "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
                   "or r is undefined (fewer than two pairs, or a constant side).\n\n")
-        md.append(_rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
+        md.append(rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
         md.append("\n")
-        md.append(_rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
+        md.append(rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
         md.append("\nScore distribution (share in {1, 2} shows a binary collapse):\n\n")
-        md.append(_rows_markdown(("scores of", *map(str, SCORES), "n", "share in {1,2}"),
-                                 [[k, *(str(d["counts"][str(s)]) for s in SCORES), str(d["n"]), _f(d["share_1_2"])]
+        md.append(rows_markdown(("scores of", *map(str, SCORES), "n", "share in {1,2}"),
+                                 [[k, *(str(d["counts"][str(s)]) for s in SCORES), str(d["n"]), fmt(d["share_1_2"])]
                                   for k, d in pt["distribution"].items()]))
     if "explanations" in m:
         ex = m["explanations"]
@@ -767,94 +809,75 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
         md.append(f"Generated answers: {ex['n_generated']}; left out: {skipped}.\n\n")
         for task, block in ex["by_task"].items():
             md.append(f"### {task}\n\n")
-            md.append(_rows_markdown(("layout", *_EXPL), _layout_rows(block, _expl_cells)))
+            md.append(rows_markdown(("layout", *_EXPL), _layout_rows(block, _expl_cells)))
             md.append("\n")
     if "ordering" in m:
         o = m["ordering"]
         md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
-        md.append(_rows_markdown(
+        md.append(rows_markdown(
             ("exact match", "exact (valid)", "Kendall τ", "invalid", "invalid rate", "chance", "label order", "reverse", "n"),
-            [[_f(o["exact_match"]), _f(o["exact_match_valid"]), _f(o["kendall_tau"]), str(o["n_invalid"]), _f(o["invalid_rate"]),
-              _f(o["chance_exact_match"]), str(o["label_order"]), str(o["reverse_label_order"]), str(o["n"])]]))
+            [[fmt(o["exact_match"]), fmt(o["exact_match_valid"]), fmt(o["kendall_tau"]), str(o["n_invalid"]), fmt(o["invalid_rate"]),
+              fmt(o["chance_exact_match"]), str(o["label_order"]), str(o["reverse_label_order"]), str(o["n"])]]))
     md.append(figures_markdown(figures))
     md.append("\n## Reproduce\n\n```bash\n")
     if info.get("command"):
         md.append(info["command"] + "\n")
-    md.append(f"judgetrain eval judge --report-only --out {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n")
+    md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n")
     md.append(f"judgetrain eval bias {shlex.quote(str(run_dir))}   # positional and first-option bias\n```\n")
     return "".join(md)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """What ``eval compare`` shows of a judge run, in %: pairwise accuracy (over valid
+    answers) and macro-F1 per subset and overall, pointwise accuracy per subset and
+    overall, and the ordering probe's exact match (invalid = wrong). ``None``: undefined
+    (no valid answer)."""
+    def pct(x: Any) -> float | None:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
+
+    out: dict[str, float | None] = {}
+    pw = metrics.get("pairwise")
+    if pw:
+        for subset, block in pw["by_subset"].items():
+            out[f"pairwise Acc {subset}"] = pct(block["all"]["accuracy"])
+            out[f"pairwise F1 {subset}"] = pct(block["all"]["f1"])
+        out["pairwise Acc all"] = pct(pw["all"]["accuracy"])
+        out["pairwise F1 all"] = pct(pw["all"]["f1"])
+    pt = metrics.get("pointwise")
+    if pt:
+        for subset, cell in pt["by_subset"].items():
+            out[f"pointwise Acc {subset}"] = pct(cell["accuracy"])
+        out["pointwise Acc all"] = pct(pt["all"]["accuracy"])
+    if metrics.get("ordering"):
+        out["ordering exact match"] = pct(metrics["ordering"]["exact_match"])
+    return out
 
 
 # --------------------------------------------------------------------------- CLI
 
 
-def _csv(text: str | None) -> list[str] | None:
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
-
-
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = ("Evaluate a judge (optionally + LoRA adapter) on PRISM / MIRAGE pairwise and pointwise records and "
-                     "the ordering probe: accuracy, macro P/R/F1, n_val per layout and subset; Pearson r / MAE / RMSE; "
-                     "explanation metrics in rationale mode.")
-    p.epilog = (
+def make_parser():
+    return make_config_parser(
+        JudgeEvalConfig, "judgetrain eval judge",
+        "Evaluate a judge (optionally + LoRA adapter) on PRISM / MIRAGE pairwise and pointwise records and the ordering "
+        "probe: accuracy, macro P/R/F1, n_val per layout and subset; Pearson r / MAE / RMSE; explanation metrics in "
+        "rationale mode.",
         "examples:\n"
         "  judgetrain eval judge --model llava-hf/llava-onevision-qwen2-7b-ov-hf --data data/prism --split test --out results/ov\n"
         "  judgetrain eval judge --model M --adapter runs/lora --data data/prism-rationales/with_rationale \\\n"
         "      --mode rationale --layouts P0,P6 --out results/ov-ft-rationale\n"
-        "  judgetrain eval judge --report-only --out results/ov     # recompute metrics, report and figures\n"
+        "  judgetrain eval judge --config judge.yaml --tasks pairwise      # YAML keys are the fields below\n"
+        "  accelerate launch --num_processes 8 -m judgetrain.eval.judge --model M --data DIR --out results/RUN\n"
+        "  judgetrain eval report results/ov                       # recompute metrics, report and figures\n"
         "  judgetrain eval bias results/ov                         # positional / first-option bias of the run\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--model", help="model folder or hub id (base or merged)")
-    p.add_argument("--adapter", default=None, help="PEFT adapter folder to load onto --model")
-    p.add_argument("--data", type=Path, help="a PRISM / MIRAGE / ordering-probe dataset folder (judgetrain build …)")
-    p.add_argument("--split", default="test")
-    p.add_argument("--out", type=Path, required=True, help="run folder; rerunning the same command resumes it")
-    p.add_argument("--mode", choices=MODES, default="score",
-                   help="score: constrained A/B or 1-5 scoring (default); rationale: generate, parse, count invalid answers")
-    p.add_argument("--tasks", default=",".join(JUDGE_TASKS), help="comma-separated subset of " + ",".join(JUDGE_TASKS))
-    p.add_argument("--layouts", default=None, help="comma-separated layouts to evaluate, e.g. P0,P6 (default: all)")
-    p.add_argument("--subsets", default=None, help="comma-separated subsets, e.g. PRISM-Temporal (default: all): " + ",".join(SUBSETS))
-    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="generation budget per item (rationale mode, ordering)")
-    p.add_argument("--batch-size", default="auto", help="items per forward pass, or 'auto' (default)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate only the first N selected records")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto (default: float32 on CPU, checkpoint's on GPU)")
-    p.add_argument("--report-only", action="store_true", help="only recompute metrics.json, report.md and figures of --out")
-    p.add_argument("--no-progress", action="store_true")
+        "  judgetrain eval compare results/ov results/ov-ft        # accuracy / F1 per subset side by side\n")
 
 
-def _command(args: argparse.Namespace) -> str:
-    parts = ["--model", str(args.model)]
-    if args.adapter:
-        parts += ["--adapter", str(args.adapter)]
-    parts += ["--data", str(args.data), "--split", args.split, "--out", str(args.out), "--mode", args.mode]
-    for flag, value, default in (("--tasks", args.tasks, ",".join(JUDGE_TASKS)), ("--layouts", args.layouts, None),
-                                 ("--subsets", args.subsets, None), ("--max-new-tokens", args.max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
-                                 ("--batch-size", args.batch_size, "auto"), ("--limit", args.limit, None), ("--dtype", args.dtype, None)):
-        if value != default:
-            parts += [flag, str(value)]
-    return "judgetrain eval judge " + " ".join(shlex.quote(a) for a in parts)
-
-
-def main(args: argparse.Namespace) -> int:
-    from .sharded import parse_batch_size
-
-    if args.report_only:
-        result = {"out": args.out, "metrics": report(args.out), "n_scored": None}
-    else:
-        tasks = _csv(args.tasks) or list(JUDGE_TASKS)
-        missing = [f for f, v in (("--model", args.model), ("--data", args.data)) if not v]
-        problems = [f"{' and '.join(missing)} required (or --report-only to rebuild a report)"] if missing else []
-        if set(tasks) - set(JUDGE_TASKS):
-            problems.append(f"--tasks: unknown {sorted(set(tasks) - set(JUDGE_TASKS))}; choose from {','.join(JUDGE_TASKS)}")
-        if args.max_new_tokens < 1:
-            problems.append(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
-        if problems:
-            raise SystemExit("judgetrain eval judge: " + "; ".join(problems))
-        result = evaluate(args.model, args.data, args.out, adapter=args.adapter, split=args.split, mode=args.mode,
-                          tasks=tasks, layouts=_csv(args.layouts), subsets=_csv(args.subsets),
-                          max_new_tokens=args.max_new_tokens, batch_size=parse_batch_size(args.batch_size), limit=args.limit,
-                          dtype=args.dtype, progress=not args.no_progress, command=_command(args))
+def main(cfg: JudgeEvalConfig) -> int:
+    result = run(cfg)
     if result["metrics"] is not None:
         _print_summary(result)
     return 0
@@ -872,19 +895,19 @@ def _print_summary(result: Mapping[str, Any]) -> None:
             t.add_column(c, justify="left" if c in ("benchmark", "layout") else "right")
         for bench, block in m["pairwise"]["by_benchmark"].items():
             for lay, c in [*block["by_layout"].items(), ("all", block["all"])]:
-                t.add_row(bench, lay, _f(c["accuracy"]), _f(c["f1"]), str(c["n_valid"]), str(c["n_invalid"]))
+                t.add_row(bench, lay, fmt(c["accuracy"]), fmt(c["f1"]), str(c["n_valid"]), str(c["n_invalid"]))
         console.print(t)
     if "pointwise" in m:
         t = Table(title=f"Pointwise — {m['pointwise']['all']['n']} items")
         for c in ("layout", "F1", "r_G", "r_H", "r_gold", "MAE_gold", "n_val", "invalid"):
             t.add_column(c, justify="left" if c == "layout" else "right")
         for lay, c in [*m["pointwise"]["by_layout"].items(), ("all", m["pointwise"]["all"])]:
-            t.add_row(lay, _f(c["f1"]), _f(c["teacher"]["r"]), _f(c["human"]["r"]), _f(c["gold"]["r"]), _f(c["gold"]["mae"]),
+            t.add_row(lay, fmt(c["f1"]), fmt(c["teacher"]["r"]), fmt(c["human"]["r"]), fmt(c["gold"]["r"]), fmt(c["gold"]["mae"]),
                       str(c["n_valid"]), str(c["n_invalid"]))
         console.print(t)
     if "ordering" in m:
         o = m["ordering"]
-        console.print(f"Ordering probe: exact match {_f(o['exact_match'])} over {o['n']} items, {o['n_invalid']} invalid, "
+        console.print(f"Ordering probe: exact match {fmt(o['exact_match'])} over {o['n']} items, {o['n_invalid']} invalid, "
                       f"{o['label_order']} in label order, {o['reverse_label_order']} reversed")
     if result.get("n_scored") == 0:
         print("Nothing left to evaluate: every selected item was already in predictions.jsonl.", flush=True)
@@ -892,4 +915,4 @@ def _print_summary(result: Mapping[str, Any]) -> None:
 
 
 if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.judge ...
-    run_as_module("judgetrain eval judge", configure_parser, main)
+    run_as_module("judgetrain.eval.judge")

@@ -32,22 +32,28 @@ copies of that cache, the ``S`` phases in one batch
 measured per grid and question (CUDA: ``torch.cuda.max_memory_allocated``; CPU:
 the process's peak resident set, reset per grid through ``/proc/self/clear_refs``).
 
+Configuration: :class:`PhaseFusionConfig` (every field a ``--flag`` and a
+``--config`` YAML key). ``run.json`` (:func:`judgetrain.eval.runs.run_info`) records
+it with an identity block — the fields that change results (model, adapter, dtype,
+budget, phases, orderings, arms, origins, prefill, max_side) and the manifest's
+sha256 — and is written only once the manifest and the model have loaded. A rerun
+into the same folder resumes when the identity is the same (a larger ``--limit``
+extends the run, a smaller one restricts the metrics to the questions it selects);
+otherwise it is refused, naming each differing field, unless ``--overwrite``.
+
 Results: ``predictions.jsonl`` holds per question one ``pass`` row per (origin,
 grid, phase, ordering) with the letter and content-space posteriors, one
 ``cost`` row per (origin, grid), and a closing ``question`` row; the rows of a
 question are written and fsync'd together, so a killed run resumes at the first
 question without its closing row. ``metrics.json``, ``report.md`` (paper 001
 Table 1 layout) and the plots come from those rows alone
-(:mod:`judgetrain.eval.phasefusion_report`; ``judgetrain eval phasefusion
---report-only RUN``).
+(:mod:`judgetrain.eval.phasefusion_report`; ``judgetrain eval report RUN``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shlex
 import string
 import time
 from collections.abc import Sequence
@@ -58,11 +64,14 @@ from typing import Any
 
 import numpy as np
 
+from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
+from judgetrain.io import write_rows
 from judgetrain.seeding import rng_for
 from judgetrain.video import SAMPLERS, parse_fraction, phase_indices, sampler_indices
 
-from .report import METRICS, PREDICTIONS, RUN_INFO, EvalInputError, PredictionWriter, check_same_run, read_predictions, \
-    repair_predictions, write_json, write_rows
+from .runs import METRICS, PREDICTIONS, EvalInputError, PredictionsError, PredictionWriter, check_resume, \
+    file_identity, finish_run, read_predictions, repair_predictions, run_info, write_run_info
 
 __all__ = [
     "DEFAULT_ARMS",
@@ -70,27 +79,29 @@ __all__ = [
     "LETTERS",
     "Arm",
     "Grid",
-    "configure_parser",
+    "PhaseFusionConfig",
     "evaluate",
     "inverse_permutation",
     "main",
+    "make_parser",
     "mcq_prompt",
     "ordering_permutation",
     "orderings",
     "parse_arms",
     "parse_origins",
     "pool",
+    "run",
     "to_content",
 ]
 
+EVALUATION = "phasefusion"
 LETTERS = string.ascii_uppercase
 DEFAULT_ARMS = "single,fusion,vote,union,dense32"
 PREAMBLE = "Select the best answer to the following multiple-choice question based on the video frames."
 # Paper 001 App. A: "the instruction requests the option letter only".
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
-# Keys of run.json a resumed run must share with the run that wrote the predictions.
-_IDENTITY = ("model", "adapter", "manifest", "budget", "phases", "orderings", "arms", "origins", "prefill",
-             "max_side", "dtype")
+# What run.json records of the device the model ran on (kept from the first run when a rerun loads no model).
+_DEVICE_KEYS = ("device", "model_dtype", "memory_kind", "family")
 
 
 # --------------------------------------------------------------------------- orderings and posteriors
@@ -428,9 +439,84 @@ def _load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size:
     return scorer, _PeakMemory(scorer.device)
 
 
-def _check_sizes(budget: int, phases: int, n_orderings: int) -> None:
-    if min(budget, phases, n_orderings) < 1:
-        raise ValueError(f"--budget, --phases and --orderings must be >= 1 (got {budget}, {phases}, {n_orderings})")
+def _check_sizes(budget: int, phases: int, n_orderings: int) -> list[str]:
+    """One problem per size below 1, naming the field."""
+    return [f"{name}: must be >= 1, got {value}" for name, value in
+            (("budget", budget), ("phases", phases), ("orderings", n_orderings)) if value < 1]
+
+
+def _origin_parts(spec: Any) -> list[Any] | None:
+    """``--origins`` as given (``"0,1/6"``, ``["0", "1/6"]``, ``[0, 0.25]``) as one list of
+    values, comma-separated words split; numbers and fractions are kept as they are (a
+    float such as ``1 / 6`` is read by :func:`~judgetrain.video.parse_fraction`)."""
+    if spec is None:
+        return None
+    items = [spec] if isinstance(spec, (str, int, float, Fraction)) else list(spec)
+    out: list[Any] = []
+    for x in items:
+        out += [p.strip() for p in x.split(",") if p.strip()] if isinstance(x, str) else [x]
+    return out
+
+
+@dataclass(kw_only=True)
+class PhaseFusionConfig(EvalArgs):
+    """``judgetrain eval phasefusion``: every field is a flag (``--field-name``) and a ``--config`` key.
+
+    Fields marked identity (model, adapter, dtype, budget, phases, orderings, arms,
+    origins, prefill, max_side) and the manifest's sha256 are what a run folder must
+    agree on to resume. ``arms`` and ``origins`` are normalised here (``origins``
+    ``None`` becomes its default, ``0`` and ``1/(2S)``), so equal settings written
+    differently are the same run."""
+
+    manifest: Path = arg(help="video-MCQ manifest (JSON Lines; `judgetrain build video-mcq` writes one); its sha256 "
+                              "is part of the run's identity")
+    budget: int = arg(8, "frames per grid, b", identity=True)
+    phases: int = arg(3, "phase grids fused, S", identity=True)
+    orderings: int = arg(10, "option orderings per question, K (the identity first)", identity=True)
+    arms: list[str] = arg(DEFAULT_ARMS.split(","), "arms to score (space- or comma-separated): single, fusion, "
+                          "fusion-geo, vote, union, dense<N> (e.g. dense32), and the samplers left, midpoint, "
+                          "inclusive, fps1", identity=True)
+    origins: list[str] | None = arg(None, "grid origins in steps of the b-frame grid, each in [0, 1) (space- or "
+                                          "comma-separated, e.g. 0,1/6; default: 0 and the half-step shift 1/(2S))",
+                                    identity=True)
+    prefill: str = arg("family", "text after the generation prompt: 'family' (the model family's, e.g. an empty think "
+                                 "block for reasoning checkpoints), 'none', or the literal text", identity=True)
+    max_side: int | None = arg(360, "resize frames so the longer side is at most this many pixels (App. A; null in "
+                                    "a --config file: as decoded)", identity=True)
+    frame_cache: Path | None = arg(None, "folder to keep decoded frames in across runs (keyed by video and max_side)")
+    batch_size: str = arg("auto", "frame grids per forward pass, or 'auto' (a question's S phase grids in one batch)")
+    limit: int | None = arg(None, "score only the first N questions of the manifest (a larger N later extends the "
+                                  "run; a smaller one restricts the metrics to those N)")
+
+    def __post_init__(self) -> None:
+        from .sharded import parse_batch_size  # the same --batch-size rule as every evaluation
+
+        self.model = str(self.model)
+        self.adapter = str(self.adapter) if self.adapter else None
+        self.manifest, self.out = Path(self.manifest), Path(self.out)
+        self.frame_cache = Path(self.frame_cache) if self.frame_cache else None
+        self.batch_size = str(self.batch_size)
+        self.arms = comma_list(self.arms)
+        problems = _check_sizes(self.budget, self.phases, self.orderings)
+        try:
+            arms, _ = parse_arms(self.arms, self.budget, self.phases)
+            self.arms = [a.name for a in arms]
+        except ValueError as e:
+            problems.append(f"arms: {e}")
+        try:
+            self.origins = [str(o) for o in parse_origins(_origin_parts(self.origins), max(self.phases, 1))]
+        except ValueError as e:
+            problems.append(f"origins: {e}")
+        if self.max_side is not None and self.max_side < 1:
+            problems.append(f"max_side: must be >= 1 pixel, got {self.max_side}")
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"limit: must be >= 1 question, got {self.limit} (leave it out to score every question)")
+        try:
+            parse_batch_size(self.batch_size)
+        except ValueError as e:
+            problems.append(f"batch_size: {e}")
+        if problems:
+            raise ConfigError(problems, "eval phasefusion configuration")
 
 
 def _done_and_clean(pred: Path) -> set[str]:
@@ -445,191 +531,168 @@ def _done_and_clean(pred: Path) -> set[str]:
     return done
 
 
-def evaluate(
-    model: str,
-    manifest: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    adapter: str | None = None,
-    budget: int = 8,
-    phases: int = 3,
-    n_orderings: int = 10,
-    arms: str | Sequence[str] = DEFAULT_ARMS,
-    origins: str | Sequence[Any] | None = None,
-    limit: int | None = None,
-    batch_size: int | str = "auto",
-    dtype: str | None = None,
-    prefill: str = "family",
-    max_side: int | None = 360,
-    frame_cache: str | os.PathLike | None = None,
-    progress: bool = True,
-    command: str | None = None,
-) -> dict[str, Any]:
-    """Score the manifest's questions under every arm, origin and ordering into run folder ``out``.
+def evaluate(model: str, manifest: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Score the manifest's questions under every arm, origin and ordering into run folder
+    ``out``; ``fields`` are the other :class:`PhaseFusionConfig` fields (``n_orderings=`` is
+    still read as ``orderings=``). See :func:`run`."""
+    if "n_orderings" in fields:
+        if "orderings" in fields:
+            raise TypeError("evaluate() got both orderings= and its old name n_orderings=; pass orderings= only")
+        fields["orderings"] = fields.pop("n_orderings")
+    fields.pop("command", None)  # run.json records the command line itself
+    return run(PhaseFusionConfig(model=str(model), manifest=manifest, out=out, **fields))
+
+
+class _RunFolder:
+    """The run folder, opened for writing once the run is real (manifest and model loaded,
+    or nothing left that needs the model): the old run is replaced (``--overwrite``) or
+    resumed, ``run.json`` written, and prediction rows appended from then on."""
+
+    def __init__(self, cfg: PhaseFusionConfig, info: dict[str, Any], old: dict[str, Any] | None):
+        self.cfg, self.info, self.old = cfg, info, old
+        self.writer: PredictionWriter | None = None
+        self.pending: list[dict[str, Any]] = []  # rows of questions that failed before the run began
+
+    def begin(self, device: dict[str, Any] | None) -> None:
+        if self.writer is not None:
+            return
+        old = check_resume(self.cfg.out, self.info, overwrite=self.cfg.overwrite)  # clears a replaced run
+        if device is None:  # no model loaded in this call: what the first run learnt of the device stays
+            device = {k: old[k] for k in _DEVICE_KEYS if k in old}
+        self.info.update(device)
+        if old.get("rerun_of"):  # `eval report --rerun-of`: later reports keep the comparison
+            self.info["rerun_of"] = old["rerun_of"]
+        self.info = write_run_info(self.cfg.out, self.info, old)
+        self.writer = PredictionWriter(self.cfg.out / PREDICTIONS)
+        self.write(self.pending)
+        self.pending = []
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        if self.writer is None:
+            self.pending += rows
+        elif rows:
+            self.writer.write(rows)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _resumable(out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
+    """The run.json this run resumes (``{}`` for a new folder), or ``None`` when ``--overwrite``
+    will replace the folder's run (only once this run is real). A folder holding another
+    run is refused here, before anything loads."""
+    try:
+        return check_resume(out, info)
+    except PredictionsError:
+        if not overwrite:
+            raise
+        return None
+
+
+def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
+    """Score the questions ``cfg`` selects under every arm, origin and ordering into ``cfg.out``.
 
     Resumable: questions whose rows are complete in ``out/predictions.jsonl`` are
-    skipped; a folder written with other settings (model, manifest, grids, orderings,
-    arms, origins, prefill, frame size, dtype) is refused. A question whose video
-    cannot be decoded gets an ``error`` row (counted in ``metrics.json``) and is
-    retried on the next run. ``prefill``: ``"family"`` (the model family's, e.g. an
-    empty think block for reasoning checkpoints), ``"none"``, or literal text.
-    Returns ``{"out", "n_questions", "n_scored", "n_errors", "metrics"}``.
+    skipped; a folder holding a run of another identity (settings marked identity, the
+    manifest's content, the model, the adapter) is refused, naming what differs, unless
+    ``cfg.overwrite``. ``run.json`` is written once the manifest and the model have
+    loaded, so a run that fails before that leaves the folder as it was. A question
+    whose video cannot be decoded gets an ``error`` row (counted in ``metrics.json``)
+    and is retried on the next run. ``cfg.prefill``: ``"family"`` (the model family's,
+    e.g. an empty think block for reasoning checkpoints), ``"none"``, or literal text.
+    Returns ``{"out", "n_questions", "n_scored", "n_errors", "metrics"}``
+    (``n_questions``: the questions selected).
     """
-    from judgetrain.data_builders.video_mcq import load_manifest
+    from judgetrain.mcq_manifest import load_manifest
     from judgetrain.video import FrameCache, VideoDecodeError
 
     from .phasefusion_report import report
+    from .sharded import parse_batch_size
 
-    _check_sizes(budget, phases, n_orderings)
-    arm_list, grids = parse_arms(arms, budget, phases)
-    origin_list = parse_origins(origins, phases)
-    out, manifest = Path(out), Path(manifest)
-    questions = load_manifest(manifest)
-    if limit is not None:
-        questions = questions[:limit]
-    info = {"evaluation": "phasefusion", "model": str(model), "adapter": str(adapter) if adapter else None,
-            "manifest": str(manifest.resolve()), "budget": budget, "phases": phases, "orderings": n_orderings,
-            "arms": [a.name for a in arm_list], "origins": [str(o) for o in origin_list], "prefill": prefill,
-            "max_side": max_side, "dtype": dtype, "limit": limit, "command": command}
-    info_path = out / RUN_INFO
-    old = check_same_run(out, info, _IDENTITY)
-    out.mkdir(parents=True, exist_ok=True)
-    info = {**old, **info}  # keeps what the first run learnt of the device until this one loads the model
-    write_json(info_path, info)  # before any prediction, so a later run with other settings is refused
-    pred = out / PREDICTIONS
-    done = _done_and_clean(pred)
+    _, grids = parse_arms(cfg.arms, cfg.budget, cfg.phases)
+    origin_list = parse_origins(cfg.origins, cfg.phases)
+    out = cfg.out
+    questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
+    if cfg.limit is not None:
+        questions = questions[:cfg.limit]
+    # the manifest's bytes: one rewritten in place is other data, never mixed with its old predictions
+    info = run_info(EVALUATION, cfg, data={"sha256": file_identity(cfg.manifest)}, items=[q.id for q in questions])
+    info["manifest"] = str(cfg.manifest.resolve())
+    old = _resumable(out, info, cfg.overwrite)
+    done = _done_and_clean(out / PREDICTIONS) if old else set()
     todo = [q for q in questions if q.id not in done]
 
+    folder = _RunFolder(cfg, info, old)
     n_scored = n_errors = 0
-    if todo:
-        from tqdm.auto import tqdm
+    try:
+        if todo:
+            from tqdm.auto import tqdm
 
-        cache = FrameCache(max_side, cache_dir=frame_cache)
-        scorer = memory = None
-        with PredictionWriter(pred) as writer, tqdm(total=len(todo), desc="PhaseFusion", unit="question",
-                                                    disable=not progress) as bar:
-            for q in todo:
-                try:
-                    decoded = _decode(q, cache, grids, origin_list, budget)
-                except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
-                    writer.write([{"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
-                                   "line": q.line, "error": str(e)}])
-                    n_errors += 1
+            cache = FrameCache(cfg.max_side, cache_dir=cfg.frame_cache)
+            scorer = memory = None
+            with tqdm(total=len(todo), desc="PhaseFusion", unit="question", disable=not cfg.progress) as bar:
+                for q in todo:
+                    try:
+                        decoded = _decode(q, cache, grids, origin_list, cfg.budget)
+                    except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
+                        folder.write([{"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
+                                       "line": q.line, "error": str(e)}])
+                        n_errors += 1
+                        bar.update(1)
+                        continue
+                    if scorer is None:  # loaded once the first video decodes: a bad manifest fails in seconds
+                        scorer, memory = _load_scorer(cfg.model, cfg.adapter, cfg.dtype,
+                                                      parse_batch_size(cfg.batch_size), cfg.prefill, grids, cfg.budget)
+                        folder.begin({"device": str(scorer.device),
+                                      "model_dtype": str(scorer.dtype).replace("torch.", ""),
+                                      "memory_kind": memory.kind,
+                                      "family": scorer.family.name if scorer.family else None})
+                    folder.write(_score(q, decoded, scorer, cfg.orderings, memory))
+                    n_scored += 1
                     bar.update(1)
-                    continue
-                if scorer is None:  # loaded once the first video decodes: a bad manifest fails in seconds
-                    scorer, memory = _load_scorer(model, adapter, dtype, batch_size, prefill, grids, budget)
-                    info.update(device=str(scorer.device), model_dtype=str(scorer.dtype).replace("torch.", ""),
-                                memory_kind=memory.kind, family=scorer.family.name if scorer.family else None)
-                    write_json(info_path, info)
-                writer.write(_score(q, decoded, scorer, n_orderings, memory))
-                n_scored += 1
-                bar.update(1)
-    if n_scored or n_errors or not (out / METRICS).is_file():
+        folder.begin(None)  # no model was needed: every question done before, or no video decoded
+    finally:
+        folder.close()
+    changed = (old or {}).get("items") != info["items"]
+    if n_scored or n_errors or changed or not (out / METRICS).is_file():
         metrics = report(out)
     else:  # finished before: nothing scored, nothing to recompute
         metrics = json.loads((out / METRICS).read_text())
+    finish_run(out)
     return {"out": out, "n_questions": len(questions), "n_scored": n_scored, "n_errors": n_errors, "metrics": metrics}
 
 
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = ("PhaseFusion (paper 001): score video multiple-choice questions over S phase-offset frame grids "
-                     "and K option orderings, fuse the option posteriors, and report cost, accuracy and stability "
-                     "per arm (Table 1 layout).")
-    p.epilog = (
+def make_parser():
+    return make_config_parser(
+        PhaseFusionConfig, "judgetrain eval phasefusion",
+        "PhaseFusion (paper 001): score video multiple-choice questions over S phase-offset frame grids and K option "
+        "orderings, fuse the option posteriors, and report cost, accuracy and stability per arm (Table 1 layout).",
         "examples:\n"
         "  judgetrain build video-mcq --out data/vmcq --synthetic 12\n"
         "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq/manifest.jsonl \\\n"
         "      --budget 4 --phases 2 --orderings 3 --arms single,fusion,vote,union,dense16 --out results/pf-tiny\n"
         "  judgetrain eval phasefusion --model Qwen/Qwen3-VL-8B-Instruct --manifest videomme.jsonl \\\n"
         "      --budget 8 --phases 3 --orderings 10 --arms single,fusion,vote,union,dense32 --origins 0,1/6 --out results/pf-q3\n"
-        "  judgetrain eval phasefusion --report-only results/pf-q3     # metrics, report and plots from predictions.jsonl\n"
-        "  judgetrain eval phasefusion --report-only results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--model", help="model folder or hub id (base or merged)")
-    p.add_argument("--adapter", default=None, help="PEFT adapter folder to load onto --model")
-    p.add_argument("--manifest", type=Path, help="video-MCQ manifest (JSON Lines; judgetrain build video-mcq writes one)")
-    p.add_argument("--out", type=Path, help="run folder; rerunning the same command resumes it")
-    p.add_argument("--budget", type=int, default=8, help="frames per grid, b (default 8)")
-    p.add_argument("--phases", type=int, default=3, help="phase grids fused, S (default 3)")
-    p.add_argument("--orderings", type=int, default=10, help="option orderings per question, the identity first (default 10)")
-    p.add_argument("--arms", default=DEFAULT_ARMS,
-                   help="comma-separated arms: single, fusion, fusion-geo, vote, union, dense<N>, left, midpoint, "
-                        f"inclusive, fps1 (default {DEFAULT_ARMS})")
-    p.add_argument("--origins", default=None,
-                   help="grid origins in grid steps, e.g. 0,1/6 (default: 0 and the half-step shift 1/(2S))")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="score only the first N questions")
-    p.add_argument("--batch-size", default="auto", help="frame grids per forward pass, or 'auto' (default)")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto (default: float32 on CPU, checkpoint's on GPU)")
-    p.add_argument("--prefill", default="family",
-                   help="text after the generation prompt: 'family' (the model family's, e.g. an empty think block for "
-                        "reasoning checkpoints), 'none', or the literal text")
-    p.add_argument("--max-side", type=int, default=360, help="resize frames so the longer side is at most this (default 360, App. A)")
-    p.add_argument("--frame-cache", type=Path, default=None, help="folder to keep decoded frames in across runs")
-    p.add_argument("--report-only", type=Path, default=None, metavar="RUN",
-                   help="recompute metrics.json, report.md and plots of RUN from its predictions.jsonl, score nothing")
-    p.add_argument("--rerun-of", type=Path, default=None, metavar="RUN2",
-                   help="with --report-only: a second run of the same model, manifest and settings (another process or "
-                        "machine); reports the re-run floor across the two runs")
-    p.add_argument("--no-progress", action="store_true")
+        "  judgetrain eval phasefusion --config pf.yaml --limit 50    # YAML keys are the fields below; flags win\n"
+        "  judgetrain eval report results/pf-q3     # metrics, report and plots again, from predictions.jsonl\n"
+        "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n")
 
 
-def _command(args: argparse.Namespace) -> str:
-    parts = ["judgetrain", "eval", "phasefusion", "--model", str(args.model)]
-    if args.adapter:
-        parts += ["--adapter", str(args.adapter)]
-    parts += ["--manifest", str(args.manifest), "--out", str(args.out), "--budget", str(args.budget),
-              "--phases", str(args.phases), "--orderings", str(args.orderings), "--arms", args.arms]
-    for flag, value, default in (("--origins", args.origins, None), ("--limit", args.limit, None),
-                                 ("--batch-size", args.batch_size, "auto"), ("--dtype", args.dtype, None),
-                                 ("--prefill", args.prefill, "family"), ("--max-side", args.max_side, 360),
-                                 ("--frame-cache", args.frame_cache, None)):
-        if value != default:
-            parts += [flag, str(value)]
-    return " ".join(shlex.quote(x) for x in parts)
+def main(cfg: PhaseFusionConfig) -> int:
+    from .phasefusion_report import print_summary
 
-
-def main(args: argparse.Namespace) -> int:
-    from .phasefusion_report import print_summary, report
-    from .sharded import parse_batch_size  # the same --batch-size rule as every evaluation
-
-    if args.report_only is not None:
-        if not (args.report_only / PREDICTIONS).is_file():
-            raise SystemExit(f"error: {args.report_only} holds no {PREDICTIONS}; pass the --out folder of a "
-                             "judgetrain eval phasefusion run")
-        metrics = report(args.report_only, rerun_of=args.rerun_of)
-        print_summary(metrics, args.report_only)
-        return 0
-    if args.rerun_of is not None:
-        raise SystemExit("error: --rerun-of goes with --report-only RUN (score both runs first)")
-    missing = [f for f, v in (("--model", args.model), ("--manifest", args.manifest), ("--out", args.out)) if v is None]
-    if missing:
-        raise SystemExit(f"error: {', '.join(missing)} required (or --report-only RUN); see judgetrain eval phasefusion --help")
-    try:  # flag values, checked before anything loads
-        _check_sizes(args.budget, args.phases, args.orderings)
-        parse_arms(args.arms, args.budget, args.phases)
-        parse_origins(args.origins, args.phases)
-        parse_batch_size(args.batch_size)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
-    result = evaluate(args.model, args.manifest, args.out, adapter=args.adapter, budget=args.budget, phases=args.phases,
-                      n_orderings=args.orderings, arms=args.arms, origins=args.origins, limit=args.limit,
-                      batch_size=parse_batch_size(args.batch_size), dtype=args.dtype, prefill=args.prefill,
-                      max_side=args.max_side, frame_cache=args.frame_cache, progress=not args.no_progress,
-                      command=_command(args))
+    result = run(cfg)
     if result["n_scored"] == 0 and result["n_errors"] == 0:
-        print("Nothing left to score: every question was already in predictions.jsonl.", flush=True)
+        print("Nothing left to score: every selected question was already in predictions.jsonl.", flush=True)
     print_summary(result["metrics"], result["out"])
     return 0
 
 
 if __name__ == "__main__":  # python -m judgetrain.eval.phasefusion ...
-    import sys
+    from .sharded import run_as_module
 
-    _parser = argparse.ArgumentParser(prog="judgetrain eval phasefusion")
-    configure_parser(_parser)
-    sys.exit(main(_parser.parse_args()))
+    run_as_module("judgetrain.eval.phasefusion")

@@ -1,8 +1,10 @@
 """PhaseFusion measures, ``metrics.json``, ``report.md`` (paper 001 Table 1 layout) and plots.
 
 Everything here is a function of the rows of a run's ``predictions.jsonl`` (see
-:mod:`judgetrain.eval.phasefusion`); ``run.json``, when present, only names the
-model, the arms in the order asked and the command. Statistics come from
+:mod:`judgetrain.eval.phasefusion`) for the questions its ``run.json`` selects;
+``run.json``, when present, also names the model, the arms in the order asked and
+the command. ``judgetrain eval report RUN [--rerun-of RUN2]`` calls :func:`report`;
+``judgetrain eval compare`` reads :func:`cells`. Statistics come from
 :mod:`judgetrain.eval.stats`. Unless a section says otherwise a measure is read
 at the identity ordering and the first origin, on the questions that carry every
 arm it compares (paper 001: "each uses the items that carry all of its arms").
@@ -42,10 +44,14 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .report import METRICS, PREDICTIONS, REPORT, RUN_INFO, _pyplot, read_predictions, read_run, write_json
+from judgetrain.io import write_json
+from judgetrain.plotting import pyplot
 
-__all__ = ["FIGURES", "arm_answers", "compute_metrics", "flagged_fifth", "print_summary", "report", "rerun_floor"]
+from . import stats
+from .runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
+
+__all__ = ["FIGURES", "arm_answers", "cells", "compute_metrics", "flagged_fifth", "print_summary", "report",
+           "rerun_floor"]
 
 FIGURES = {
     "accuracy_vs_cost.png": "Accuracy against visual-prefix attention cost per arm",
@@ -482,7 +488,7 @@ def _origin_value(text: str) -> float:
 
 def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Identity-ordering accuracy (±1 SE) against attention units per arm; pooled arms starred."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     rows = {r["arm"]: r for r in metrics["table_a"]["rows"]}
     singles = sorted((a for a in metrics["arms"].values() if a["pool"] == "single" and a["name"] in rows
@@ -516,7 +522,7 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
 def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Left: pairwise phase disagreement of consensus answers, any-of-S and the re-run floor.
     Right: answers changed under each origin shift per arm."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4))
     ph = metrics.get("phases") or {}
     bars = [(f"{p['a'].split()[-1]} vs {p['b'].split()[-1]}", p["rate"], p["ci95"]) for p in ph.get("pairwise_disagreement", [])]
@@ -559,7 +565,7 @@ def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[
                 path: str | os.PathLike) -> None:
     """Margin histograms split by ordering flip, reliability of the top-1 posterior, and
     risk–coverage when abstaining on the lowest margins (App. H)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.3))
     colors = ["#4C72B0", "#C44E52", "#55A868", "#8172B2", "#CCB974", "#64B5CD"]
     for i, (name, items) in enumerate(per_question.items()):
@@ -628,7 +634,8 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
     md.append(f"- model: `{model}`" + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
     if info.get("manifest"):
         md.append(f"- manifest: `{info['manifest']}`\n")
-    md.append(f"- questions: {metrics['n_questions']}" + (f" ({metrics['n_errors']} not scored: see Errors)" if metrics["n_errors"] else "") + "\n")
+    md.append(f"- questions: {metrics['n_questions']}" + (f" ({metrics['n_errors']} not scored: see Errors)" if metrics["n_errors"] else "")
+              + _unfinished(metrics) + "\n")
     if info.get("budget"):
         md.append(f"- budget b = {info['budget']}, phases S = {info['phases']}, orderings K = {info['orderings']} "
                   f"(identity first), origins δ = {', '.join(metrics['origins'])} (grid steps), prefill: {info.get('prefill')}\n")
@@ -756,8 +763,14 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
     md.append("\n## Reproduce\n\n```bash\n")
     if info.get("command"):
         md.append(info["command"] + "\n")
-    md.append(f"judgetrain eval phasefusion --report-only {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n```\n")
+    md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n```\n")
     return "".join(md)
+
+
+def _unfinished(metrics: Mapping[str, Any]) -> str:
+    items = metrics.get("items") or {}
+    left = items.get("selected", 0) - items.get("evaluated", 0) - metrics["n_errors"]
+    return f" of {items['selected']} selected; {left} not scored yet (rerun the command to finish)" if left > 0 else ""
 
 
 def _num(x: float | None) -> str:
@@ -777,8 +790,9 @@ def _memory_words(metrics: Mapping[str, Any]) -> str:
 
 def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json``, ``report.md`` and the figures of a PhaseFusion run folder
-    from its ``predictions.jsonl`` (``run.json`` names the model and the arms). Returns the
-    metrics as written (JSON types).
+    from its ``predictions.jsonl``, over the questions its ``run.json`` selects (which also
+    names the model and the arms); ``judgetrain eval report RUN``. Returns the metrics as
+    written (JSON types); ``metrics["items"]`` counts the questions selected and scored.
 
     ``rerun_of``: a second run of the same model, frames and prompts (another process or
     machine); its phase-0 consensus answers give the re-run floor across runs. The folder
@@ -786,11 +800,18 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval phasefusion --out {run_dir} …` first")
     if rerun_of is not None:
-        if not (Path(rerun_of) / PREDICTIONS).is_file():
-            raise FileNotFoundError(f"--rerun-of {rerun_of} holds no {PREDICTIONS}")
-        info["rerun_of"] = str(Path(rerun_of).resolve())
+        other = Path(rerun_of)
+        if not (other / PREDICTIONS).is_file():
+            raise PredictionsError(f"--rerun-of {other} holds no {PREDICTIONS}; pass the --out folder of a second "
+                                   "`judgetrain eval phasefusion` run of the same model, manifest and settings")
+        kind = json.loads((other / RUN_INFO).read_text()).get("evaluation") if (other / RUN_INFO).is_file() else None
+        if kind not in (None, "phasefusion"):
+            raise PredictionsError(f"--rerun-of {other} holds a {kind} run, not a PhaseFusion one")
+        info["rerun_of"] = str(other.resolve())
         write_json(run_dir / RUN_INFO, info)
     metrics = compute_metrics(rows, info)
+    # questions, not rows: a question has many rows and counts as evaluated once its closing row is in
+    metrics["items"] = items_count([r for r in rows if r.get("kind") == "question"], info)
     if info.get("rerun_of") and (Path(info["rerun_of"]) / PREDICTIONS).is_file():
         floor = rerun_floor(rows, read_predictions(Path(info["rerun_of"]) / PREDICTIONS), metrics["origins"][0]
                             if metrics["origins"] else "0")
@@ -817,6 +838,22 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     tmp.write_text(_markdown(metrics, info, run_dir))
     os.replace(tmp, run_dir / REPORT)
     return metrics
+
+
+def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """What ``judgetrain eval compare`` puts side by side, in %: per arm its accuracy and
+    ordering flip rate at the identity ordering and first origin (Table 1A, on the paired
+    questions), then the answers it changed under each origin shift (Table 1B)."""
+    def pct(x: Any) -> float | None:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
+
+    rows = (metrics.get("table_a") or {}).get("rows") or []
+    out: dict[str, float | None] = {f"acc {r['arm']}": pct(r.get("accuracy")) for r in rows}
+    out.update({f"flip {r['arm']}": pct(r.get("flip_rate")) for r in rows})
+    for block in metrics.get("table_b") or []:
+        o0, o1 = block["origins"]
+        out.update({f"changed {r['arm']} {o0}→{o1}": pct(r["changed"]["rate"]) for r in block["rows"]})
+    return out
 
 
 def print_summary(metrics: Mapping[str, Any], out: str | os.PathLike) -> None:

@@ -36,26 +36,33 @@ into ``--out`` for several). Everything comes from the prediction rows:
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judge import _f, _rows_markdown, classification_cell, ordering_cell
+from judgetrain.config import arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
+from judgetrain.io import no_nan, write_json, write_text
+from judgetrain.plotting import pyplot
+
+from .judge import classification_cell, fmt, ordering_cell, rows_markdown
 from .metrics import TIMECATCH_TASKS, accuracy_cell
-from .report import _display_name, _no_nan, _pyplot, figures_markdown, read_run, write_json, write_text
+from .report import display_name, figures_markdown
+from .runs import read_run
 
 __all__ = [
     "BIAS_JSON",
     "BIAS_REPORT",
+    "BiasConfig",
     "analyze",
     "bias",
-    "configure_parser",
     "first_option_bias",
     "main",
+    "make_parser",
     "position_table",
     "prism_positions",
     "timecatch_positions",
@@ -73,7 +80,7 @@ TITLES = {"semantic": "PRISM-Semantic (outlier at position)", "temporal": "PRISM
 
 def type1_rows(rows: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     """Pairwise rows of the PRISM Type-1 positional subset of ``kind`` (``semantic`` / ``temporal``)."""
-    from judgetrain.data_builders.prism import POSITIONAL_SUBSET_MAX_FRAMES
+    from judgetrain.records import POSITIONAL_SUBSET_MAX_FRAMES
 
     perturbation = KINDS[kind]
     out = []
@@ -249,7 +256,7 @@ def plot_positions(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: 
     kinds = [k for k in KINDS if any(p and k in p for _, p in named)]
     if not kinds:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 1.4 + 0.42 * len(named)), squeeze=False,
                              layout="constrained")
     im = None
@@ -269,7 +276,7 @@ def plot_wavg(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.Pat
     series = [(f"{k} {m}", k, m) for k in KINDS for m in ("accuracy", "f1")]
     if not any(p and k in p for _, p in named for _, k, _ in series):
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(named) + 1.5), 3.0))
     width = 0.8 / len(series)
     colors = ("#4C72B0", "#8FAADC", "#C44E52", "#E6A0A2")
@@ -294,7 +301,7 @@ def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], pat
     named = [(n, fo) for n, fo in named if fo]
     if not named:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     keys = (("first_rate", "all", "#4C72B0"), ("first_rate_gold_first", "gold first", "#55A868"),
             ("first_rate_gold_second", "gold second", "#C44E52"))
     fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(named) + 1.5), 3.0))
@@ -319,7 +326,7 @@ def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | o
     rows = [(f"{n} · {task}", t) for n, tc in named for task, t in (tc or {}).items()]
     if not rows:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     cols, values, notes = _table_grid([t for _, t in rows], second="n")
     fig, ax = plt.subplots(figsize=(2.5 + 0.5 * len(cols), 1.4 + 0.42 * len(rows)), layout="constrained")
     im = _heatmap(ax, values, notes, [n for n, _ in rows], cols, "TimeCatch accuracy by true frame of the anomaly (n below)")
@@ -340,7 +347,7 @@ def _grid_markdown(labelled: Sequence[tuple[Sequence[str], Mapping[str, Any] | N
     for labels, t in labelled:
         cells = [None if t is None else (t["w_avg"] if c == "W_avg" else t["cells"].get(c)) for c in cols]
         body.append([*labels, *("–" if cell is None else fmt(cell) for cell in cells)])
-    return _rows_markdown((*first, *cols), body)
+    return rows_markdown((*first, *cols), body)
 
 
 def _position_markdown(named: Sequence[tuple[str, Mapping[str, Any] | None]], first: str) -> str:
@@ -349,7 +356,7 @@ def _position_markdown(named: Sequence[tuple[str, Mapping[str, Any] | None]], fi
         tables = [((n,), p[kind]["all"] if p and kind in p else None) for n, p in named]
         if any(t for _, t in tables):
             md += f"\n**{TITLES[kind]}** — accuracy / macro-F1 (valid answers)\n\n"
-            md += _grid_markdown(tables, (first,), lambda c: f"{_f(c['accuracy'], 2)} / {_f(c['f1'], 2)} ({c['n_valid']})")
+            md += _grid_markdown(tables, (first,), lambda c: f"{fmt(c['accuracy'], 2)} / {fmt(c['f1'], 2)} ({c['n_valid']})")
     return md
 
 
@@ -369,7 +376,7 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
         rows, info = read_run(p, "pass the --out folder of `judgetrain eval judge` or `eval timecatch`")
         loaded.append((p, info, rows))
     if names is None:
-        names = [_display_name(info, rows) for _, info, rows in loaded]
+        names = [display_name(info, rows) for _, info, rows in loaded]
         if len(set(names)) < len(names):
             names = [p.name for p, _, _ in loaded]
     if len(names) != len(paths):
@@ -394,7 +401,7 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
     if plot_timecatch([(n, a.get("timecatch_positions")) for n, a in analyses.items()], out / "bias_timecatch_positions.png"):
         figures.append(("TimeCatch accuracy by true position", "bias_timecatch_positions.png"))
 
-    result = _no_nan({"runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded)},
+    result = no_nan({"runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded)},
                       "figures": [f for _, f in figures]})
     write_json(out / BIAS_JSON, result)
     write_text(out / BIAS_REPORT, _markdown(result, named_pos, by_layout, figures, paths, names, out))
@@ -415,31 +422,31 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
         md.append("\n## TimeCatch by true position of the anomaly\n\n")
         md.append("Accuracy (n) on the anomalous records by 1-based frame of the anomaly (swap: the earlier frame).\n\n")
         md.append(_grid_markdown([((n, task), t) for n, tasks in tc for task, t in tasks.items()], ("run", "task"),
-                                 lambda c: f"{_f(c['accuracy'], 2)} ({c['n']})"))
+                                 lambda c: f"{fmt(c['accuracy'], 2)} ({c['n']})"))
     fo = [(n, r["first_option"]) for n, r in runs.items() if r.get("first_option")]
     if fo:
         md.append("\n## First-option bias (paper 002 F.3)\n\n")
         md.append("P(first): share of valid answers choosing the sequence shown first; binomial p: exact two-sided test of "
                   "P(first) = 1/2 (an order-blind judge on balanced presentation); CI: Clopper–Pearson 95%. "
                   "Fisher p: presentation order × correct.\n\n")
-        md.append(_rows_markdown(
+        md.append(rows_markdown(
             ("run", "n_val", "gold first / second", "P(first)", "95% CI", "binomial p", "P(first ∣ gold first)",
              "P(first ∣ gold second)", "P(A ∣ gold first)", "P(A ∣ gold second)", "Acc gold first", "Acc gold second", "gap", "Fisher p"),
-            [[n, str(f["n_valid"]), f"{f['n_gold_first']} / {f['n_gold_second']}", _f(f["first_rate"]),
-              f"{_f(f['first_rate_ci95'][0])}–{_f(f['first_rate_ci95'][1])}", _f(f["binomial_p"], 4), _f(f["first_rate_gold_first"]),
-              _f(f["first_rate_gold_second"]), _f(f["a_rate_gold_first"]), _f(f["a_rate_gold_second"]), _f(f["accuracy_gold_first"]),
-              _f(f["accuracy_gold_second"]), _f(f["accuracy_gap"]), _f(f["fisher_p"], 4)] for n, f in fo]))
+            [[n, str(f["n_valid"]), f"{f['n_gold_first']} / {f['n_gold_second']}", fmt(f["first_rate"]),
+              f"{fmt(f['first_rate_ci95'][0])}–{fmt(f['first_rate_ci95'][1])}", fmt(f["binomial_p"], 4), fmt(f["first_rate_gold_first"]),
+              fmt(f["first_rate_gold_second"]), fmt(f["a_rate_gold_first"]), fmt(f["a_rate_gold_second"]), fmt(f["accuracy_gold_first"]),
+              fmt(f["accuracy_gold_second"]), fmt(f["accuracy_gap"]), fmt(f["fisher_p"], 4)] for n, f in fo]))
         md.append("\nBy layout:\n\n")
-        md.append(_rows_markdown(("run", "layout", "n_val", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
-                                 [[n, lay, str(x["n_valid"]), _f(x["first_rate"]), _f(x["binomial_p"], 4), _f(x["accuracy_gold_first"]),
-                                   _f(x["accuracy_gold_second"])] for n, f in fo for lay, x in f["by_layout"].items() if x]))
+        md.append(rows_markdown(("run", "layout", "n_val", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
+                                 [[n, lay, str(x["n_valid"]), fmt(x["first_rate"]), fmt(x["binomial_p"], 4), fmt(x["accuracy_gold_first"]),
+                                   fmt(x["accuracy_gold_second"])] for n, f in fo for lay, x in f["by_layout"].items() if x]))
     od = [(n, r["ordering"]) for n, r in runs.items() if r.get("ordering")]
     if od:
         md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
         md.append("Answers by position: items answered in the label order (1, 2, …, n: the order shown) or its reverse.\n\n")
-        md.append(_rows_markdown(("run", "exact match", "invalid rate", "label order", "reverse", "by position (share)", "n"),
-                                 [[n, _f(o["exact_match"]), _f(o["invalid_rate"]), str(o["label_order"]), str(o["reverse_label_order"]),
-                                   _f(o["by_position_share"]), str(o["n"])] for n, o in od]))
+        md.append(rows_markdown(("run", "exact match", "invalid rate", "label order", "reverse", "by position (share)", "n"),
+                                 [[n, fmt(o["exact_match"]), fmt(o["invalid_rate"]), str(o["label_order"]), str(o["reverse_label_order"]),
+                                   fmt(o["by_position_share"]), str(o["n"])] for n, o in od]))
     if not any(k in r for r in runs.values() for k in ("prism_positions", "timecatch_positions", "first_option", "ordering")):
         md.append("\nNo row of these runs has a position, a presentation order or an ordering answer to analyse.\n")
     md.append(figures_markdown(figures))
@@ -450,32 +457,55 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
     return "".join(md)
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = ("Positional bias of judge or TimeCatch runs from their predictions.jsonl: accuracy and macro-F1 per "
-                     "outlier / swap position (PRISM Type-1) with W_avg, TimeCatch accuracy per true position, first-option "
-                     "bias with a binomial test, and the ordering probe's answers-by-position signature.")
-    p.epilog = ("examples:\n"
-                "  judgetrain eval bias results/ov                      # writes bias.md, bias.json and PNGs into the run\n"
-                "  judgetrain eval bias results/ov results/ov-ft --names zero-shot,LoRA --out results/bias\n")
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("runs", type=Path, nargs="+", help="run folders (the --out of `eval judge` or `eval timecatch`)")
-    p.add_argument("--names", default=None, help="comma-separated display names, one per run (default: model names)")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: the run folder when there is one run)")
+@dataclass(kw_only=True)
+class BiasConfig:
+    """``judgetrain eval bias``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    runs: list[Path] = arg(help="run folders (the --out of `eval judge` or `eval timecatch`); also the leading bare words",
+                           positional=True)
+    names: list[str] | None = arg(None, "display names, one per run (space- or comma-separated; default: model names)")
+    out: Path | None = arg(None, "output folder (default: the run folder when there is one run)")
+
+    def __post_init__(self) -> None:
+        from judgetrain.config import ConfigError
+
+        self.runs = [Path(r) for r in (self.runs or [])]
+        self.names = comma_list(self.names) or None
+        self.out = Path(self.out) if self.out is not None else None
+        problems = []
+        if not self.runs:
+            problems.append("runs: give at least one run folder")
+        if len(self.runs) > 1 and self.out is None:
+            problems.append(f"out: {len(self.runs)} runs: pass --out DIR for the combined analysis")
+        if self.names is not None and len(self.names) != len(self.runs):
+            problems.append(f"names: {len(self.names)} name(s) for {len(self.runs)} run(s); give one per run")
+        if problems:
+            raise ConfigError(problems, "eval bias configuration")
 
 
-def main(args: argparse.Namespace) -> int:
-    names = [n.strip() for n in args.names.split(",")] if args.names else None
-    result = bias(args.runs, names, args.out)
-    out = args.out or args.runs[0]
+def make_parser():
+    return make_config_parser(
+        BiasConfig, "judgetrain eval bias",
+        "Positional bias of judge or TimeCatch runs from their predictions.jsonl: accuracy and macro-F1 per outlier / swap "
+        "position (PRISM Type-1) with W_avg, TimeCatch accuracy per true position, first-option bias with a binomial "
+        "test, and the ordering probe's answers-by-position signature.",
+        "examples:\n"
+        "  judgetrain eval bias results/ov                      # writes bias.md, bias.json and PNGs into the run\n"
+        "  judgetrain eval bias results/ov results/ov-ft --names zero-shot,LoRA --out results/bias\n")
+
+
+def main(cfg: BiasConfig) -> int:
+    result = bias(cfg.runs, cfg.names, cfg.out)
+    out = cfg.out or cfg.runs[0]
     for name, r in result["runs"].items():
         parts = []
         for kind, block in (r.get("prism_positions") or {}).items():
-            parts.append(f"{kind} W_avg acc {_f(block['all']['w_avg']['accuracy'], 2)}")
+            parts.append(f"{kind} W_avg acc {fmt(block['all']['w_avg']['accuracy'], 2)}")
         if r.get("first_option"):
             f = r["first_option"]
-            parts.append(f"first-option rate {_f(f['first_rate'], 2)} (binomial p = {_f(f['binomial_p'], 4)})")
+            parts.append(f"first-option rate {fmt(f['first_rate'], 2)} (binomial p = {fmt(f['binomial_p'], 4)})")
         if r.get("ordering"):
-            parts.append(f"ordering exact {_f(r['ordering']['exact_match'], 2)}, by position {_f(r['ordering']['by_position_share'], 2)}")
+            parts.append(f"ordering exact {fmt(r['ordering']['exact_match'], 2)}, by position {fmt(r['ordering']['by_position_share'], 2)}")
         print(f"{name}: " + ("; ".join(parts) or "nothing to analyse"), flush=True)
     print(f"Bias report in {Path(out) / BIAS_REPORT} (data in {Path(out) / BIAS_JSON})", flush=True)
     return 0

@@ -18,18 +18,23 @@ per task × source with each run's difference to the first (paper 000 Tables 4�
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
 import os
 import shlex
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from judgetrain.io import no_nan, write_json, write_rows, write_text  # noqa: F401  (write_rows: re-exported)
+from judgetrain.plotting import pyplot
 
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS, compute_metrics
+from .runs import (  # noqa: F401  (re-exported: the run-folder names evaluations import from here)
+    METRICS, PREDICTIONS, REPORT, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, items_count,
+    read_predictions, read_run, repair_predictions,
+)
 
 __all__ = [
     "METRICS",
@@ -38,11 +43,8 @@ __all__ = [
     "RUN_INFO",
     "PredictionsError",
     "PredictionWriter",
-    "check_same_run",
-    "compare",
-    "compare_main",
-    "configure_compare_parser",
-    "configure_report_parser",
+    "cells",
+    "display_name",
     "figures_markdown",
     "load_human",
     "plot_confusion",
@@ -51,174 +53,11 @@ __all__ = [
     "read_run",
     "repair_predictions",
     "report",
-    "report_main",
     "write_json",
     "write_rows",
     "write_text",
     "EvalInputError",
 ]
-
-PREDICTIONS = "predictions.jsonl"
-METRICS = "metrics.json"
-REPORT = "report.md"
-RUN_INFO = "run.json"
-
-
-def run_as_module(prog: str, configure_parser: Callable[[argparse.ArgumentParser], None],
-                  main: Callable[[argparse.Namespace], int]) -> None:
-    """``python -m`` / ``accelerate launch -m`` entry of a data-parallel evaluation: parse,
-    run, then tear the process group down on every rank together (a rank that exits
-    while another still holds the gloo group can make that one abort)."""
-    parser = argparse.ArgumentParser(prog=prog)
-    configure_parser(parser)
-    code = main(parser.parse_args())
-    from accelerate import PartialState
-
-    PartialState().destroy_process_group()
-    sys.exit(code)
-
-
-class PredictionsError(ValueError):
-    """A predictions file that cannot be read (not just a partial last line)."""
-
-
-class EvalInputError(ValueError):
-    """An evaluation asked for data that is not there (a split, a task); the message says what is."""
-
-
-def check_same_run(out: Path, info: Mapping[str, Any], identity: Sequence[str]) -> dict[str, Any]:
-    """The ``run.json`` already in ``out`` (``{}`` when none), after checking it agrees with
-    ``info`` on every ``identity`` key: predictions of two differently configured runs
-    must never mix in one folder. Raises :class:`PredictionsError` naming what differs."""
-    path = Path(out) / RUN_INFO
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    diff = [k for k in identity if old and old.get(k) != info[k]]
-    if diff:
-        raise PredictionsError(f"{out} holds predictions of another run "
-                               f"({', '.join(f'{k}: {old.get(k)!r} vs {info[k]!r}' for k in diff)}). "
-                               "Use a new --out, or delete that folder to start over.")
-    return old
-
-
-# --------------------------------------------------------------------------- predictions.jsonl
-
-
-def _scan(path: Path) -> tuple[list[dict[str, Any]], bool]:
-    """Rows of a predictions file, and whether its last line lacks its newline (a kill
-    mid-write). Such a line counts as a row when it is a complete object, else it is
-    dropped; a bad line that did end with a newline is an error."""
-    if not path.exists():
-        return [], False
-    lines = path.read_bytes().split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    rows: list[dict[str, Any]] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        row = _parse(line)
-        if row is None:
-            raise PredictionsError(f"{path}, line {i + 1}: not a prediction row. Delete that line (or the file, to "
-                                   "start the run over) and rerun.")
-        rows.append(row)
-    if not tail.strip():
-        return rows, bool(tail)
-    row = _parse(tail)
-    return rows + ([row] if row is not None else []), True
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    return row if isinstance(row, dict) and "id" in row else None
-
-
-def read_predictions(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a ``predictions.jsonl`` in file order, without a partial last line
-    (left by a kill mid-write); a missing file reads as no rows."""
-    return _scan(Path(path))[0]
-
-
-def repair_predictions(path: str | os.PathLike) -> int:
-    """Rewrite ``path`` without a partial last line, atomically; returns the rows kept.
-    A complete last object missing only its newline gets the newline."""
-    path = Path(path)
-    rows, partial = _scan(path)
-    if partial:
-        write_rows(path, rows)
-    return len(rows)
-
-
-def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """A run folder's prediction rows and its ``run.json`` (``{}`` when absent). A folder
-    without ``predictions.jsonl`` raises ``FileNotFoundError`` ending in ``how`` (what to
-    run or pass instead)."""
-    run_dir = Path(run_dir)
-    if not (run_dir / PREDICTIONS).is_file():
-        raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; {how}")
-    info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
-    return read_predictions(run_dir / PREDICTIONS), info
-
-
-def write_rows(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Replace ``path`` with ``rows`` as JSON Lines, atomically (temp file, fsync, rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-class PredictionWriter:
-    """Appends prediction rows to a JSON Lines file; every :meth:`write` ends with
-    flush + fsync, so what it returned from survives a SIGKILL or a power cut."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] = open(self.path, "a")
-
-    def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        # one write() per batch: a kill leaves whole lines plus at most one partial line
-        self._f.write("".join(json.dumps(r) + "\n" for r in rows))
-        self._f.flush()
-        os.fsync(self._f.fileno())
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> PredictionWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write JSON atomically; ``nan`` becomes ``null`` (standard JSON has no NaN)."""
-    write_text(path, json.dumps(_no_nan(obj), indent=2) + "\n")
-
-
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temp file beside it, then a rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _no_nan(obj: Any) -> Any:
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    if isinstance(obj, Mapping):
-        return {k: _no_nan(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_no_nan(v) for v in obj]
-    return obj
-
 
 # --------------------------------------------------------------------------- human reference
 
@@ -260,18 +99,9 @@ def load_human(path: str | os.PathLike) -> dict[str, dict[str, float]]:
 # --------------------------------------------------------------------------- plots
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on clusters
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_confusion(conf: Mapping[str, Any], task: str, path: str | os.PathLike) -> None:
     """Row-normalised confusion matrix (true position down, predicted across), counts annotated."""
-    plt = _pyplot()
+    plt = pyplot()
     labels, counts, norm = conf["labels"], conf["counts"], conf["normalized"]
     k = len(labels)
     fig, ax = plt.subplots(figsize=(1.2 + 0.45 * k, 1.0 + 0.45 * k))
@@ -295,7 +125,7 @@ def plot_confusion(conf: Mapping[str, Any], task: str, path: str | os.PathLike) 
 
 def plot_lpips(bins: Sequence[Mapping[str, Any]], path: str | os.PathLike, chance: float = 0.5) -> None:
     """Temporal-detection accuracy per LPIPS bin of the swapped pair; n on each bar."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(bins) + 1.5), 3.2))
     xs = range(len(bins))
     accs = [0.0 if b["accuracy"] is None or math.isnan(b["accuracy"]) else 100 * b["accuracy"] for b in bins]
@@ -389,7 +219,8 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
         human_table = dict(human)
     else:
         human_table = load_human(human)
-    metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "world_size")}}
+    metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "world_size")},
+               "items": items_count(rows, info)}
     metrics.update(compute_metrics(rows))
     if human_table:
         metrics["human"] = human_table
@@ -405,16 +236,17 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
         plot_lpips(bins, run_dir / name)
         figures.append(("Temporal detection accuracy by LPIPS bin of the swapped pair", name))
     metrics["figures"] = [f for _, f in figures]
-    metrics = _no_nan(metrics)
+    metrics = no_nan(metrics)
     write_json(run_dir / METRICS, metrics)
 
-    model_name = _display_name(info, rows)
+    model_name = display_name(info, rows)
     md = [f"# TimeCatch evaluation: {model_name}\n\n"]
     md.append(f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
               + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
     if info.get("data"):
         md.append(f"- data: `{info['data']}`, split `{info.get('split')}`\n")
-    md.append(f"- items: {len(rows)}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n")
+    md.append(f"- items: {len(rows)} of the {metrics['items']['selected']} the run selects"
+              + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n")
     md.append("\n## Accuracy (%) per task and source\n\n")
     md.append("Random: the expected accuracy of a uniform guess over each item's own choices, averaged over items.\n\n")
     md.append(table2_markdown(metrics, model_name, human_table))
@@ -444,7 +276,7 @@ def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:
     return rows[0].get(key) if rows else None
 
 
-def _display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+def display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     model = info.get("model") or _from_rows(rows, "model") or "model"
     adapter = info.get("adapter") if info else _from_rows(rows, "adapter")
     name = Path(str(model).rstrip("/")).name or str(model)
@@ -454,115 +286,16 @@ def _display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) ->
 # --------------------------------------------------------------------------- compare
 
 
-def _run_metrics(run_dir: Path) -> dict[str, Any]:
-    if (run_dir / METRICS).is_file():
-        return json.loads((run_dir / METRICS).read_text())
-    if (run_dir / PREDICTIONS).is_file():
-        return report(run_dir)
-    raise FileNotFoundError(f"{run_dir} holds neither {METRICS} nor {PREDICTIONS}: is it an evaluation run folder?")
-
-
-def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Accuracy per task × source of several runs side by side, with each later run's
-    difference to the first in percentage points (paper 000 Tables 4–5, Δ rows).
-
-    Returns ``{"names", "columns": [(task, source)], "rows": [(label, [value|None], is_delta)],
-    "markdown"}``; values are percentages, Δ rows (labelled ``"Δ name"``) signed differences."""
-    if len(runs) < 1:
-        raise ValueError("compare needs at least one run folder")
-    paths = [Path(r) for r in runs]
-    if names is None:
-        names = [p.name for p in paths]
-    if len(names) != len(paths):
-        raise ValueError(f"--names gives {len(names)} name(s) for {len(paths)} run(s); give one per run")
-    metrics = [_run_metrics(p) for p in paths]
-    cols: list[tuple[str, str]] = []
-    for m in metrics:
-        for task, cells in m["by_task_source"].items():
-            for s in cells:
-                if s != ALL and (task, s) not in cols:
-                    cols.append((task, s))
+def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """What ``eval compare`` shows of a TimeCatch run: accuracy (%) per task × source
+    (``"TD clevrer"``, …), tasks in paper order."""
     order = {t: i for i, t in enumerate(TIMECATCH_TASKS)}
-    cols.sort(key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+    cols = sorted(((task, s) for task, by in metrics["by_task_source"].items() for s in by if s != ALL),
+                  key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+    out: dict[str, float | None] = {}
+    for task, source in cols:
+        acc = metrics["by_task_source"][task][source].get("accuracy")
+        out[f"{TASK_ABBREV.get(task, task)} {source}"] = None if acc is None or (isinstance(acc, float) and math.isnan(acc)) \
+            else 100 * acc
+    return out
 
-    def value(m: Mapping[str, Any], col: tuple[str, str]) -> float | None:
-        cell = m["by_task_source"].get(col[0], {}).get(col[1])
-        acc = None if cell is None else cell.get("accuracy")
-        return None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else 100 * acc
-
-    base = [value(metrics[0], c) for c in cols]
-    rows: list[tuple[str, list[float | None], bool]] = [(names[0], base, False)]
-    for name, m in zip(names[1:], metrics[1:]):
-        vals = [value(m, c) for c in cols]
-        rows.append((name, vals, False))
-        rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base)], True))
-
-    md = f"Accuracy (%) per task and source; Δ rows: difference to {names[0]} in percentage points.\n\n"
-    md += _header(cols)
-    for label, vals, delta in rows:
-        md += f"| {label} | " + " | ".join(_fmt_cell(v, delta) for v in vals) + " |\n"
-    return {"names": list(names), "columns": cols, "rows": rows, "markdown": md}
-
-
-def _fmt_cell(v: float | None, delta: bool) -> str:
-    if v is None:
-        return "–"
-    return f"{v:+.1f}" if delta else f"{v:.1f}"
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def configure_report_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Recompute metrics.json, report.md and the figures of an evaluation run from its predictions.jsonl."
-    p.epilog = ("example:\n  judgetrain eval report quickstart/results/lora\n"
-                "  judgetrain eval report results/qwen3vl-2b --human human_accuracy.csv   # adds a Human row\n")
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("run", type=Path, help="run folder (the --out of `judgetrain eval timecatch`)")
-    p.add_argument("--human", type=Path, default=None,
-                   help="human reference accuracies: JSON {task: {source: acc}} or CSV task,source,accuracy")
-
-
-def report_main(args: argparse.Namespace) -> int:
-    report(args.run, human=args.human)
-    print(f"Report written to {args.run / REPORT} (metrics in {args.run / METRICS})", flush=True)
-    return 0
-
-
-def configure_compare_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Put evaluation runs side by side per task × source, with differences to the first run."
-    p.epilog = "example:\n  judgetrain eval compare results/base results/lora --names base,lora --out results/compare.md\n"
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("runs", type=Path, nargs="+", help="run folders; the first is the reference for the Δ rows")
-    p.add_argument("--names", default=None, help="comma-separated display names, one per run (default: folder names)")
-    p.add_argument("--out", type=Path, default=None, help="write the table as markdown to this file")
-
-
-def compare_main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    names = [n.strip() for n in args.names.split(",")] if args.names else None
-    result = compare(args.runs, names)
-    t = Table(title="Accuracy (%) per task and source; Δ: difference to " + result["names"][0])
-    t.add_column("run")
-    for task, source in result["columns"]:
-        t.add_column(f"{TASK_ABBREV.get(task, task)} {source}", justify="right")
-    for label, vals, delta in result["rows"]:
-        cells = []
-        for v in vals:
-            s = _fmt_cell(v, delta)
-            cells.append(s if not delta or v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]")
-        t.add_row(label, *cells)
-    Console().print(t)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(result["markdown"])
-        print(f"Comparison written to {args.out}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":  # python -m judgetrain.eval.report RUN
-    _p = argparse.ArgumentParser(prog="python -m judgetrain.eval.report")
-    configure_report_parser(_p)
-    sys.exit(report_main(_p.parse_args()))

@@ -26,24 +26,48 @@ merges them into ``predictions.jsonl`` in dataset order and writes the report::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shlex
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judgetrain import records
+from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 
 from .metrics import TIMECATCH_TASKS
-from .report import EvalInputError, METRICS, PREDICTIONS, REPORT, load_human, report, run_as_module
-from .sharded import parse_batch_size, process_state, run_sharded
+from .report import EvalInputError, METRICS, PREDICTIONS, REPORT, load_human, report
+from .runs import dataset_identity, run_info
+from .sharded import parse_batch_size, process_state, run_as_module, run_sharded
 
-__all__ = ["configure_parser", "evaluate", "main", "prediction_row"]
+__all__ = ["TimeCatchEvalConfig", "evaluate", "main", "make_parser", "prediction_row"]
+EVALUATION = "timecatch"
 
-# Keys of run.json a resumed run must share with the one that wrote the predictions.
-_IDENTITY = ("model", "adapter", "data", "split")
+
+@dataclass(kw_only=True)
+class TimeCatchEvalConfig(EvalArgs):
+    """``judgetrain eval timecatch``: every field is a flag (``--field-name``) and a ``--config`` key."""
+
+    data: Path = arg(help="a TimeCatch dataset folder (judgetrain build timecatch --out)")
+    split: str = arg("test", "split to evaluate", identity=True)
+    tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to evaluate (space- or comma-separated)")
+    human: Path | None = arg(None, "human reference accuracies for the report: JSON {task: {source: acc}} or CSV "
+                                   "task,source,accuracy")
+
+    def __post_init__(self) -> None:
+        self.data, self.out = Path(self.data), Path(self.out)
+        self.tasks = comma_list(self.tasks)
+        problems = []
+        unknown = sorted(set(self.tasks) - set(TIMECATCH_TASKS))
+        if unknown:
+            problems.append(f"tasks: unknown {unknown}; TimeCatch tasks are {', '.join(TIMECATCH_TASKS)}")
+        try:
+            parse_batch_size(str(self.batch_size))
+        except ValueError as e:
+            problems.append(f"batch_size: {e}")
+        if problems:
+            raise ConfigError(problems, "eval timecatch configuration")
 
 
 def prediction_row(record: dict[str, Any], scores: Any, model: str, adapter: str | None) -> dict[str, Any]:
@@ -71,7 +95,7 @@ def prediction_row(record: dict[str, Any], scores: Any, model: str, adapter: str
     }
 
 
-def _select(data: Path, split: str, tasks: Sequence[str], limit: int | None):
+def _select(data: Path, split: str, tasks: list[str], limit: int | None):
     ds = records.load(data)
     if split not in ds:
         raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds)} (pass --split)")
@@ -85,106 +109,61 @@ def _select(data: Path, split: str, tasks: Sequence[str], limit: int | None):
     return ds, idx, order
 
 
-def evaluate(
-    model: str,
-    data: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    adapter: str | None = None,
-    split: str = "test",
-    tasks: Sequence[str] = TIMECATCH_TASKS,
-    batch_size: int | str = "auto",
-    limit: int | None = None,
-    human: str | os.PathLike | None = None,
-    dtype: str | None = None,
-    progress: bool = True,
-    command: str | None = None,
-) -> dict[str, Any]:
-    """Score the TimeCatch records of ``data[split]`` and write a run folder ``out``.
+def evaluate(model: str, data: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Score the TimeCatch records of ``data[split]`` into run folder ``out``; ``fields`` are
+    the other :class:`TimeCatchEvalConfig` fields. See :func:`run`."""
+    return run(TimeCatchEvalConfig(model=str(model), data=data, out=out, **fields))
 
-    Resumable: ids already in ``out``'s predictions are skipped. Under a multi-process
-    launch every process calls this; items are strided over processes and the main
-    process merges and reports. Returns ``{"out", "n_items", "n_scored", "world_size",
-    "metrics"}`` (``n_scored``: items this process scored in this call; ``metrics``
-    on the main process only).
+
+def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
+    """Score the TimeCatch records ``cfg`` selects and write its run folder.
+
+    Resumable: ids already in the folder's predictions are skipped; a folder holding a
+    run of another configuration or other data is refused (``cfg.overwrite`` replaces
+    it). Under a multi-process launch every process calls this; items are strided over
+    processes and the main process merges and reports. Returns ``{"out", "n_items",
+    "n_scored", "world_size", "metrics"}`` (``n_scored``: items this process scored in
+    this call; ``metrics`` on the main process only).
     """
     state = process_state("judgetrain.eval.timecatch")
-    out, data = Path(out), Path(data)
-    unknown = sorted(set(tasks) - set(TIMECATCH_TASKS))
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; TimeCatch tasks are {', '.join(TIMECATCH_TASKS)}")
-    human_table = load_human(human) if human else None
-    ds, idx, order = _select(data, split, tasks, limit)
-
-    info = {"model": str(model), "adapter": str(adapter) if adapter else None, "data": str(data.resolve()),
-            "split": split, "tasks": list(tasks), "limit": limit, "world_size": state.num_processes, "command": command}
+    human_table = load_human(cfg.human) if cfg.human else None
+    ds, idx, order = _select(cfg.data, cfg.split, cfg.tasks, cfg.limit)
+    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
+                    world_size=state.num_processes)
+    info["data"] = str(cfg.data.resolve())
     if human_table:
         info["human"] = human_table
+    adapter = str(cfg.adapter) if cfg.adapter else None
 
     def predict(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         scores = scorer.score(items, progress=False)
-        return [prediction_row(r, s, str(model), info["adapter"]) for r, s in zip(items, scores, strict=True)]
+        return [prediction_row(r, s, cfg.model, adapter) for r, s in zip(items, scores, strict=True)]
 
-    return run_sharded(state, out, info, _IDENTITY, ds, idx, order, predict, report, model=model, adapter=adapter,
-                       dtype=dtype, batch_size=batch_size, desc="scoring TimeCatch", progress=progress,
-                       always_report=bool(human_table))
+    return run_sharded(state, cfg.out, info, ds, idx, order, predict, report, model=cfg.model, adapter=adapter,
+                       dtype=cfg.dtype, batch_size=parse_batch_size(str(cfg.batch_size)), desc="scoring TimeCatch",
+                       progress=cfg.progress, overwrite=cfg.overwrite, always_report=bool(human_table))
 
 
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = "Evaluate a model (optionally + LoRA adapter) on TimeCatch's four tasks with constrained scoring."
-    p.epilog = (
+def make_parser():
+    return make_config_parser(
+        TimeCatchEvalConfig, "judgetrain eval timecatch",
+        "Evaluate a model (optionally + LoRA adapter) on TimeCatch's four tasks with constrained scoring.",
         "examples:\n"
         "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data data/timecatch --split validation --out results/qw3-2b\n"
         "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --adapter runs/lora --data data/timecatch --out results/qw3-2b-ft\n"
+        "  judgetrain eval timecatch --config eval.yaml --limit 100      # YAML keys are the fields below\n"
         "  accelerate launch --num_processes 8 -m judgetrain.eval.timecatch --model M --data DIR --out results/RUN\n"
-        "  judgetrain eval report results/qw3-2b        # recompute metrics, report and figures\n"
-    )
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--model", required=True, help="model folder or hub id (base or merged)")
-    p.add_argument("--adapter", default=None, help="PEFT adapter folder to load onto --model")
-    p.add_argument("--data", type=Path, required=True, help="a TimeCatch dataset folder (judgetrain build timecatch --out)")
-    p.add_argument("--split", default="test")
-    p.add_argument("--out", type=Path, required=True, help="run folder; rerunning the same command resumes it")
-    p.add_argument("--batch-size", default="auto", help="items per forward pass, or 'auto' (default)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="score only the first N selected records")
-    p.add_argument("--tasks", default=",".join(TIMECATCH_TASKS), help="comma-separated subset of " + ",".join(TIMECATCH_TASKS))
-    p.add_argument("--human", type=Path, default=None,
-                   help="human reference accuracies for the report: JSON {task: {source: acc}} or CSV task,source,accuracy")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto (default: float32 on CPU, checkpoint's on GPU)")
-    p.add_argument("--no-progress", action="store_true")
+        "  judgetrain eval report results/qw3-2b        # recompute metrics, report and figures\n")
 
 
-def main(args: argparse.Namespace) -> int:
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    command = "judgetrain eval timecatch " + " ".join(
-        shlex.quote(a) for a in _command_args(args))
-    result = evaluate(args.model, args.data, args.out, adapter=args.adapter, split=args.split, tasks=tasks,
-                      batch_size=parse_batch_size(args.batch_size), limit=args.limit, human=args.human, dtype=args.dtype,
-                      progress=not args.no_progress, command=command)
+def main(cfg: TimeCatchEvalConfig) -> int:
+    result = run(cfg)
     if result["metrics"] is not None:
         _print_summary(result)
     return 0
-
-
-def _command_args(args: argparse.Namespace) -> list[str]:
-    parts = ["--model", str(args.model)]
-    if args.adapter:
-        parts += ["--adapter", str(args.adapter)]
-    parts += ["--data", str(args.data), "--split", args.split, "--out", str(args.out)]
-    if args.batch_size != "auto":
-        parts += ["--batch-size", str(args.batch_size)]
-    if args.limit is not None:
-        parts += ["--limit", str(args.limit)]
-    if args.tasks != ",".join(TIMECATCH_TASKS):
-        parts += ["--tasks", args.tasks]
-    if args.human:
-        parts += ["--human", str(args.human)]
-    if args.dtype:
-        parts += ["--dtype", args.dtype]
-    return parts
 
 
 def _print_summary(result: dict[str, Any]) -> None:
@@ -212,4 +191,4 @@ def _print_summary(result: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.timecatch ...
-    run_as_module("judgetrain eval timecatch", configure_parser, main)
+    run_as_module("judgetrain.eval.timecatch")

@@ -34,8 +34,8 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("eval", "judge"): "judgetrain.eval.judge",
     ("eval", "phasefusion"): "judgetrain.eval.phasefusion",
     ("eval", "bias"): "judgetrain.eval.positional_bias",
-    ("eval", "report"): "judgetrain.eval.report:configure_report_parser:report_main",
-    ("eval", "compare"): "judgetrain.eval.report:configure_compare_parser:compare_main",
+    ("eval", "report"): "judgetrain.eval.rebuild",
+    ("eval", "compare"): "judgetrain.eval.compare",
 }
 GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, rebuild reports, compare runs"}
 # legacy modules whose unknown arguments are passed on (recipe overrides for the trainer)
@@ -130,18 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"judgetrain {__version__}")
         return 0
     words, rest = find_command(argv)
-    from judgetrain.config import ConfigError
-    from judgetrain.data_builders.common import BuildError
-    from judgetrain.eval.report import EvalInputError, PredictionsError
-    from judgetrain.models import ModelNotFoundError
-    from judgetrain.perceptual import BackboneWeightsMissing
-    from judgetrain.records import IncompleteDatasetError, RecordValidationError
+    from judgetrain.errors import UserError
 
     try:
         return _run(words, rest)
-    # Errors whose message already says what to do: no traceback on top of it.
-    except (BuildError, RecordValidationError, IncompleteDatasetError, ModelNotFoundError, BackboneWeightsMissing,
-            ConfigError, PredictionsError, EvalInputError) as e:
+    except UserError as e:  # its message already says what to do: no traceback on top of it
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

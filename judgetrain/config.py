@@ -25,11 +25,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from judgetrain.errors import UserError
+
 __all__ = ["BuildArgs", "ConfigError", "EvalArgs", "OutputArgs", "WorkBuildArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse",
            "read_config_file"]
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """Every problem with a command's configuration at once, each naming the field and the fix."""
 
     def __init__(self, problems: list[str], what: str = "configuration"):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonLine", "optional_text", "read_jsonl", "text"]
+__all__ = ["JsonLine", "inside", "json_kind", "optional_text", "read_jsonl", "text"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[JsonLine]:
     for number, raw in enumerate(data.split(b"\n"), start=1):
         offset, start = start, start + len(raw) + 1
         raw = raw[:-1] if raw.endswith(b"\r") else raw  # CRLF files
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (files saved on Windows)
+            raw = raw[3:]
         if not raw.strip():
             continue
         try:
@@ -59,13 +61,20 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[JsonLine]:
             continue
         if not isinstance(row, dict):
             yield JsonLine(str(path), number, None,
-                           f"not a JSON object (a {type(row).__name__}); write one {{\"field\": value, …}} object per line")
+                           f"not a JSON object ({json_kind(row)}); write one {{\"field\": value, …}} object per line")
             continue
         yield JsonLine(str(path), number, row)
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+def json_kind(value: Any) -> str:
+    """A JSON value's type as a JSON user names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
 
 
 def text(row: Mapping[str, Any], name: str, hint: str, *, default: str | None = None, ids: bool = False) -> str:
@@ -80,7 +89,7 @@ def text(row: Mapping[str, Any], name: str, hint: str, *, default: str | None = 
     if ids and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
-        raise ValueError(f"{name}: a {_kind(value)}, not a string; {hint}")
+        raise ValueError(f"{name}: {json_kind(value)}, not a string; {hint}")
     if not value.strip():
         raise ValueError(f"{name}: empty; {hint}")
     return value
@@ -92,5 +101,17 @@ def optional_text(row: Mapping[str, Any], name: str, hint: str, default: str = "
     if value is None:
         return default
     if not isinstance(value, str):
-        raise ValueError(f"{name}: a {_kind(value)}, not a string; {hint}")
+        raise ValueError(f"{name}: {json_kind(value)}, not a string; {hint}")
     return value
+
+
+def inside(root: Path, rel: Any, what: str) -> Path:
+    """``rel`` resolved against ``root`` (a manifest's folder); ``ValueError`` naming
+    ``what`` when it is not a path string or leaves ``root`` (``..``, an absolute
+    path, a link out): manifest paths stay inside their data root."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"{what}: give a non-empty path string, relative to the manifest's folder")
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"{what}: {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
+    return path

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from judgetrain.errors import UserError
+
 __all__ = ["LpipsDistance", "BackboneWeightsMissing", "filter_near_duplicates", "backbone_weights_path"]
 
 _BACKBONE_URLS = {
@@ -26,7 +28,7 @@ _BACKBONE_URLS = {
 }
 
 
-class BackboneWeightsMissing(FileNotFoundError):
+class BackboneWeightsMissing(UserError, FileNotFoundError):
     """The LPIPS backbone's ImageNet weights are not cached and cannot be fetched."""
 
 

@@ -26,6 +26,8 @@ from typing import Any
 import datasets
 from datasets import Features, Image, List, Value
 
+from judgetrain.errors import UserError
+
 __all__ = [
     "FEATURES",
     "TASKS",
@@ -42,6 +44,9 @@ __all__ = [
     "save",
     "load",
     "read_build_info",
+    "SEMANTIC",
+    "TEMPORAL",
+    "POSITIONAL_SUBSET_MAX_FRAMES",
 ]
 
 TASKS = (
@@ -55,6 +60,11 @@ TASKS = (
 )
 # Tasks answered from a closed set (constrained scoring); `ordering` is free-form.
 CLOSED_TASKS = frozenset(TASKS) - {"ordering"}
+# PRISM / MIRAGE perturbations (paper 002 §5E, B.2): what a record's `perturbation` column holds.
+SEMANTIC = ("semantic-1", "semantic-2", "semantic-3")
+TEMPORAL = ("swap", "swap-nonconsecutive", "shuffle")
+# Gold sequences of at most this many frames carry meta.positional_subset (paper 002 F.3, Type 1).
+POSITIONAL_SUBSET_MAX_FRAMES = 6
 ROLES = ("system", "user", "assistant")
 CONTENT_TYPES = ("image", "text")
 BUILD_FILE = "build.json"
@@ -97,7 +107,7 @@ class RecordError:
         return f"{self.split} row {self.row}{ident}, column '{self.column}': {self.message}"
 
 
-class RecordValidationError(ValueError):
+class RecordValidationError(UserError, ValueError):
     """Raised with every violation found, not just the first."""
 
     def __init__(self, errors: list[RecordError], limit: int = 50):
@@ -107,7 +117,7 @@ class RecordValidationError(ValueError):
         super().__init__(f"{len(errors)} invalid record field(s):\n{shown}{more}")
 
 
-class IncompleteDatasetError(FileNotFoundError):
+class IncompleteDatasetError(UserError, FileNotFoundError):
     """A dataset folder without a complete build (e.g. a killed build)."""
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from judgetrain import config
+from judgetrain.eval import compare as C
 from judgetrain.eval import metrics as M
 from judgetrain.eval import report as R
 from judgetrain.eval import timecatch as T
@@ -114,7 +116,7 @@ def _write_run(run, rows, model="m"):
     run.mkdir(parents=True)
     with R.PredictionWriter(run / R.PREDICTIONS) as w:
         w.write(rows)
-    (run / R.RUN_INFO).write_text(json.dumps({"model": model, "adapter": None, "data": "d", "split": "test",
+    (run / R.RUN_INFO).write_text(json.dumps({"evaluation": "timecatch", "model": model, "adapter": None, "data": "d", "split": "test",
                                               "world_size": 1, "command": "judgetrain eval timecatch --model m"}))
 
 
@@ -156,8 +158,8 @@ def test_report_recomputes_everything_from_predictions(tmp_path):
 def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
     base, tuned = _runs(tmp_path)
     out = tmp_path / "cmp.md"
-    args = _parse(R.configure_compare_parser, [str(base), str(tuned), "--names", "0-shot,FT", "--out", str(out)])
-    assert R.compare_main(args) == 0
+    cfg, = config.parse(C.make_parser(), [str(base), str(tuned), "--names", "0-shot,FT", "--out", str(out)])
+    assert C.main(cfg) == 0
     md = out.read_text()
     lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in md.splitlines()
              if line.startswith("| ") and not line.startswith("| |")}
@@ -167,15 +169,7 @@ def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
     assert lines["Δ FT"] == ["+50.0", "+0.0", "+0.0"]
     assert "Δ FT" in capsys.readouterr().out  # the rich table
     with pytest.raises(ValueError, match="one per run"):
-        R.compare([base, tuned], names=["a"])
-
-
-def _parse(configure, argv):
-    import argparse
-
-    p = argparse.ArgumentParser()
-    configure(p)
-    return p.parse_args(argv)
+        C.compare([base, tuned], names=["a"])
 
 
 # --------------------------------------------------------------------------- the real scoring engine on a tiny model
@@ -199,8 +193,8 @@ def _argv(model, data, out, *extra):
 def reference_run(tiny_qwen, timecatch_build, tmp_path_factory):
     """An uninterrupted in-process run over the first LIMIT validation records."""
     out = tmp_path_factory.mktemp("runs") / "reference"
-    args = _parse(T.configure_parser, _argv(tiny_qwen, timecatch_build[0], out))
-    assert T.main(args) == 0
+    cfg, = config.parse(T.make_parser(), _argv(tiny_qwen, timecatch_build[0], out))
+    assert T.main(cfg) == 0
     return out
 
 
@@ -260,8 +254,8 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(reference_run, tiny_q
     with open(pred, "a") as f:  # what a kill in the middle of a write leaves
         f.write('{"id": "tc-partial", "task": "temporal_det')
 
-    args = _parse(T.configure_parser, _argv(tiny_qwen, timecatch_build[0], out))
-    result = T.evaluate(args.model, args.data, args.out, split="validation", batch_size=2, limit=LIMIT, progress=False)
+    cfg, = config.parse(T.make_parser(), _argv(tiny_qwen, timecatch_build[0], out))
+    result = T.evaluate(cfg.model, cfg.data, cfg.out, split="validation", batch_size=2, limit=LIMIT, progress=False)
     assert result["n_scored"] == LIMIT - done
     rows = R.read_predictions(pred)
     assert pred.read_bytes().endswith(b"\n") and len(rows) == LIMIT == len({r["id"] for r in rows})
@@ -293,3 +287,90 @@ def test_two_cpu_processes_match_one(reference_run, tiny_qwen, timecatch_build, 
     assert not list(out.glob("predictions.rank*.jsonl"))
     assert [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)] == \
         [r["id"] for r in R.read_predictions(ref / R.PREDICTIONS)]
+
+
+# --------------------------------------------------------------------------- run identity: no silent mixing
+
+
+def _cli(*argv):
+    from judgetrain.cli import main as cli_main
+
+    return cli_main(["eval", "timecatch", *argv])
+
+
+def test_rebuilt_dataset_is_refused_then_overwrite_starts_afresh(tiny_qwen, synthetic_manifest, tmp_path, capsys):
+    from judgetrain.data_builders import timecatch as builder
+
+    data, out = tmp_path / "ds", tmp_path / "run"
+
+    def build(seed):
+        builder.build(builder.TimeCatchConfig(out=data, videos=synthetic_manifest, seed=seed, lpips_random_backbone=True,
+                                              tasks=["temporal_detect"], progress=False))
+
+    build(7)
+    argv = _argv(tiny_qwen, data, out)
+    assert _cli(*argv) == 0
+    first = {r["id"] for r in R.read_predictions(out / R.PREDICTIONS)}
+    build(8)  # the same folder, another seed: other records
+    capsys.readouterr()
+    assert _cli(*argv) == 2
+    err = capsys.readouterr().err
+    assert "holds predictions of another run" in err and "data.content_hash.validation" in err
+    assert "--out NEW_FOLDER" in err and "--overwrite" in err
+    assert {r["id"] for r in R.read_predictions(out / R.PREDICTIONS)} == first  # untouched
+
+    assert _cli(*argv, "--overwrite") == 0
+    from judgetrain import records
+
+    new_ids = records.load(data)["validation"]["id"][:LIMIT]
+    assert [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)] == new_ids
+    m = json.loads((out / R.METRICS).read_text())
+    assert m["n"] == len(new_ids) and m["items"] == {"selected": len(new_ids), "evaluated": len(new_ids)}
+
+
+def test_limit_and_tasks_select_what_the_metrics_cover(reference_run, tiny_qwen, timecatch_build, tmp_path):
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(reference_run, out)
+    before = (out / R.PREDICTIONS).read_bytes()
+    # a smaller limit: nothing scored, nothing lost, the metrics cover exactly the first 5
+    assert _cli(*_argv(tiny_qwen, timecatch_build[0], out)[:-3], "--limit", "5", "--no-progress") == 0
+    m = json.loads((out / R.METRICS).read_text())
+    assert (out / R.PREDICTIONS).read_bytes() == before
+    assert m["n"] == 5 and m["items"] == {"selected": 5, "evaluated": 5}
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["limit"] == 5 and info["items"]["n"] == 5 and info["finished"]
+    # one task: the metrics hold that task alone
+    argv = _argv(tiny_qwen, timecatch_build[0], out) + ["--tasks", "frame_detect"]
+    assert _cli(*argv) == 0
+    m = json.loads((out / R.METRICS).read_text())
+    rows = [r for r in R.read_predictions(out / R.PREDICTIONS)]
+    assert set(m["by_task_source"]) == {"frame_detect"}
+    assert m["n"] == m["items"]["selected"] == sum(1 for r in rows if r["task"] == "frame_detect")
+    assert len(rows) > m["n"]  # the other tasks' predictions stay for a later run
+
+
+def test_a_model_that_fails_to_load_leaves_no_run_info(tiny_qwen, timecatch_build, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _cli(*_argv(tmp_path / "no-such-model", timecatch_build[0], out)) == 2
+    assert "no-such-model' does not exist" in capsys.readouterr().err
+    assert not (out / R.RUN_INFO).exists()
+    assert _cli(*_argv(tiny_qwen, timecatch_build[0], out)) == 0  # the corrected command is not refused
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["evaluation"] == "timecatch" and info["identity"]["model"]["config_sha256"]
+    assert info["versions"]["torch"] and info["started"] <= info["finished"]
+    assert info["identity"]["data"]["content_hash"]["validation"] == timecatch_build[1]["splits"]["validation"]["content_hash"]
+
+
+def test_report_dispatches_on_the_evaluation(reference_run, tmp_path):
+    import shutil
+
+    from judgetrain.cli import main as cli_main
+
+    out = tmp_path / "run"
+    shutil.copytree(reference_run, out)
+    (out / R.METRICS).unlink()
+    assert cli_main(["eval", "report", str(out)]) == 0
+    assert json.loads((out / R.METRICS).read_text()) == json.loads((reference_run / R.METRICS).read_text())
+    assert (out / R.REPORT).read_text().startswith("# TimeCatch evaluation")

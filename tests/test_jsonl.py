@@ -20,7 +20,7 @@ def test_lines_are_numbered_and_bad_ones_located(tmp_path):
     offset = len(good) + 1 + 1 + len(b'{"id": "b", "x": "')
     assert got[1].row is None and got[1].problem.startswith(f"not valid UTF-8 at byte {offset};")
     assert str(got[1]).startswith(f"{path}:3: not valid UTF-8 at byte {offset}")
-    assert got[2].problem.startswith("not a JSON object (a list)")
+    assert got[2].problem.startswith("not a JSON object (an array)")
     assert got[3].problem.startswith("not JSON (")
     assert got[4].row == {"id": "c"} and got[5].row == {"id": "d"}
 
@@ -30,10 +30,10 @@ def test_field_checks_name_the_field_and_the_fix():
     assert text({}, "id", "a name", default="v.mp4") == "v.mp4"
     with pytest.raises(ValueError, match=r"^source: missing; name it$"):
         text({"source": None}, "source", "name it")
-    with pytest.raises(ValueError, match=r"^category: a int, not a string; "):
+    with pytest.raises(ValueError, match=r"^category: a number, not a string; "):
         text({"category": 3}, "category", "e.g. pizza")
-    with pytest.raises(ValueError, match="^id: a bool, not a string"):
+    with pytest.raises(ValueError, match="^id: a boolean, not a string"):
         text({"id": True}, "id", "a name", ids=True)
     assert optional_text({"description": None}, "description", "") == ""
-    with pytest.raises(ValueError, match="^description: a list, not a string"):
+    with pytest.raises(ValueError, match="^description: an array, not a string"):
         optional_text({"description": ["x"]}, "description", "a sentence")

@@ -1,20 +1,24 @@
 """Judge evaluation: metrics on hand-worked prediction rows (checked against scikit-learn / scipy), the
 explanation metrics on hand-worked text pairs (checked against the formulas and the libraries), and the
-`judgetrain eval judge` command end to end on a tiny synthetic PRISM + ordering-probe set and a tiny model."""
+`judgetrain eval judge` command end to end on a tiny synthetic PRISM + ordering-probe set and a tiny model: its typed
+config, run identity (what a rerun into the same folder resumes or refuses), `eval report` and `eval compare` on judge runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from judgetrain import records
+from judgetrain import config, records
 from judgetrain.cli import main as cli_main
 from judgetrain.eval import explain as E
 from judgetrain.eval import judge as J
@@ -338,9 +342,16 @@ def judge_data(tmp_path_factory):
     return out, len(point), len(pair)
 
 
+def _argv(model, data, out, *extra):
+    return ["--model", str(model), "--data", str(data), "--split", "test", "--out", str(out), "--batch-size", "4",
+            "--max-new-tokens", "6", "--no-progress", *extra]
+
+
 def _judge(model, data, out, *extra):
-    return cli_main(["eval", "judge", "--model", str(model), "--data", str(data), "--split", "test", "--out", str(out),
-                     "--batch-size", "4", "--max-new-tokens", "6", "--no-progress", *extra])
+    """``judgetrain eval judge …`` as typed (run.json records the command line, sys.argv)."""
+    argv = ["eval", "judge", *_argv(model, data, out, *extra)]
+    with mock.patch.object(sys, "argv", ["judgetrain", *argv]):
+        return cli_main(argv)
 
 
 @pytest.fixture(scope="module")
@@ -388,10 +399,11 @@ def test_score_mode_rows_and_metrics_agree(score_run, judge_data, capsys):
     assert m["figures"] == ["pairwise_layouts.png", "pointwise_scores.png"]
     md = (score_run / R.REPORT).read_text()
     assert "## Pairwise (paper 002 Table S2 layout)" in md and "| PRISM-Temporal |" in md and "judgetrain eval judge --model" in md
+    assert m["items"] == {"selected": len(rows), "evaluated": len(rows)}
     # recomputable from predictions.jsonl alone
-    assert cli_main(["eval", "judge", "--report-only", "--out", str(score_run)]) == 0
+    assert cli_main(["eval", "report", str(score_run)]) == 0
     assert json.loads((score_run / R.METRICS).read_text()) == m
-    assert "report in" in capsys.readouterr().out
+    assert "Report written to" in capsys.readouterr().out
 
 
 def test_resume_after_partial_line_and_finished_run_is_not_rescored(tiny_qwen, judge_data, score_run, tmp_path):
@@ -466,10 +478,38 @@ def test_bias_command_on_the_judge_run(score_run, judge_data, capsys):
 
 
 def test_cli_help_has_examples(capsys):
-    for cmd in (["eval", "judge", "--help"], ["eval", "bias", "--help"]):
+    from judgetrain.eval import positional_bias as B
+
+    for cmd, cls in ((["eval", "judge", "--help"], J.JudgeEvalConfig), (["eval", "bias", "--help"], B.BiasConfig)):
         with pytest.raises(SystemExit):
             cli_main(cmd)
-        assert "example" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "example" in out
+        for f in dataclasses.fields(cls):  # every field, with its help text
+            assert f"--{f.name}" in out and f.metadata["help"].split()[0] in out
+    with pytest.raises(SystemExit):
+        cli_main(["eval", "judge", "--help"])
+    assert "judgetrain eval report results/ov" in capsys.readouterr().out  # what replaced --report-only
+
+
+def test_config_from_flags_and_yaml(tmp_path):
+    argv = ["--model", "m", "--data", "d", "--out", "o", "--tasks", "pairwise,pointwise", "--layouts", "P0", "P6",
+            "--max-new-tokens", "7"]
+    cfg, = config.parse(J.make_parser(), argv)
+    assert cfg.tasks == ["pairwise", "pointwise"] and cfg.layouts == ["P0", "P6"] and cfg.subsets is None
+    assert (cfg.data, cfg.out, cfg.mode, cfg.max_new_tokens, cfg.split) == (Path("d"), Path("o"), "score", 7, "test")
+    # identity: what a run folder must agree on; tasks, layouts, subsets, limit only select items
+    assert config.identity(cfg) == {"model": "m", "adapter": None, "dtype": None, "split": "test", "mode": "score",
+                                    "max_new_tokens": 7}
+    yaml_file = tmp_path / "judge.yaml"
+    yaml_file.write_text("model: m\ndata: d\nout: o\nmode: rationale\ntasks: pairwise,ordering\nsubsets: [PRISM-Temporal]\n")
+    cfg, = config.parse(J.make_parser(), ["--config", str(yaml_file), "--mode", "score"])  # flags win
+    assert (cfg.mode, cfg.tasks, cfg.subsets) == ("score", ["pairwise", "ordering"], ["PRISM-Temporal"])
+    with pytest.raises(config.ConfigError, match="unknown argument '--report-only'"):
+        config.parse(J.make_parser(), [*argv, "--report-only"])
+    with pytest.raises(config.ConfigError, match="unknown key 'max_tokens'.*did you mean 'max_new_tokens'"):
+        yaml_file.write_text("max_tokens: 3\n")
+        config.parse(J.make_parser(), ["--config", str(yaml_file)])
 
 
 def test_bad_inputs_are_refused_with_the_fix(tiny_qwen, judge_data, tmp_path):
@@ -481,8 +521,142 @@ def test_bad_inputs_are_refused_with_the_fix(tiny_qwen, judge_data, tmp_path):
         J.evaluate(str(tiny_qwen), judge_data[0], tmp_path / "x", subsets=["MIRAGE-Vist"], progress=False)
     with pytest.raises(FileNotFoundError, match="run `judgetrain eval judge"):
         J.report(tmp_path / "nothing")
-    with pytest.raises(SystemExit, match="--model and --data required.*--tasks: unknown \\['foo'\\]"):
+
+
+def test_bad_options_are_all_named_at_once(tmp_path, capsys):
+    # argparse: the required fields
+    with pytest.raises(SystemExit):
         cli_main(["eval", "judge", "--out", str(tmp_path / "x"), "--tasks", "pairwise,foo"])
+    err = capsys.readouterr().err
+    assert "required" in err and "--model" in err and "--data" in err
+    # every cross-field problem in one message, before anything loads
+    assert cli_main(["eval", "judge", "--model", "m", "--data", str(tmp_path), "--out", str(tmp_path / "x"),
+                     "--tasks", "pairwise,foo", "--mode", "generate", "--max-new-tokens", "0", "--batch-size", "zero"]) == 2
+    err = capsys.readouterr().err
+    assert "tasks: unknown ['foo']; judge tasks are pairwise, pointwise, ordering" in err
+    assert "mode: 'generate'" in err and "max_new_tokens: 0" in err and "batch_size:" in err
+    assert not (tmp_path / "x").exists()
+
+
+# --------------------------------------------------------------------------- run identity, report, compare
+
+
+def test_rerun_with_fewer_tasks_resumes_and_the_metrics_cover_them(tiny_qwen, judge_data, score_run, tmp_path, capsys):
+    data, n_point, n_pair = judge_data
+    out = tmp_path / "run"
+    shutil.copytree(score_run, out)
+    before = (out / R.PREDICTIONS).read_bytes()
+    full = json.loads((out / R.METRICS).read_text())
+    # --tasks selects items of the same run (split, mode, max_new_tokens unchanged): resumed, not refused
+    assert _judge(tiny_qwen, data, out, "--tasks", "pairwise") == 0
+    printed = capsys.readouterr().out
+    assert "Nothing left to evaluate" in printed and "report in" in printed
+    assert (out / R.PREDICTIONS).read_bytes() == before  # nothing scored, nothing lost
+    m = json.loads((out / R.METRICS).read_text())
+    assert m["items"] == {"selected": n_pair, "evaluated": n_pair}
+    assert m["n"] == n_pair and m["tasks"] == {"pairwise": n_pair}
+    assert "pointwise" not in m and "ordering" not in m
+    assert m["pairwise"] == full["pairwise"]
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["tasks"] == ["pairwise"] and info["items"]["n"] == n_pair and info["identity"]["max_new_tokens"] == 6
+    assert info["command"].startswith("judgetrain eval judge --model") and "--tasks pairwise" in info["command"]
+    assert cells_of(out)["pairwise Acc all"] == pytest.approx(100 * full["pairwise"]["all"]["accuracy"])
+    # and back to every task: the full metrics again
+    assert _judge(tiny_qwen, data, out) == 0
+    again = json.loads((out / R.METRICS).read_text())
+    assert {k: v for k, v in again.items() if k != "run"} == {k: v for k, v in full.items() if k != "run"}
+    assert again["items"] == {"selected": n_point + n_pair + 2, "evaluated": n_point + n_pair + 2}
+
+
+def cells_of(run):
+    return J.cells(json.loads((run / R.METRICS).read_text()))
+
+
+def test_rebuilt_dataset_is_refused_then_overwrite_starts_afresh(tiny_qwen, tmp_path, capsys):
+    from judgetrain.data_builders import prism
+
+    data, out = tmp_path / "prism", tmp_path / "run"
+
+    def build(seed):
+        prism.build(prism.PrismConfig(out=data, synthetic=4, seed=seed, layouts=["P0"], modes=["pairwise"], synthetic_size=64,
+                                      splits={"test": 1.0}, progress=False))
+
+    build(1)
+    argv = ("--limit", "4")
+    assert _judge(tiny_qwen, data, out, *argv) == 0
+    first = [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)]
+    assert len(first) == 4
+    build(2)  # the same folder, another seed: other records
+    capsys.readouterr()
+    assert _judge(tiny_qwen, data, out, *argv) == 2
+    err = capsys.readouterr().err
+    assert "holds predictions of another run" in err and "data.content_hash.test" in err
+    assert "--out NEW_FOLDER" in err and "--overwrite" in err
+    assert [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)] == first  # untouched
+
+    assert _judge(tiny_qwen, data, out, *argv, "--overwrite") == 0
+    new_ids = records.load(data)["test"]["id"][:4]
+    assert set(new_ids).isdisjoint(first)
+    assert [r["id"] for r in R.read_predictions(out / R.PREDICTIONS)] == new_ids
+    m = json.loads((out / R.METRICS).read_text())
+    assert m["n"] == 4 and m["items"] == {"selected": 4, "evaluated": 4}
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["identity"]["data"]["content_hash"]["test"] == records.read_build_info(data)["splits"]["test"]["content_hash"]
+
+
+def test_eval_report_rebuilds_a_judge_report(score_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(score_run, out)
+    for name in (R.METRICS, R.REPORT, "pairwise_layouts.png", "pointwise_scores.png"):
+        (out / name).unlink()
+    assert cli_main(["eval", "report", str(out)]) == 0
+    assert json.loads((out / R.METRICS).read_text()) == json.loads((score_run / R.METRICS).read_text())
+    md = (out / R.REPORT).read_text()
+    assert md.startswith("# Judge evaluation") and "## Pairwise (paper 002 Table S2 layout)" in md
+    assert "TimeCatch" not in md and f"judgetrain eval report {out}" in md
+    assert (out / "pairwise_layouts.png").stat().st_size > 1000 and (out / "pointwise_scores.png").is_file()
+    assert f"Report written to {out / R.REPORT}" in capsys.readouterr().out
+
+
+def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_data, score_run, tmp_path, capsys):
+    from judgetrain.eval import compare as C
+
+    fixed = tmp_path / "fixed"  # the same run with every pairwise answer right
+    shutil.copytree(score_run, fixed)
+    rows = [dict(r, prediction=r["label"], correct=True) if r["task"] == "pairwise" else r
+            for r in R.read_predictions(fixed / R.PREDICTIONS)]
+    R.write_rows(fixed / R.PREDICTIONS, rows)
+    J.report(fixed)
+    base = cells_of(score_run)
+    assert list(base) == ["pairwise Acc PRISM-Semantic", "pairwise F1 PRISM-Semantic", "pairwise Acc PRISM-Temporal",
+                          "pairwise F1 PRISM-Temporal", "pairwise Acc all", "pairwise F1 all",
+                          *(f"pointwise Acc {s}" for s in json.loads((score_run / R.METRICS).read_text())["pointwise"]["by_subset"]),
+                          "pointwise Acc all", "ordering exact match"]
+    m = json.loads((score_run / R.METRICS).read_text())
+    assert base["pairwise F1 PRISM-Temporal"] == pytest.approx(100 * m["pairwise"]["by_subset"]["PRISM-Temporal"]["all"]["f1"])
+    assert base["ordering exact match"] == pytest.approx(100 * m["ordering"]["exact_match"])
+
+    md_out = tmp_path / "compare.md"
+    assert cli_main(["eval", "compare", str(score_run), str(fixed), "--names", "base,fixed", "--out", str(md_out)]) == 0
+    result = C.compare([score_run, fixed], ["base", "fixed"])
+    assert result["evaluation"] == "judge" and result["columns"] == list(base)
+    (_, b, _), (_, f, _), (delta_name, d, is_delta) = result["rows"]
+    col = result["columns"].index("pairwise Acc all")
+    assert f[col] == 100 and is_delta and delta_name == "Δ fixed" and d[col] == pytest.approx(100 - b[col])
+    assert d[result["columns"].index("pointwise Acc all")] == 0  # pointwise untouched
+    md = md_out.read_text()
+    assert md.startswith("judge: values in %") and "| pairwise Acc PRISM-Temporal |" in md and "| Δ fixed |" in md
+    capsys.readouterr()
+
+    # a run on other data (the PRISM set alone) is refused, then marked with --allow-different-data
+    other = tmp_path / "other"
+    assert _judge(tiny_qwen, judge_data[0].parent / "prism", other, "--tasks", "pairwise", "--limit", "4") == 0
+    capsys.readouterr()
+    assert cli_main(["eval", "compare", str(score_run), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "evaluated different data" in err and "data:" in err and "--allow-different-data" in err
+    assert cli_main(["eval", "compare", str(score_run), str(other), "--allow-different-data"]) == 0
+    assert "* other: other data than score" in capsys.readouterr().out
 
 
 def _free_port():

@@ -101,18 +101,63 @@ def test_bad_lines_and_bad_sequences_are_reported_with_path_and_line(handmade):
     assert [line for line, _ in got] == [6, 7, 8, 9, 10, 10, 10, 10, 10]
     assert all(str(s).startswith(f"{manifest}:{s.line}: ") for s in skips)
     reasons = dict(enumerate(r for _, r in got))
-    assert "malformed manifest line" in reasons[0]
-    assert "'domain' is 'movies'" in reasons[1]
+    # the wording is the shared reader's and "field: problem; fix" (was: "malformed manifest line",
+    # "'domain' is 'movies'", "duplicate id 'r1' (first on line 1)", "votes must be a list")
+    assert reasons[0].startswith("not JSON (")
+    assert reasons[1].startswith("domain: 'movies' is not a MIRAGE domain; use one of ['recipes', 'vist']")
     assert "give 'prompt'" in reasons[2]
-    assert "duplicate id 'r1' (first on line 1)" in reasons[3]
+    assert reasons[3].startswith("id: 'r1' is also on line 1; ")
     assert "'missing'" in reasons[4] and "nope.png" in reasons[4] and "not found" in reasons[4]
     assert "1 image(s) for 3 step(s)" in reasons[5]
-    assert "votes must be a list" in reasons[6]
+    assert ".votes: [1, 2] is not a list of votes; " in reasons[6]
     assert "duplicate sequence id" in reasons[7]
     assert "outside the manifest's folder" in reasons[8]
     assert len(info["skipped"]) == 9 and {s["line"] for s in info["skipped"]} == {6, 7, 8, 9, 10}
     with pytest.raises(BuildError, match="9 bad input"):
         mirage.build(mirage.MirageConfig(out=manifest.parent / "strict", manifest=manifest, strict=True, progress=False))
+
+
+def test_manifest_bytes_and_field_types_are_located_not_fatal(tmp_path, capsys):
+    """The MIRAGE build as a user runs it, on a manifest with a bad byte, a non-object row and a
+    mistyped domain among good lines (integer ids, a null prompt and backbone, U+2028 / U+0085 inside
+    the texts): the bad lines are located and skipped, the rest is built."""
+    root = tmp_path / "data"
+    rows = [
+        {"id": 42, "domain": "recipes", "prompt": "Bake\u2028bread", "steps": ["Mix.\u0085Stir.", "Knead.", "Bake."],
+         "sequences": [seq(root, "42", "g1", 3, [1, 1], backbone=None) | {"id": 1}, seq(root, "42", "g2", 3, [0, 0])]},
+        {"id": "v1", "domain": "vist", "prompt": None, "steps": ["We left.", "We hiked.", "We\u2028camped."],
+         "sequences": [seq(root, "v1", "x", 3, [1]), seq(root, "v1", "y", 3, [0])]},
+    ]
+    ok = seq(root, "bad", "ok", 3, [1])
+    lines = [json.dumps(rows[0], ensure_ascii=False).encode(),                                               # 1
+             b'{"id": "bytes", "domain": "vist", "prompt": "caf\xe9", "sequences": []}',                     # 2 not UTF-8
+             b'"just a string"',                                                                              # 3 not an object
+             json.dumps({"id": "typed", "domain": 2, "prompt": "p", "sequences": [ok]}).encode(),             # 4 domain an int
+             json.dumps(rows[1], ensure_ascii=False).encode()]                                                # 5
+    manifest = root / "mirage.jsonl"
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    argv = ["build", "mirage", "--manifest", str(manifest), "--layouts", "P0", "--splits", "train=1.0", "--no-progress"]
+    assert cli([*argv, "--out", str(tmp_path / "ds")]) == 0
+    err = capsys.readouterr().err
+    info = json.loads((tmp_path / "ds" / "build.json").read_text())
+    skipped = {s["line"]: s for s in info["skipped"]}
+    assert sorted(skipped) == [2, 3, 4] and {s["path"] for s in info["skipped"]} == {str(manifest)}
+    assert skipped[2]["reason"].startswith("not valid UTF-8 at byte ")
+    assert skipped[3]["reason"].startswith("not a JSON object (a string)")
+    assert skipped[4]["reason"].startswith("domain: a number, not a string; ") and skipped[4]["id"] == "typed"
+    assert all(f"{manifest}:{line}: " in err for line in skipped) and "Traceback" not in err
+    assert info["counts"]["prompts"]["kept"] == 2 and info["counts"]["prompts"]["skipped_inputs"] == 3
+    metas = [json.loads(m) for m in records.load(tmp_path / "ds")["train"]["meta"]]
+    assert {m["prompt_id"] for m in metas} == {"42", "v1"}
+    prompts = {p.id: p for p in mirage.read_mirage(manifest)[0]}
+    assert (prompts["42"].line, prompts["v1"].line) == (1, 5)
+    assert prompts["42"].prompt == "Bake\u2028bread" and prompts["42"].steps[0] == "Mix.\u0085Stir." and prompts["v1"].prompt == ""
+    assert [(s.id, s.backbone) for s in prompts["42"].sequences] == [("1", None), ("g2", None)]
+
+    assert cli([*argv, "--out", str(tmp_path / "strict"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "3 bad input(s)" in err and f"{manifest}:2: not valid UTF-8" in err and "Traceback" not in err
+    assert not (tmp_path / "strict").exists()
 
 
 def test_pairs_are_positives_against_negatives_of_the_same_prompt(handmade):

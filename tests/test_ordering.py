@@ -13,6 +13,7 @@ from PIL import Image
 
 from judgetrain import config, records
 from judgetrain.cli import main as cli
+from judgetrain.eval import metrics as M
 from judgetrain.data_builders import ordering
 from judgetrain.data_builders.procedures import BuildError, read_procedures
 
@@ -68,30 +69,30 @@ def test_gold_order_and_format():
 def test_metrics_on_hand_worked_examples():
     gold = [2, 4, 1, 3]
     # one adjacent inversion (images 1 and 3): 5 concordant pairs, 1 discordant → tau = (5 − 1) / 6
-    assert ordering.kendall_tau([2, 4, 3, 1], gold) == pytest.approx(2 / 3)
-    assert ordering.position_accuracy([2, 4, 3, 1], gold) == 0.5
-    assert ordering.kendall_tau(gold, gold) == 1.0 and ordering.position_accuracy(gold, gold) == 1.0
-    assert ordering.kendall_tau([3, 1, 4, 2], gold) == pytest.approx(-1.0)  # reversed
-    assert ordering.position_accuracy([3, 1, 4, 2], gold) == 0.0
+    assert M.kendall_tau([2, 4, 3, 1], gold) == pytest.approx(2 / 3)
+    assert M.position_accuracy([2, 4, 3, 1], gold) == 0.5
+    assert M.kendall_tau(gold, gold) == 1.0 and M.position_accuracy(gold, gold) == 1.0
+    assert M.kendall_tau([3, 1, 4, 2], gold) == pytest.approx(-1.0)  # reversed
+    assert M.position_accuracy([3, 1, 4, 2], gold) == 0.0
     # a rotation (the first image moved to the end, the others one place earlier): 3 of 6 pairs discordant
-    assert ordering.kendall_tau([4, 1, 3, 2], gold) == pytest.approx(0.0)
-    assert ordering.exact_match(gold, gold) and not ordering.exact_match([2, 4, 3, 1], gold)
-    assert not ordering.exact_match(None, gold)
+    assert M.kendall_tau([4, 1, 3, 2], gold) == pytest.approx(0.0)
+    assert M.exact_match(gold, gold) and not M.exact_match([2, 4, 3, 1], gold)
+    assert not M.exact_match(None, gold)
     with pytest.raises(ValueError):
-        ordering.kendall_tau([1, 2, 3], gold)
+        M.kendall_tau([1, 2, 3], gold)
 
 
 def test_ordering_metrics_count_invalid_answers_as_wrong():
     golds = [[2, 4, 1, 3], [1, 2, 3, 4], [3, 1, 2], [4, 3, 2, 1]]
     preds = [[2, 4, 1, 3], [1, 2, 4, 3], None, [1, 2, 3, 4]]
-    m = ordering.ordering_metrics(preds, golds)
+    m = M.ordering_metrics(preds, golds)
     assert (m["n"], m["n_valid"], m["n_invalid"]) == (4, 3, 1)
     assert m["exact_match"] == pytest.approx(1 / 4)         # the paper's x/n: 1 of 4
     assert m["exact_match_valid"] == pytest.approx(1 / 3)
     assert m["kendall_tau"] == pytest.approx((1 + 2 / 3 - 1) / 3)
     assert m["position_accuracy"] == pytest.approx((1 + 0.5 + 0) / 3)
     assert m["chance_exact_match"] == pytest.approx((3 / 24 + 1 / 6) / 4)
-    empty = ordering.ordering_metrics([None], [[1, 2]])
+    empty = M.ordering_metrics([None], [[1, 2]])
     assert empty["exact_match"] == 0 and empty["kendall_tau"] is None
 
 
@@ -163,7 +164,49 @@ def test_all_steps_and_too_short(tmp_path):
     assert two["label"] == "2, 1"  # the only non-identity order of two images
     with pytest.raises(BuildError, match="--n-images"):
         ordering.OrderingConfig(out=tmp_path, n_images=1).check()
-    assert math.isclose(ordering.ordering_metrics([[2, 1]], [[2, 1]])["chance_exact_match"], 0.5)
+    assert math.isclose(M.ordering_metrics([[2, 1]], [[2, 1]])["chance_exact_match"], 0.5)
+
+
+def test_manifest_bytes_and_field_types_are_located_not_fatal(tmp_path, capsys):
+    """The probe as a user runs it, on a procedure manifest with a bad byte, a non-object row, a
+    mistyped category and a duplicate id among good lines (integer id, null title, U+2028 / U+0085
+    inside step texts): each bad line is located and skipped, the rest becomes records."""
+    lines = []
+    for pid, n in ((1, 4), ("p5", 5), ("p6", 6)):
+        (tmp_path / str(pid)).mkdir()
+        steps = []
+        for k in range(n):
+            Image.fromarray(np.full((8, 8, 3), 10 * k + n, np.uint8)).save(tmp_path / str(pid) / f"{k}.png")
+            steps.append({"text": f"step\u2028{k}\u0085done", "image": f"{pid}/{k}.png"})
+        lines.append(json.dumps({"id": pid, "category": "c", "title": None, "steps": steps}, ensure_ascii=False).encode())
+    good = [{"text": "t", "image": "p5/0.png"}] * 4
+    lines[1:1] = [b'{"id": "bad", "category": "\xff", "steps": []}',                              # 2 not UTF-8
+                  b"[1, 2]",                                                                     # 3 a list
+                  json.dumps({"id": "typed", "category": ["c"], "steps": good}).encode(),        # 4 category a list
+                  json.dumps({"id": "1", "category": "c", "steps": good}).encode()]              # 5 the id of line 1
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    argv = ["build", "ordering-probe", "--procedures", str(manifest), "--no-progress"]
+    assert cli([*argv, "--out", str(tmp_path / "ds")]) == 0
+    err = capsys.readouterr().err
+    info = json.loads((tmp_path / "ds" / "build.json").read_text())
+    skipped = {s["line"]: s["reason"] for s in info["skipped"]}
+    assert sorted(skipped) == [2, 3, 4, 5] and {s["path"] for s in info["skipped"]} == {str(manifest)}
+    assert skipped[2].startswith("not valid UTF-8 at byte ")
+    assert skipped[3].startswith("not a JSON object (an array)")
+    assert skipped[4].startswith("category: an array, not a string; ")
+    assert skipped[5].startswith("id: '1' is also on line 1; ")
+    assert all(f"{manifest}:{line}: " in err for line in skipped) and "Traceback" not in err
+    assert info["counts"]["sequences"] | {"per_category": None} == {"kept": 3, "too_short": 0, "skipped": 4, "per_category": None}
+    metas = [json.loads(m) for m in records.load(tmp_path / "ds")["test"]["meta"]]
+    assert sorted(m["procedure_id"] for m in metas) == ["1", "p5", "p6"] and {m["title"] for m in metas} == {""}
+    procs = {p.id: p for p in read_procedures(manifest)[0]}
+    assert [procs[i].line for i in ("1", "p5", "p6")] == [1, 6, 7] and procs["1"].texts[0] == "step\u20280\u0085done"
+
+    assert cli([*argv, "--out", str(tmp_path / "strict"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "4 bad input(s)" in err and f"{manifest}:2: not valid UTF-8" in err and "Traceback" not in err
+    assert not (tmp_path / "strict").exists()
 
 
 def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys):

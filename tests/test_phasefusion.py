@@ -1,11 +1,13 @@
 """PhaseFusion (paper 001): option orderings and their inverse mapping, posterior pooling,
 every measure on hand-worked posteriors, shared-prefix scoring against full forward passes
-on tiny models of every family, and the command end to end (resume after SIGKILL included)."""
+on tiny models of every family, the typed config, and the command end to end (resume after
+SIGKILL, run identity, --limit and `judgetrain eval report` included)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import scipy.stats
 import torch
 from PIL import Image
 
+from judgetrain import config
 from judgetrain.eval import phasefusion as PF
 from judgetrain.eval import phasefusion_report as PR
 from judgetrain.eval import report as R
@@ -113,6 +116,66 @@ def test_arm_and_origin_parsing():
         PF.parse_arms("single,single", 8, 3)
     with pytest.raises(ValueError, match=r"not in \[0, 1\)"):
         PF.parse_origins("0,1", 3)
+
+
+# --------------------------------------------------------------------------- the typed config
+
+
+def _parse(*argv):
+    (cfg,) = config.parse(PF.make_parser(), [str(a) for a in argv])
+    return cfg
+
+
+def test_config_flags_comma_forms_and_yaml(tmp_path):
+    base = ("--model", "m", "--manifest", "m.jsonl", "--out", tmp_path / "run")
+    cfg = _parse(*base, "--arms", "single,fusion,vote", "--origins", "0,1/6", "--orderings", "3", "--max-side", "240")
+    assert (cfg.arms, cfg.origins, cfg.orderings, cfg.max_side) == (["single", "fusion", "vote"], ["0", "1/6"], 3, 240)
+    assert _parse(*base, "--arms", "single", "fusion,vote", "--origins", "0", "1/6").arms == cfg.arms  # spaces too
+    # defaults resolved, so equal settings written differently are the same run
+    default = _parse(*base, "--phases", "2", "--batch_size", "4", "--no-progress")
+    assert default.origins == ["0", "1/4"] and default.arms == PF.DEFAULT_ARMS.split(",")
+    assert (default.batch_size, default.progress) == ("4", False)
+    assert config.identity(default) == config.identity(_parse(*base, "--phases", "2", "--origins", "0,0.25"))
+    assert set(config.identity(cfg)) == {"model", "adapter", "dtype", "budget", "phases", "orderings", "arms", "origins",
+                                         "prefill", "max_side"}  # limit, batch size, frame cache: not identity
+    yaml = tmp_path / "pf.yaml"
+    yaml.write_text("model: m\nmanifest: m.jsonl\nout: run\nbudget: 4\narms: [single, fusion]\norigins: ['0', 1/8]\n"
+                    "max_side: null\nlimit: 5\n")
+    from_yaml = _parse("--config", yaml, "--budget", "6")  # flags win
+    assert (from_yaml.budget, from_yaml.arms, from_yaml.origins, from_yaml.max_side, from_yaml.limit) == \
+        (6, ["single", "fusion"], ["0", "1/8"], None, 5)
+    yaml.write_text("model: m\nmanifest: m.jsonl\nout: run\norderigns: 3\n")
+    with pytest.raises(config.ConfigError, match="unknown key 'orderigns'; did you mean 'orderings'"):
+        _parse("--config", yaml)
+
+
+def test_config_lists_every_problem_and_report_flags_are_gone(tmp_path):
+    base = ("--model", "m", "--manifest", "m.jsonl", "--out", tmp_path / "run")
+    with pytest.raises(config.ConfigError) as err:
+        _parse(*base, "--budget", "0", "--orderings", "0", "--arms", "single,bogus", "--origins", "0,1",
+               "--batch-size", "many", "--limit", "0")
+    assert [p.split(":")[0] for p in err.value.problems] == ["budget", "orderings", "arms", "origins", "limit",
+                                                             "batch_size"]
+    assert "unknown arm 'bogus'" in str(err.value) and r"not in [0, 1)" in str(err.value)
+    with pytest.raises(config.ConfigError, match="repeats single"):
+        _parse(*base, "--arms", "single,single")
+    with pytest.raises(config.ConfigError, match="unknown argument '--report-only'"):  # `judgetrain eval report RUN` now
+        _parse(*base, "--report-only", tmp_path / "run")
+    with pytest.raises(config.ConfigError, match="unknown argument '--rerun-of'"):
+        _parse(*base, "--rerun-of", tmp_path / "other")
+
+
+def test_help_lists_every_field(capsys):
+    import dataclasses
+
+    with pytest.raises(SystemExit) as done:
+        _cli("--help")
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for f in dataclasses.fields(PF.PhaseFusionConfig):
+        assert f"--{f.name.replace('_', '-')}" in text, f.name
+    assert "--no-progress" in text and "judgetrain eval report results/pf-q3 --rerun-of" in text
+    assert "--report-only" not in text
 
 
 # --------------------------------------------------------------------------- measures on hand-worked posteriors
@@ -303,12 +366,14 @@ def test_shared_prefix_equals_full_forward_passes(name, tiny_models):
 
 
 def test_shared_prefix_holds_the_question_prefill_and_refuses_differing_images(tiny_models):
-    from judgetrain.scoring import PrefixGroup, _Model, _shared_split, render_prompt, score_shared_prefix
+    from judgetrain.scoring import PrefixGroup, render_prompt, score_shared_prefix
+    from judgetrain.scoring.model import ScoringModel
+    from judgetrain.scoring.prefix import shared_split
 
     _, model, processor = tiny_models["qwen3-vl"]
     prompts = [PF.mcq_prompt("Which object moves first?", ["x", "y"], p, 2) for p in ([0, 1], [1, 0])]
     texts = [render_prompt(processor, p) for p in prompts]
-    prefix, rests = _shared_split(_Model(model, processor, None), texts, 2, "group 0")
+    prefix, rests = shared_split(ScoringModel(model, processor, None), texts, 2, "group 0")
     assert prefix.endswith("Which object moves first?\n")  # the shared question is encoded once
     assert processor.tokenizer.decode(rests[0]).startswith("A. x\nB. y\n")
     # reasoning-model prefill (paper 001 App. A): the closed empty think block ends every prompt
@@ -355,6 +420,12 @@ def _cli(*argv):
     from judgetrain.cli import main
 
     return main(["eval", "phasefusion", *map(str, argv)])
+
+
+def _report(*argv):
+    from judgetrain.cli import main
+
+    return main(["eval", "report", *map(str, argv)])
 
 
 @pytest.fixture(scope="module")
@@ -416,10 +487,10 @@ def test_cli_end_to_end(reference_run, clips, capsys):
     for f in [R.METRICS, R.REPORT, *PR.FIGURES]:
         (out / f).unlink()
     capsys.readouterr()
-    assert _cli("--report-only", out) == 0  # recomputable from predictions.jsonl alone
+    assert _report(out) == 0  # recomputable from predictions.jsonl alone
     assert json.loads((out / R.METRICS).read_text()) == m and (out / R.REPORT).read_text() == md
     assert all((out / f).is_file() for f in PR.FIGURES)
-    assert f"report in {out / R.REPORT}" in capsys.readouterr().out
+    assert f"Report written to {out / R.REPORT}" in capsys.readouterr().out
 
 
 def test_finished_run_is_not_rescored_and_other_settings_are_refused(reference_run, tiny_models, clips, capsys):
@@ -427,9 +498,10 @@ def test_finished_run_is_not_rescored_and_other_settings_are_refused(reference_r
     assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", reference_run, *ARGS) == 0
     assert (reference_run / R.PREDICTIONS).read_bytes() == before
     assert "Nothing left to score" in capsys.readouterr().out
-    with pytest.raises(ValueError, match=r"another run \(orderings: 3 vs 4\)"):
+    with pytest.raises(ValueError, match=r"another run:\n  - orderings: 3 → 4\n"):  # n_orderings=: the old keyword
         PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, reference_run, budget=4, phases=2, n_orderings=4,
                     arms=ARMS, progress=False)
+    assert (reference_run / R.PREDICTIONS).read_bytes() == before
 
 
 def test_interrupted_question_is_redone_and_metrics_match(reference_run, tiny_models, clips, tmp_path):
@@ -441,7 +513,7 @@ def test_interrupted_question_is_redone_and_metrics_match(reference_run, tiny_mo
     with open(out / R.PREDICTIONS, "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows[:second_end + 7]) + '{"id": "pf-2", "kind": "pa')
     (out / R.RUN_INFO).write_bytes((reference_run / R.RUN_INFO).read_bytes())
-    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, n_orderings=3, arms=ARMS,
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, orderings=3, arms=ARMS,
                          progress=False)
     assert result["n_scored"] == 1
     again = R.read_predictions(out / R.PREDICTIONS)
@@ -449,10 +521,130 @@ def test_interrupted_question_is_redone_and_metrics_match(reference_run, tiny_mo
     assert _stable(result["metrics"]) == _stable(json.loads((reference_run / R.METRICS).read_text()))
 
     # the two runs as a re-run pair: same model, frames and prompts on one CPU -> no answer moves
-    assert _cli("--report-only", out, "--rerun-of", reference_run) == 0
+    assert _report(out, "--rerun-of", reference_run) == 0
     floor = json.loads((out / R.METRICS).read_text())["rerun_floor_across_runs"]
     assert (floor["rate"], floor["n"], floor["other_run"]) == (0.0, 3, str(reference_run.resolve()))
     assert "Re-run floor across runs" in (out / R.REPORT).read_text()
+
+
+def test_model_that_fails_to_load_leaves_no_run_json(reference_run, tiny_models, clips, tmp_path, capsys):
+    """run.json is written once the manifest and the model have loaded: a typo in --model
+    leaves the folder as it was, and the corrected command then runs into it."""
+    out = tmp_path / "run"
+    model = tiny_models["qwen3-vl"][0]
+    typo = model.parent / (model.name + "-typo")
+    assert _cli("--model", typo, "--manifest", clips, "--out", out, *ARGS, "--limit", "1") == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (out / R.RUN_INFO).exists() and not (out / R.PREDICTIONS).exists()
+
+    assert _cli("--model", model, "--manifest", clips, "--out", out, *ARGS, "--limit", "1") == 0
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["identity"]["model"]["name"] == str(model) and info["finished"]
+    assert info["device"] == "cpu" and info["memory_kind"] == "process_rss_peak" and info["family"] == "qwen3-vl"
+    rows = R.read_predictions(out / R.PREDICTIONS)
+    reference = R.read_predictions(reference_run / R.PREDICTIONS)
+    assert [r["id"] for r in rows if r["kind"] == "question"] == ["pf-0"]
+    assert [r["posterior"] for r in rows if r["kind"] == "pass"] == \
+        [r["posterior"] for r in reference if r["kind"] == "pass" and r["id"] == "pf-0"]
+    # a larger --limit (here: none) extends the run to what an uninterrupted one gives
+    assert _cli("--model", model, "--manifest", clips, "--out", out, *ARGS) == 0
+    got = json.loads((out / R.METRICS).read_text())
+    assert got["items"] == {"selected": 3, "evaluated": 3}
+    assert _stable(got) == _stable(json.loads((reference_run / R.METRICS).read_text()))
+    assert json.loads((out / R.RUN_INFO).read_text())["first_started"] == info["started"]
+
+
+def test_manifest_rewritten_in_place_is_refused_then_overwritten(tiny_models, clips, tmp_path, capsys):
+    from judgetrain.eval.runs import file_identity
+
+    model = tiny_models["qwen3-vl"][0]
+    manifest = clips.parent / f"rewritten-{tmp_path.name}.jsonl"  # beside the videos it names
+    lines = [json.loads(x) for x in clips.read_text().splitlines()]
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "run"
+    argv = ("--model", model, "--manifest", manifest, "--out", out, *ARGS, "--limit", "1")
+    assert _cli(*argv) == 0
+    first = file_identity(manifest)
+    assert json.loads((out / R.RUN_INFO).read_text())["identity"]["data"] == {"sha256": first}
+    before = {f: (out / f).read_bytes() for f in (R.RUN_INFO, R.PREDICTIONS)}
+
+    lines[0]["question"] = "Which object touches the floor last?"  # same path, other content
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    second = file_identity(manifest)
+    capsys.readouterr()
+    assert _cli(*argv) == 2
+    err = capsys.readouterr().err
+    assert f"data.sha256: {first!r} → {second!r}" in err
+    assert "--out NEW_FOLDER" in err and "--overwrite" in err
+    assert {f: (out / f).read_bytes() for f in before} == before  # nothing of the old run touched
+
+    assert _cli(*argv, "--overwrite") == 0
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["identity"]["data"] == {"sha256": second} and "first_started" not in info
+    rows = R.read_predictions(out / R.PREDICTIONS)
+    [question] = [r for r in rows if r["kind"] == "question"]
+    assert question["question"] == "Which object touches the floor last?"
+    assert len(rows) == len([x for x in before[R.PREDICTIONS].splitlines() if x.strip()])  # replaced, not appended
+
+
+def test_smaller_limit_resumes_and_metrics_cover_the_selection(reference_run, tiny_models, clips, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(reference_run, out)
+    model = tiny_models["qwen3-vl"][0]
+    predictions = (out / R.PREDICTIONS).read_bytes()
+    capsys.readouterr()
+    assert _cli("--model", model, "--manifest", clips, "--out", out, *ARGS, "--limit", "2") == 0
+    assert "Nothing left to score" in capsys.readouterr().out
+    assert (out / R.PREDICTIONS).read_bytes() == predictions  # pf-2 stays for a later, larger run
+    info = json.loads((out / R.RUN_INFO).read_text())
+    assert info["items"] == {"n": 2, "ids": ["pf-0", "pf-1"]} and info["limit"] == 2
+    m = json.loads((out / R.METRICS).read_text())
+    assert m["items"] == {"selected": 2, "evaluated": 2} and m["n_questions"] == 2 and m["table_a"]["n"] == 2
+    assert all(m["arms"][a]["accuracy"]["n"] == 2 for a in m["arms"]) and m["cost"]["decode"]["decoding_passes"] == 2
+    assert "- questions: 2\n" in (out / R.REPORT).read_text()
+    # the same metrics as a report of the first two questions' rows alone
+    rows = [r for r in R.read_predictions(out / R.PREDICTIONS) if r["id"] in ("pf-0", "pf-1")]
+    assert _stable(m) == _stable({**PR.compute_metrics(rows, info), "items": m["items"], "figures": m["figures"]})
+
+    assert _cli("--model", model, "--manifest", clips, "--out", out, *ARGS) == 0  # every question again
+    back = json.loads((out / R.METRICS).read_text())
+    assert back["items"] == {"selected": 3, "evaluated": 3}
+    assert _stable(back) == _stable(json.loads((reference_run / R.METRICS).read_text()))
+
+
+def test_eval_report_and_compare_on_a_phasefusion_run(reference_run, tmp_path, capsys):
+    run = tmp_path / "again"
+    shutil.copytree(reference_run, run)
+    for f in [R.METRICS, R.REPORT, *PR.FIGURES]:
+        (run / f).unlink()
+    capsys.readouterr()
+    assert _report(run) == 0
+    assert f"Report written to {run / R.REPORT}" in capsys.readouterr().out
+    md = (run / R.REPORT).read_text()
+    assert md.startswith("# PhaseFusion evaluation: ") and "## A. Cost and accuracy per arm" in md
+    assert f"judgetrain eval report {run}" in md and "--report-only" not in md
+    assert all((run / f).is_file() for f in PR.FIGURES)
+    m = json.loads((run / R.METRICS).read_text())
+    assert m == json.loads((reference_run / R.METRICS).read_text()) and m["items"] == {"selected": 3, "evaluated": 3}
+
+    got = PR.cells(m)
+    rows = {r["arm"]: r for r in m["table_a"]["rows"]}
+    changed = {r["arm"]: r["changed"]["rate"] for r in m["table_b"][0]["rows"]}
+    assert got == {**{f"acc {a}": 100 * r["accuracy"] for a, r in rows.items()},
+                   **{f"flip {a}": 100 * r["flip_rate"] for a, r in rows.items()},
+                   **{f"changed {a} 0→1/4": 100 * c for a, c in changed.items()}}
+    assert list(got)[:4] == [f"acc {a}" for a in ARMS.split(",")]
+
+    from judgetrain.eval.compare import compare
+
+    table = compare([reference_run, run], ["first", "again"])
+    assert table["evaluation"] == "phasefusion" and table["columns"] == list(got)
+    assert table["rows"][2] == ("Δ again", [0.0] * len(got), True)
+
+    assert _report(run, "--human", tmp_path / "h.csv") == 2  # a TimeCatch option
+    assert "--human goes with timecatch runs" in capsys.readouterr().err
+    assert _report(run, "--rerun-of", tmp_path / "nothing") == 2
+    assert "holds no predictions.jsonl" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -477,7 +669,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(reference_run, tiny_m
         f.write(json.dumps({"id": "pf-2", "kind": "pass", "origin": "0", "grid": "single", "phase": 0, "ordering": 0,
                             "posterior": [1.0, 0.0]}) + "\n" + '{"id": "pf-2", "kind": "pa')
 
-    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, n_orderings=3,
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, out, budget=4, phases=2, orderings=3,
                          arms=ARMS, progress=False)
     assert result["n_scored"] == 3 - len(done)
     rows = R.read_predictions(pred)
@@ -499,7 +691,7 @@ def test_missing_video_is_counted_not_dropped(tmp_path, tiny_models):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"id": "gone", "video": "gone.mp4", "question": "q?", "options": ["a", "b"],
                                     "answer": 0, "benchmark": "b"}) + "\n")
-    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, tmp_path / "run", budget=2, phases=2, n_orderings=2,
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, tmp_path / "run", budget=2, phases=2, orderings=2,
                          arms="single,fusion", progress=False)
     assert result["n_errors"] == 1 and result["metrics"]["n_errors"] == 1
     assert "no such video file" in result["metrics"]["errors"][0]["error"]
@@ -509,8 +701,6 @@ def test_missing_video_is_counted_not_dropped(tmp_path, tiny_models):
 def test_bounded_question_is_sampled_inside_its_segment(tmp_path, tiny_models, clips):
     from judgetrain.video import phase_indices, probe, segment_frames
 
-    import shutil
-
     video = shutil.copy(clips.parent / "videos/physics-00000.mp4", tmp_path / "v.mp4")
     info = probe(video)
     base = {"question": "Which?", "options": ["a", "b", "c"], "answer": 0, "benchmark": "mvbench", "video": "v.mp4"}
@@ -518,7 +708,7 @@ def test_bounded_question_is_sampled_inside_its_segment(tmp_path, tiny_models, c
     manifest.write_text(json.dumps(base | {"id": "seg", "start": 1.0, "end": 2.5}) + "\n"
                         + json.dumps(base | {"id": "late", "start": 60.0, "end": 70.0}) + "\n")
     out = tmp_path / "run"
-    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, out, budget=4, phases=2, n_orderings=1,
+    result = PF.evaluate(str(tiny_models["qwen3-vl"][0]), manifest, out, budget=4, phases=2, orderings=1,
                          arms="single,fusion", progress=False)
     lo, hi = segment_frames(info.n_frames, info.fps, 1.0, 2.5)
     assert 0 < lo < hi < info.n_frames - 1

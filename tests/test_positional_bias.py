@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from judgetrain import config
 from judgetrain.eval import positional_bias as B
 from judgetrain.eval import report as R
 
@@ -158,3 +159,24 @@ def test_bias_command_on_two_hand_built_runs(tmp_path, capsys):
         B.bias([tmp_path / "zs", tmp_path / "ft"])
     with pytest.raises(FileNotFoundError, match="predictions.jsonl"):
         B.bias([tmp_path / "nothing"])
+
+
+def test_bias_config_takes_run_folders_as_bare_words(tmp_path, capsys):
+    from pathlib import Path
+
+    from judgetrain.cli import main as cli_main
+
+    cfg, = config.parse(B.make_parser(), ["results/ov"])
+    assert cfg.runs == [Path("results/ov")] and cfg.names is None and cfg.out is None
+    cfg, = config.parse(B.make_parser(), ["a", "b", "--names", "zero-shot,LoRA", "--out", "results/bias"])
+    assert (cfg.runs, cfg.names, cfg.out) == ([Path("a"), Path("b")], ["zero-shot", "LoRA"], Path("results/bias"))
+    yaml_file = tmp_path / "bias.yaml"
+    yaml_file.write_text("runs: [a, b]\nnames: [x, y]\nout: o\n")
+    cfg, = config.parse(B.make_parser(), ["--config", str(yaml_file)])
+    assert (cfg.runs, cfg.names, cfg.out) == ([Path("a"), Path("b")], ["x", "y"], Path("o"))
+    # every problem at once, before any run folder is read
+    with pytest.raises(config.ConfigError) as e:
+        config.parse(B.make_parser(), ["a", "b", "--names", "x,y,z"])
+    assert "--out DIR" in str(e.value) and "3 name(s) for 2 run(s)" in str(e.value)
+    assert cli_main(["eval", "bias", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "pass --out DIR for the combined analysis" in capsys.readouterr().err

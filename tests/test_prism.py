@@ -382,9 +382,9 @@ def test_bad_manifest_lines_are_reported_with_path_and_line(tmp_path):
     by_line = {s.line: s for s in skips}
     assert sorted(by_line) == [3, 4, 5, 6, 7, 8, 9, 10]
     assert all(s.path == str(manifest) and str(s).startswith(f"{manifest}:{s.line}: ") for s in skips)
-    assert "malformed manifest line" in by_line[3].reason
-    assert "missing 'category'" in by_line[4].reason
-    assert "duplicate id 'a1' (first on line 1)" in by_line[5].reason
+    assert by_line[3].reason.startswith("not JSON (")  # was "malformed manifest line": now the shared reader's wording
+    assert by_line[4].reason.startswith("category: missing; ")  # was "missing 'category'": now "field: problem; fix"
+    assert by_line[5].reason.startswith("id: 'a1' is also on line 1; ")  # was "duplicate id 'a1' (first on line 1)"
     assert "nope.png" in by_line[6].reason and "not found" in by_line[6].reason
     assert "corrupt.png" in by_line[7].reason and "unreadable image" in by_line[7].reason
     assert "outside the manifest's folder" in by_line[8].reason
@@ -395,6 +395,48 @@ def test_bad_manifest_lines_are_reported_with_path_and_line(tmp_path):
     assert info["counts"]["sequences"] == {**info["counts"]["sequences"], "kept": 3, "too_short": 0, "skipped": 8}
     with pytest.raises(BuildError, match="8 bad input"):
         prism.build(prism.PrismConfig(out=tmp_path / "strict", procedures=manifest, strict=True, progress=False))
+    assert not (tmp_path / "strict").exists()
+
+
+def test_manifest_bytes_and_field_types_are_located_not_fatal(tmp_path, capsys):
+    """The PRISM build as a user runs it, on a manifest with a bad byte, a non-object row and a
+    mistyped category among good lines (one with an integer id, a null title and U+2028 / U+0085
+    inside a step text): the bad lines are located and skipped, the rest is built."""
+    manifest = write_handmade(tmp_path / "data", HANDMADE[:5])
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[4] |= {"id": 7, "title": None}
+    rows[4]["steps"][0]["text"] = "Open\u2028the box\u0085slowly."
+    good = {"text": "t", "image": "a1/0.png"}
+    lines = [json.dumps(r, ensure_ascii=False).encode() for r in rows]                              # 1-5
+    lines += [b'{"id": "bad-bytes", "category": "caf\xe9", "steps": []}',                            # 6 not UTF-8
+              b'"a string"',                                                                         # 7 not an object
+              json.dumps({"id": "typed", "category": 5, "steps": [good] * 4}).encode(),              # 8 category an int
+              json.dumps({"id": "after", "category": "gamma", "steps": [good] * 4}).encode()]        # 9 fine
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    assert "\u2028".encode() in manifest.read_bytes()
+    out = tmp_path / "ds"
+    argv = ["build", "prism", "--procedures", str(manifest), "--layouts", "P0", "--modes", "pairwise", "--no-progress"]
+    assert cli([*argv, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    info = json.loads((out / "build.json").read_text())
+    skipped = {s["line"]: s for s in info["skipped"]}
+    assert sorted(skipped) == [6, 7, 8] and all(s["path"] == str(manifest) for s in info["skipped"])
+    assert skipped[6]["reason"].startswith("not valid UTF-8 at byte ") and skipped[6]["id"] is None
+    assert skipped[7]["reason"].startswith("not a JSON object (a string)")
+    assert skipped[8]["reason"].startswith("category: a number, not a string; ") and skipped[8]["id"] == "typed"
+    for line in (6, 7, 8):
+        assert f"{manifest}:{line}: " in err
+    assert "Traceback" not in err
+    assert {s["id"] for s in info["sources"][1:]} == {"a1", "a2", "b1", "b2", "7", "after"}
+    assert info["counts"]["sequences"]["skipped"] == 3
+    metas = [json.loads(m) for split in records.load(out).values() for m in split["meta"]]
+    assert {m["title"] for m in metas if m["gold_id"] == "7"} == {""}
+    procs = {p.id: p for p in read_procedures(manifest)[0]}
+    assert procs["7"].line == 5 and procs["after"].line == 9 and procs["7"].steps[0].text == "Open\u2028the box\u0085slowly."
+
+    assert cli([*argv, "--out", str(tmp_path / "strict"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "3 bad input(s)" in err and f"{manifest}:6: not valid UTF-8" in err and "Traceback" not in err
     assert not (tmp_path / "strict").exists()
 
 

@@ -354,16 +354,72 @@ def test_bad_replay_lines_are_errors_naming_file_and_line(prism_data, tmp_path):
         {"id": point, "rationale": "  ", "answer": "3"},
         ["a list"],
     ])
+    # --strict: every bad line, file:line each, and no dataset (without --strict these lines are
+    # now skipped and counted, as in every other builder: see the next test)
     with pytest.raises(BuildError) as exc:
-        rationales.build(rationales.RationaleConfig(data=prism_data, out=tmp_path / "o", teacher="replay", replay=replay, progress=False))
+        rationales.build(rationales.RationaleConfig(data=prism_data, out=tmp_path / "o", teacher="replay", replay=replay,
+                                                    strict=True, progress=False))
     text = str(exc.value)
     assert "6 bad line(s)" in text
     assert f"{replay}:2: not JSON" in text
     assert f"{replay}:3: id 'prism-unknown' is not a record of the --data dataset" in text
     assert f"{replay}:4: id {pair!r} already given on line 1" in text
     assert f"{replay}:5: answer 3 is not one of the choices ['1', '2', '3', '4', '5'] (give it as a string)" in text
-    assert f"{replay}:7: expected an object" in text
+    assert f"{replay}:7: not a JSON object (an array)" in text  # was "expected an object": the shared reader's wording
     assert not (tmp_path / "o" / "with_rationale").exists()
+    # without --strict: the good line is used, the bad ones are listed under skipped, the record of line 5 is a failure
+    infos = rationales.build(rationales.RationaleConfig(data=prism_data, out=tmp_path / "o", teacher="replay", replay=replay,
+                                                        progress=False))
+    info = infos["with_rationale"]
+    assert [(s["line"], s["id"]) for s in info["skipped"]] == [(2, None), (3, "prism-unknown"), (4, pair), (5, point), (6, point),
+                                                              (7, None)]
+    assert {s["path"] for s in info["skipped"]} == {str(replay)} and info["counts"]["teacher"]["bad_lines"] == 6
+    failures = {f["id"]: f["reason"] for f in info["failures"]}
+    assert failures[point].startswith(f"its line {replay}:5 is bad: answer 3 is not one of the choices")
+    assert pair not in failures and set(all_rows(tmp_path / "o" / "with_rationale")) == {pair}
+
+
+def test_replay_bytes_and_field_types_are_located_not_fatal(prism_data, tmp_path, capsys):
+    """The replay teacher as a user runs it, on a file with a bad byte, a non-object row and a
+    mistyped teacher among good lines (U+2028 / U+0085 inside rationales, a null model)."""
+    src = all_rows(prism_data)
+    ids = sorted(src)
+    pair = [r for r in ids if src[r][1]["task"] == "pairwise"]
+    point = [r for r in ids if src[r][1]["task"] == "pointwise"]
+
+    def good(r, k):
+        return {"id": r, "rationale": f"Step\u2028one\u0085fits ({k}).", "answer": "A" if r in pair else "2",
+                "teacher": "gemini", "model": None}
+
+    lines = [json.dumps(good(pair[0], 0), ensure_ascii=False).encode(),                                     # 1
+             b'{"id": "%s", "rationale": "caf\xe9", "answer": "A"}' % pair[1].encode(),                    # 2 not UTF-8
+             b"42",                                                                                          # 3 not an object
+             json.dumps(good(point[0], 3) | {"teacher": 7}).encode(),                                        # 4 teacher an int
+             json.dumps(good(point[1], 4), ensure_ascii=False).encode()]                                     # 5
+    replay = tmp_path / "replay.jsonl"
+    replay.write_bytes(b"\n".join(lines) + b"\n")
+    argv = ["build", "rationales", "--data", str(prism_data), "--teacher", "replay", "--replay", str(replay), "--no-progress"]
+    assert cli([*argv, "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    info = json.loads((tmp_path / "o" / "with_rationale" / "build.json").read_text())
+    skipped = {s["line"]: s for s in info["skipped"] if "line" in s}
+    assert sorted(skipped) == [2, 3, 4] and {s["path"] for s in skipped.values()} == {str(replay)}
+    assert skipped[2]["reason"].startswith("not valid UTF-8 at byte ")
+    assert skipped[3]["reason"].startswith("not a JSON object (a number)")
+    assert skipped[4]["reason"].startswith("teacher: a number, not a string; ") and skipped[4]["id"] == point[0]
+    assert all(f"{replay}:{line}: " in err for line in skipped) and "Traceback" not in err
+    rows = all_rows(tmp_path / "o" / "with_rationale")
+    assert set(rows) == {pair[0], point[1]}
+    assert text_of(rows[pair[0]][1]) == "Step\u2028one\u0085fits (0).\nAnswer: A"
+    assert json.loads(rows[point[1]][1]["meta"])["teacher"] == "gemini"
+    failures = {f["id"]: f["reason"] for f in info["failures"]}
+    assert failures[point[0]].startswith(f"its line {replay}:4 is bad: teacher: a number")
+    assert failures[pair[1]] == f"no line for this id in {replay}"  # its only line was not UTF-8: no id to read
+
+    assert cli([*argv, "--out", str(tmp_path / "s"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "3 bad line(s)" in err and f"{replay}:2: not valid UTF-8" in err and "Traceback" not in err
+    assert not (tmp_path / "s" / "with_rationale").exists()
 
 
 def test_mirage_records_get_their_own_instruction(tmp_path):

@@ -376,7 +376,7 @@ def test_manifest_bytes_and_field_types_are_located_not_fatal(tmp_path, syntheti
     skipped = {s["line"]: s["reason"] for s in info["skipped"]}
     assert sorted(skipped) == [5, 6, 7]
     assert skipped[5].startswith("not valid UTF-8 at byte ")
-    assert skipped[6].startswith("not a JSON object (a str)")
-    assert skipped[7].startswith("source: a int, not a string;")
+    assert skipped[6].startswith("not a JSON object (a string)")
+    assert skipped[7].startswith("source: a number, not a string;")
     kept = {json.loads(r["meta"])["sequence_id"] for split in records.load(cfg.out).values() for r in split}
     assert kept <= {"100", "101", "102", "103"} and "100" in {s["id"] for s in info["sources"][1:]}

@@ -234,10 +234,11 @@ def test_manifest_structure_errors(tmp_path):
         load_manifest(path)
     text = str(e.value)
     assert "4 problem(s)" in text
-    assert f"{path}:2: (line): not valid JSON" in text
+    # the shared reader's wording (was "(line): not valid JSON" and "(line): expected a JSON object")
+    assert f"{path}:2: not JSON (" in text
     assert f"{path}:3: video: missing" in text
     assert f"{path}:4: id: 'q1' is already used on line 1" in text
-    assert f"{path}:6: (line): expected a JSON object" in text
+    assert f"{path}:6: not a JSON object (an array)" in text
     with pytest.raises(ManifestError, match="no such manifest"):
         load_manifest(tmp_path / "absent.jsonl")
     (tmp_path / "empty.jsonl").write_text("\n")
@@ -484,3 +485,157 @@ def test_converter_sample_and_input_checks(tmp_path, clip):
         V.convert("videomme", root / "wrong.json", root / "data", root, progress=False)
     with pytest.raises(BuildError, match="--sample 50: 12 usable"):
         V.convert("videomme", root / "ann.json", root / "data", root, sample=50, progress=False)
+
+
+# --- bad bytes, odd line breaks and field types: located, never fatal ---------
+
+def _jsonl(path, lines):
+    """Write JSON Lines from objects (U+2028 / U+0085 kept raw, not escaped) and raw byte lines."""
+    path.write_bytes(b"".join((x if isinstance(x, bytes) else json.dumps(x, ensure_ascii=False).encode()) + b"\n" for x in lines))
+    return path
+
+
+def test_manifest_bytes_and_field_types_are_located(tmp_path, capsys):
+    """load_manifest, and PhaseFusion through the command line, on a manifest with a bad byte, a
+    non-object row and a mistyped question among good lines (integer id, U+2028 / U+0085 in texts)."""
+    path = _jsonl(tmp_path / "manifest.jsonl", [
+        GOOD | {"id": 7, "question": "Which\u2028one?"},                                # 1 integer id
+        b'{"id": "q2", "video": "v.mp4", "question": "caf\xe9?"}',                     # 2 not UTF-8
+        ["a", "list"],                                                                 # 3 not an object
+        GOOD | {"id": "q4", "question": 5},                                            # 4 question an int
+        GOOD | {"id": "q5", "options": ["a\u0085b", "c", "d"]},                        # 5
+    ])
+    with pytest.raises(ManifestError) as e:
+        load_manifest(path)
+    text = str(e.value)
+    assert "3 problem(s)" in text
+    assert f"{path}:2: not valid UTF-8 at byte " in text
+    assert f"{path}:3: not a JSON object (an array)" in text
+    assert f"{path}:4: question: a number, not a string; " in text
+    assert f"{path}:1:" not in text and f"{path}:5:" not in text
+    # PhaseFusion reads the manifest before any model: the same problems, file:line each, and no traceback
+    assert cli.main(["eval", "phasefusion", "--manifest", str(path), "--model", "no-such-model", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2: not valid UTF-8" in err and f"{path}:4: question: a number" in err and "Traceback" not in err
+    good = _jsonl(tmp_path / "good.jsonl", [json.loads(path.read_bytes().splitlines()[0]), GOOD | {"id": "q5", "question": "a\u0085b"}])
+    first, second = load_manifest(good)
+    assert (first.id, first.question, first.line) == ("7", "Which\u2028one?", 1)
+    assert (second.question, second.line) == ("a\u0085b", 2)
+
+
+def _egoschema_question(uid, k):
+    return {"q_uid": uid, "question": f"What\u2028happens in {k}?", **{f"option {j}": f"answer {k}.{j}" for j in range(5)}}
+
+
+def test_egoschema_json_lines_bad_lines_are_located_and_skipped(tmp_path, clip, capsys):
+    root = tmp_path / "egoschema"
+    (root / "videos").mkdir(parents=True)
+    for name in ("uid-0", "7", "uid-9"):
+        shutil.copy(clip, root / "videos" / f"{name}.mp4")
+    questions = _jsonl(root / "questions.jsonl", [
+        _egoschema_question("uid-0", 0),                                               # 1
+        b'{"q_uid": "uid-1", "question": "\xff"}',                                     # 2 not UTF-8
+        "just a string",                                                               # 3 not an object
+        _egoschema_question(7, 7),                                                     # 4 integer q_uid
+        {k: v for k, v in _egoschema_question("uid-5", 5).items() if k != "option 4"},  # 5 a field missing
+        _egoschema_question("uid-9", 9),                                               # 6
+    ])
+    (root / "subset_answers.json").write_text(json.dumps({"uid-0": 3, "7": 1, "uid-5": 0, "uid-9": 0}))
+    argv = ["build", "video-mcq", "--from", "egoschema", "--annotations", str(questions), "--videos", str(root / "videos"),
+            "--out", str(root), "--no-progress"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr()
+    info = json.loads((root / "build.json").read_text())
+    skipped = {s["line"]: s for s in info["skipped"]}
+    assert sorted(skipped) == [2, 3, 5] and {s["path"] for s in info["skipped"]} == {str(questions)}
+    assert skipped[2]["reason"].startswith("not valid UTF-8 at byte ") and skipped[2]["id"] is None
+    assert skipped[3]["reason"].startswith("not a JSON object (a string)")
+    assert skipped[5]["reason"].startswith("field(s) 'option 4' missing") and skipped[5]["id"] == "uid-5"
+    assert info["counts"]["skipped_by_reason"] == {"bad line": 2, "bad annotation": 1}
+    assert f"{questions}:2: not valid UTF-8" in printed.out and "(id None)" not in printed.out
+    assert "Traceback" not in printed.err
+    rows = _rows(root / "manifest.jsonl")
+    assert [(r["id"], r["answer"]) for r in rows] == [("uid-0", 3), ("7", 1), ("uid-9", 0)]
+    assert rows[0]["question"] == "What\u2028happens in 0?" and load_manifest(root / "manifest.jsonl")[1].id == "7"
+    assert cli.main([*argv, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert f"{questions}:2: not valid UTF-8 at byte " in err and "--strict" in err and "Traceback" not in err
+
+
+def test_plain_json_annotations_errors_name_the_file(tmp_path, clip, capsys):
+    root = tmp_path / "egoschema"
+    (root / "videos").mkdir(parents=True)
+    (root / "subset_answers.json").write_text("{}")
+    argv = ["build", "video-mcq", "--from", "egoschema", "--annotations", str(root / "questions.json"),
+            "--videos", str(root / "videos"), "--out", str(root), "--no-progress"]
+    (root / "questions.json").write_bytes(b'[{"q_uid": "caf\xe9"}]')
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{root / 'questions.json'}: not valid UTF-8 at byte 15; save the file as UTF-8" in err and "Traceback" not in err
+    (root / "questions.json").write_text('[{"q_uid": "a"},\n {"q_uid": }]')
+    assert cli.main(argv) == 2
+    assert f"{root / 'questions.json'}:2: not valid JSON (Expecting value" in capsys.readouterr().err
+    (root / "questions.json").write_text(json.dumps([_egoschema_question("a", 0), ["not", "an", "object"]]))
+    (root / "subset_answers.json").write_bytes(b'{"a": 1, "\xff": 2}')
+    assert cli.main(argv) == 2
+    assert f"{root / 'subset_answers.json'}: not valid UTF-8 at byte 10" in capsys.readouterr().err
+    # a non-object item of a JSON list is one skipped item, not the end of the conversion
+    (root / "subset_answers.json").write_text(json.dumps({"a": 1}))
+    shutil.copy(clip, root / "videos" / "a.mp4")
+    assert cli.main(argv) == 0
+    info = json.loads((root / "build.json").read_text())
+    assert [(s["path"], s["line"], s["reason"][:40]) for s in info["skipped"]] == [
+        (f"{root / 'questions.json'}[1]", None, "not an object (an array); each item is a")]
+    assert [r["id"] for r in _rows(root / "manifest.jsonl")] == ["a"]
+
+
+def test_mvbench_json_lines_bad_lines_are_located_and_skipped(tmp_path, clip):
+    root = tmp_path / "mvbench"
+    (root / "json").mkdir(parents=True)
+    (root / "video/star/Charades_v1_480").mkdir(parents=True)
+    shutil.copy(clip, root / "video/star/Charades_v1_480/A1B2C.mp4")
+    good = {"video": "A1B2C.mp4", "question": "What\u2028next?", "candidates": ["Sit\u0085down.", "Stand."], "answer": "Stand."}
+    task = _jsonl(root / "json/action_sequence.jsonl", [
+        good, b'{"video": "\xc3(", "question": "q"}', [good], good | {"question": "Again?"}, {"video": "A1B2C.mp4"}])
+    info = V.convert("mvbench", root / "json", root / "video", root, progress=False)
+    skipped = {s["line"]: s for s in info["skipped"]}
+    assert sorted(skipped) == [2, 3, 5] and {s["path"] for s in info["skipped"]} == {str(task)}
+    assert [skipped[n]["id"] for n in (2, 3, 5)] == ["action_sequence-0001", "action_sequence-0002", "action_sequence-0004"]
+    assert skipped[2]["reason"].startswith("not valid UTF-8 at byte ")
+    assert skipped[3]["reason"].startswith("not a JSON object (an array)")
+    assert skipped[5]["reason"].startswith("field(s) 'question', 'candidates', 'answer' missing")
+    rows = _rows(root / "manifest.jsonl")
+    assert [r["id"] for r in rows] == ["action_sequence-0000", "action_sequence-0003"]
+    assert rows[0]["options"] == ["Sit\u0085down.", "Stand."] and rows[0]["answer"] == 1
+    assert info["sources"] == [{"path": str(task), "bytes": task.stat().st_size}]
+    with pytest.raises(BuildError, match=re.escape(f"{task}:2 (id action_sequence-0001): not valid UTF-8")):
+        V.convert("mvbench", root / "json", root / "video", root, strict=True, progress=False)
+
+
+def test_videomme_json_lines_bad_lines_are_located_and_skipped(tmp_path, clip, capsys):
+    root = tmp_path / "videomme"
+    (root / "data").mkdir(parents=True)
+    shutil.copy(clip, root / "data/fFjv93ACGo8.mp4")
+    first, second = _videomme_rows()[:2]
+    annotations = _jsonl(root / "test.jsonl", [
+        first | {"question": "How\u2028many?"},
+        b'{"videoID": "fFjv93ACGo8", "question_id": "001-x", "question": "\x80"}',
+        17,
+        second | {"question_id": 12, "question": "Which\u0085first?"},
+        first | {"question_id": "001-5", "options": "A. 5."},
+    ])
+    argv = ["build", "video-mcq", "--from", "videomme", "--annotations", str(annotations), "--videos", str(root / "data"),
+            "--out", str(root), "--no-progress"]
+    assert cli.main(argv) == 0
+    info = json.loads((root / "build.json").read_text())
+    skipped = {s["line"]: s for s in info["skipped"]}
+    assert sorted(skipped) == [2, 3, 5]
+    assert skipped[2]["reason"].startswith("not valid UTF-8 at byte ")
+    assert skipped[3]["reason"].startswith("not a JSON object (a number)")
+    assert skipped[5]["reason"].startswith("options must be a list") and skipped[5]["id"] == "001-5"
+    rows = _rows(root / "manifest.jsonl")
+    assert [(r["id"], r["question"]) for r in rows] == [("001-1", "How\u2028many?"), ("12", "Which\u0085first?")]
+    capsys.readouterr()
+    assert cli.main([*argv, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert f"{annotations}:2: not valid UTF-8" in err and "Traceback" not in err

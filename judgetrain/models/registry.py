@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judgetrain.errors import UserError
+
 if TYPE_CHECKING:  # importing transformers costs seconds; only the loader needs it
     import torch
     from transformers import PretrainedConfig, PreTrainedModel, ProcessorMixin
@@ -250,7 +252,7 @@ def detect_family(config_or_path: PretrainedConfig | str | os.PathLike[str]) -> 
     )
 
 
-class ModelNotFoundError(OSError):
+class ModelNotFoundError(UserError, OSError):
     """A model's files are not where they were looked for (missing folder, incomplete folder, or a hub id offline).
 
     Subclasses ``OSError`` so callers that already catch what transformers raises keep working.

@@ -69,12 +69,9 @@ __all__ = [
     "score",
     "score_shared_prefix",
     "yes_no",
+    "ANSWER_CUE",
 ]
 
 # The type aliases of the signatures, importable from here as before (and, as before, not in __all__).
 Item = prompts.Item
 BatchSize = batching.BatchSize
-
-# Temporary: eval/judge.py still imports the answer cue by its old private name. Drop this
-# alias once judge.py imports ANSWER_CUE (from judgetrain.scoring or judgetrain.scoring.parsers).
-_CUE = ANSWER_CUE

@@ -1,0 +1,64 @@
+"""Rebuild a run's metrics.json, report.md and figures from its predictions.jsonl and run.json.
+
+``judgetrain eval report RUN`` works on the folder of any evaluation: it reads
+``run.json["evaluation"]`` and calls that evaluation's own report
+(:mod:`judgetrain.eval.registry`), so a judge run gets a judge report and a TimeCatch
+run a TimeCatch one. Nothing is scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from judgetrain.config import arg
+from judgetrain.config import make_parser as make_config_parser
+
+from .registry import evaluation_of, module_for
+from .runs import METRICS, REPORT
+
+__all__ = ["ReportConfig", "main", "make_parser", "rebuild"]
+
+
+@dataclass(kw_only=True)
+class ReportConfig:
+    """``judgetrain eval report``."""
+
+    run: Path = arg(help="run folder (the --out of a `judgetrain eval …` run); also the first bare word", positional=True)
+    human: Path | None = arg(None, "TimeCatch runs: human reference accuracies, JSON {task: {source: acc}} or CSV "
+                                   "task,source,accuracy (adds a Human row)")
+    rerun_of: Path | None = arg(None, "PhaseFusion runs: a second run of the same model, manifest and settings; "
+                                      "reports the re-run floor across the two")
+
+    def __post_init__(self) -> None:
+        self.run = Path(self.run)
+
+
+def rebuild(cfg: ReportConfig) -> dict:
+    """The evaluation's own report of ``cfg.run``; returns its metrics."""
+    from .runs import PredictionsError
+
+    name, _ = evaluation_of(cfg.run)
+    extra = {"human": cfg.human} if cfg.human else {}
+    if cfg.rerun_of:
+        extra["rerun_of"] = cfg.rerun_of
+    wrong = {"human": "timecatch", "rerun_of": "phasefusion"}
+    bad = [f"--{k.replace('_', '-')} goes with {wrong[k]} runs" for k in extra if wrong[k] != name]
+    if bad:
+        raise PredictionsError(f"{cfg.run} holds a {name} run: " + "; ".join(bad))
+    return module_for(name).report(cfg.run, **extra)
+
+
+def make_parser():
+    return make_config_parser(
+        ReportConfig, "judgetrain eval report",
+        "Recompute metrics.json, report.md and the figures of any evaluation run from its predictions.jsonl.",
+        "examples:\n  judgetrain eval report quickstart/results/lora\n"
+        "  judgetrain eval report results/qwen3vl-2b --human human_accuracy.csv   # adds a Human row (TimeCatch)\n"
+        "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again     # + the re-run floor (PhaseFusion)\n")
+
+
+def main(cfg: ReportConfig) -> int:
+    rebuild(cfg)
+    print(f"Report written to {cfg.run / REPORT} (metrics in {cfg.run / METRICS})", flush=True)
+    return 0

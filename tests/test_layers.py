@@ -1,0 +1,88 @@
+"""The package's dependency direction, read from the imports of every module (lazy ones
+inside functions too): records / io ← models, scoring ← data_builders, eval ← train ←
+sweep; the command-line front ends (cli, launch, quickstart, dashboard) sit on top. A
+leading-underscore name is never imported from another module."""
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = {"judgetrain": REPO / "judgetrain", "judgetrain.data_builders": REPO / "data_builders",
+           "judgetrain.eval": REPO / "eval"}
+# layer of a module: the longest matching prefix wins
+LAYERS = {
+    "judgetrain": 0, "judgetrain.records": 0, "judgetrain.io": 0, "judgetrain.config": 0, "judgetrain.seeding": 0,
+    "judgetrain.video": 0, "judgetrain.perceptual": 0,
+    "judgetrain.models": 1, "judgetrain.scoring": 1,
+    "judgetrain.data_builders": 2, "judgetrain.eval": 2,
+    "judgetrain.train": 3, "judgetrain.merge": 3,
+    "judgetrain.sweep": 4,
+    "judgetrain.cli": 9, "judgetrain.__main__": 9, "judgetrain.launch": 9, "judgetrain.quickstart": 9,
+    "judgetrain.dashboard": 9, "judgetrain.deepspeed_configs": 0,
+}
+# builders and evaluations share a layer but neither may import the other
+SIBLINGS = ("judgetrain.data_builders", "judgetrain.eval")
+
+
+def _modules():
+    for package, folder in FOLDERS.items():
+        for path in sorted(folder.rglob("*.py")):
+            if package == "judgetrain" and path.parts[len(folder.parts)] in ("data_builders", "eval"):
+                continue
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            yield ".".join([package, *parts]), path, path.name == "__init__.py"
+
+
+def _layer(module: str) -> tuple[int, str]:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[best], best
+
+
+def _imports(module: str, path: Path, is_package: bool):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield node.lineno, target, [a.name for a in node.names]
+
+
+def _top(name: str) -> str:
+    for package in ("judgetrain.data_builders", "judgetrain.eval"):
+        if name == package or name.startswith(package + "."):
+            return package
+    return name
+
+
+def test_imports_follow_the_dependency_direction():
+    wrong = []
+    for module, path, is_package in _modules():
+        mine, my_group = _layer(module)
+        for line, target, _names in _imports(module, path, is_package):
+            if not target.startswith("judgetrain"):
+                continue
+            theirs, their_group = _layer(target)
+            upward = theirs > mine
+            across = (mine == theirs == 2 and _top(module) != _top(target) and {_top(module), _top(target)} <= set(SIBLINGS))
+            if upward or across:
+                wrong.append(f"{path.relative_to(REPO)}:{line}: {module} (layer {mine}) imports {target} (layer {theirs})")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_private_name_crosses_a_module():
+    wrong = []
+    for module, path, is_package in _modules():
+        for line, target, names in _imports(module, path, is_package):
+            if not target.startswith("judgetrain"):
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private and target != module:
+                wrong.append(f"{path.relative_to(REPO)}:{line}: imports {private} from {target}")
+    assert wrong == [], "\n".join(wrong)
