@@ -371,6 +371,20 @@ def _generate(plans_json: str, cfg_json: str):
             )
 
 
+def equal_length_pairs(p: MiragePrompt, pos: list[MirageSequence], neg: list[MirageSequence]) -> tuple[list, list[dict]]:
+    """(positive, negative) pairs of ``p`` that show as many images each, and the others,
+    located: a pair of unequal length would let the image count give the answer away."""
+    equal, unequal = [], []
+    for a in pos:
+        for b in neg:
+            if len(a.images) == len(b.images):
+                equal.append((a, b))
+            else:
+                unequal.append({"path": p.manifest, "line": p.line, "id": p.id, "positive": a.id, "negative": b.id,
+                                "images": [len(a.images), len(b.images)]})
+    return equal, unequal
+
+
 def build(cfg: MirageConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     import datasets
@@ -390,16 +404,25 @@ def build(cfg: MirageConfig) -> dict:
                              "without --strict to skip them")
 
     verdicts: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
-    kept, filtered = [], []
+    kept, filtered, pairs_of, unequal = [], [], {}, []
     for p in prompts:
         for s in p.sequences:
             verdicts[p.domain][s.generator][s.verdict] += 1
         pos = [s for s in p.sequences if s.verdict == "positive"]
         neg = [s for s in p.sequences if s.verdict == "negative"]
-        if pos and neg:
+        equal, odd = equal_length_pairs(p, pos, neg)
+        unequal += odd
+        if equal:
             kept.append((p, pos, neg))
+            pairs_of[p.id] = equal
         else:
-            filtered.append({"id": p.id, "domain": p.domain, "reason": "no human-validated positive" if not pos else "no negative"})
+            reason = ("no human-validated positive" if not pos else "no negative" if not neg
+                      else "no positive and negative of equal length (the image count would give the answer away)")
+            filtered.append({"id": p.id, "domain": p.domain, "reason": reason})
+    for u in unequal:
+        print(f"warning: {u['path']}:{u['line']}: sequences {u['positive']!r} and {u['negative']!r} show {u['images'][0]} and "
+              f"{u['images'][1]} images; pair left out (the image count would give the answer away): give sequences of "
+              "equal length, one image per step", file=sys.stderr)
     if not kept:
         raise BuildError(f"no prompt in {manifest} has both a positive and a negative sequence by majority vote "
                          f"({len(filtered)} without, {len(skips)} skipped); see build.json or the warnings above")
@@ -409,7 +432,7 @@ def build(cfg: MirageConfig) -> dict:
     items_by_split: dict[str, list] = defaultdict(list)
     for p, pos, neg in sorted(kept, key=lambda x: x[0].id):
         name = split_of[p.id]
-        recs = [[a.id, b.id, layout, None] for a in pos for b in neg for layout in cfg.layouts]
+        recs = [[a.id, b.id, layout, None] for a, b in pairs_of[p.id] for layout in cfg.layouts]
         generator_of = {b.id: b.generator for b in neg}
         items_by_split[name] += [((p.id, a, b, layout), (layout, p.domain, generator_of[b])) for a, b, layout, _ in recs]
         plans_by_split[name].append({"split": name, "records": recs, "prompt": {
@@ -447,9 +470,9 @@ def build(cfg: MirageConfig) -> dict:
             "pairwise_presentation": dict(sorted(Counter(m["presentation"] for m in metas).items())),
         }
     pairs: Counter = Counter()
-    for p, pos, neg in kept:
-        for b in neg:
-            pairs[f"{p.domain}/{b.generator}"] += len(pos)
+    for p, _, _ in kept:
+        for _, b in pairs_of[p.id]:
+            pairs[f"{p.domain}/{b.generator}"] += 1
     counts["pairs"] = dict(sorted(pairs.items()))  # comparisons per domain/generator, before layouts
     counts["sequences"] = {d: {g: dict(sorted(c.items())) for g, c in sorted(gens.items())} for d, gens in sorted(verdicts.items())}
     counts["prompts"] = {"kept": len(kept), "without_pair": len(filtered), "skipped_inputs": len(skips),
@@ -462,7 +485,7 @@ def build(cfg: MirageConfig) -> dict:
         "args": json.loads(cfg_json),
         "protocol": {
             "labels": "majority vote over annotators; ties and unannotated sequences excluded",
-            "pairs": "every positive x every negative of the same prompt, once per layout",
+            "pairs": "every positive x every negative of the same prompt and length, once per layout",
             "balance": "per split: gold letter alternates A, B along (layout, domain, negative generator) strata in seeded order",
             "splits": cfg.splits,
         },
@@ -470,6 +493,7 @@ def build(cfg: MirageConfig) -> dict:
         + [{"id": p.id, "domain": p.domain, "sequences": len(p.sequences), "bytes": p.image_bytes_total} for p in sorted(prompts, key=lambda p: p.id)],
         "counts": counts,
         "filtered": filtered,
+        "unequal_pairs": unequal,
         "skipped": [asdict(s) for s in skips],
     }
     info = records.save(dataset, out, info)

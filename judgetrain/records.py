@@ -353,13 +353,22 @@ def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
+def _remove_leftovers(out: Path) -> None:
+    """Delete what killed saves of ``out`` left beside it (``.OUT.partial-*``, ``.OUT.old-*``)."""
+    for pattern in (f".{out.name}.partial-*", f".{out.name}.old-*"):
+        for stale in out.parent.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True) -> dict:
     """Validate, hash and write ``dataset`` to ``out_dir`` with its ``build.json``.
 
     Atomic: everything is written into a temporary sibling folder, which is
-    renamed onto ``out_dir`` only once complete; ``build.json`` is the last file
-    written into it. A killed save leaves ``out_dir`` as it was (absent, or the
-    previous complete build). Returns the build info as written.
+    renamed onto ``out_dir`` only once complete; ``dataset_dict.json`` and
+    ``build.json`` are the last files written into it, so a half-written folder is
+    never loadable. A killed save leaves ``out_dir`` as it was (absent, or the
+    previous complete build), and the next save removes what it left beside it.
+    Returns the build info as written.
     """
     out = Path(out_dir).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -375,9 +384,14 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
     dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
                                     for split, ds in dataset.items()})
+    _remove_leftovers(out)
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
-        dataset.save_to_disk(str(tmp))
+        for split, ds in dataset.items():
+            ds.save_to_disk(str(tmp / split))
+        # DatasetDict's marker last (DatasetDict.save_to_disk writes it first): a save killed
+        # before this point leaves a folder that datasets.load_from_disk refuses to open
+        (tmp / datasets.config.DATASETDICT_JSON_FILENAME).write_text(json.dumps({"splits": list(dataset)}))
         _atomic_write_json(tmp / BUILD_FILE, info)
         if out.exists():
             old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")

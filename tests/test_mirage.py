@@ -48,7 +48,7 @@ def write_handmade(root: Path) -> Path:
             seq(root, "r1", "g5", 4, [0, 0, 0], generator="gen-g2"),  # negative, same generator as g2
         ]},
         {"id": "r2", "domain": "recipes", "prompt": "Make tea", "sequences": [  # prompt only: lengths may differ
-            seq(root, "r2", "a", 5, [1, 1, 1]), seq(root, "r2", "b", 4, [1, 1, 0]), seq(root, "r2", "c", 3, [0, 0, 0])]},
+            seq(root, "r2", "a", 5, [1, 1, 1]), seq(root, "r2", "b", 3, [1, 1, 0]), seq(root, "r2", "c", 3, [0, 0, 0])]},
         {"id": "v1", "domain": "vist", "prompt": "A camping trip", "steps": ["We left.", "We hiked.", "We camped."], "sequences": [
             seq(root, "v1", "x", 3, [1, 1]), seq(root, "v1", "y", 3, [0, 1, 0])]},
         {"id": "v2", "domain": "vist", "prompt": "A day out", "sequences": [seq(root, "v2", "n1", 3, [0, 0])]},
@@ -170,13 +170,16 @@ def test_pairs_are_positives_against_negatives_of_the_same_prompt(handmade):
             assert m["positive"]["id"] != m["negative"]["id"]
             assert mirage.majority(m["positive"]["votes"]) == "positive" and mirage.majority(m["negative"]["votes"]) == "negative"
             assert m["generator"] == m["negative"]["generator"]
-    expected = {("r1", "g1", "g2"), ("r1", "g1", "g5"), ("r2", "a", "c"), ("r2", "b", "c"), ("v1", "x", "y")}
+    # a (5 images) against c (3) would let the image count give the answer away: left out, located
+    expected = {("r1", "g1", "g2"), ("r1", "g1", "g5"), ("r2", "b", "c"), ("v1", "x", "y")}
     assert set(pairs) == expected and set(pairs.values()) == {len(prism.LAYOUTS)}
+    assert info["unequal_pairs"] == [{"path": str(handmade[0]), "line": 2, "id": "r2", "positive": "a", "negative": "c",
+                                      "images": [5, 3]}]
     assert {f["id"]: f["reason"] for f in info["filtered"]} == {"v2": "no human-validated positive", "v3": "no negative", "b3": "no negative"}
     seqs = info["counts"]["sequences"]
     assert seqs["recipes"]["gen-g3"] == {"tie": 1} and seqs["recipes"]["gen-g4"] == {"unannotated": 1}
     assert seqs["recipes"]["gen-g2"] == {"negative": 2}
-    assert info["counts"]["pairs"] == {"recipes/gen-c": 2, "recipes/gen-g2": 2, "vist/gen-y": 1}
+    assert info["counts"]["pairs"] == {"recipes/gen-c": 1, "recipes/gen-g2": 2, "vist/gen-y": 1}
 
 
 def test_records_show_positive_and_negative_in_the_layout_order(handmade):

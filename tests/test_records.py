@@ -162,3 +162,40 @@ def test_load_detects_modified_files(tmp_path):
     (out / "build.json").write_text(json.dumps(info))
     with pytest.raises(ValueError, match="content hash"):
         records.load(out, verify=True)
+
+
+_KILLED_SAVE = """
+import resource, signal, sys
+import datasets
+sys.path.insert(0, sys.argv[2])
+from test_records import good
+from judgetrain import records
+rows = [good(id=f"r{i}") for i in range(40)]
+dd = datasets.DatasetDict(train=datasets.Dataset.from_list(rows, features=records.FEATURES),
+                          validation=datasets.Dataset.from_list([good(id="v")], features=records.FEATURES))
+# the kernel kills the process (SIGXFSZ, which Python ignores unless told) at the first write
+# past 4 KB: inside the first split's arrow file, as a kill -9 mid-save would
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+records.save(dd, sys.argv[1], {"n": 1})
+"""
+
+
+def test_a_killed_save_is_never_loadable_and_the_next_save_cleans_it(tmp_path):
+    import signal
+    from pathlib import Path
+
+    out = tmp_path / "ds"
+    proc = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(out), str(Path(__file__).parent)],
+                          capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGXFSZ, proc.stderr[-2000:]
+    partial = list(tmp_path.glob(".ds.partial-*"))
+    assert len(partial) == 1 and not out.exists()
+    with pytest.raises(FileNotFoundError):  # no dataset_dict.json: datasets cannot open it
+        datasets.load_from_disk(str(partial[0]))
+    stale = tmp_path / ".ds.old-0badf00d"
+    stale.mkdir()
+    ds = datasets.DatasetDict(train=datasets.Dataset.from_list([good(id="one")], features=records.FEATURES))
+    records.save(ds, out, {"n": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+    assert records.load(out, verify=True)["train"]["id"] == ["one"]
