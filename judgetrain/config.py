@@ -64,10 +64,10 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 
 
 # field metadata that judgetrain reads and argparse must not see
-_OWN_METADATA = ("identity", "positional")
+_OWN_METADATA = ("identity", "positional", "passthrough")
 
 
-def make_parser(types, prog: str, description: str, epilog: str = ""):
+def make_parser(types, prog: str, description: str, epilog: str = "", usage: str | None = None):
     """A :class:`trl.TrlParser` over ``types`` (a dataclass or a tuple of them)."""
     import copy
     from types import MappingProxyType
@@ -83,7 +83,7 @@ def make_parser(types, prog: str, description: str, epilog: str = ""):
             TrlParser._parse_dataclass_field(parser, field)
 
     return Parser(types if isinstance(types, tuple) else (types,), prog=prog, description=description, epilog=epilog,
-                  formatter_class=_HelpFormatter, allow_abbrev=False)  # a prefix must not pass for a field
+                  usage=usage, formatter_class=_HelpFormatter, allow_abbrev=False)  # a prefix must not pass for a field
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -150,7 +150,9 @@ def _positional_to_flags(parser, argv: list[str]) -> list[str]:
 def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, help_hint: str = "--help") -> tuple:
     """The dataclasses of ``parser`` from ``argv``: ``--config FILE.yaml`` values become
     defaults, flags win, ``defaults`` (set by code, e.g. a launcher) sit under both.
-    Unknown config keys and unknown flags raise :class:`ConfigError` naming each one."""
+    Leading bare words fill the fields marked ``positional=True``. Unknown config keys and
+    unknown flags raise :class:`ConfigError` naming each one, unless a list field is
+    marked ``passthrough=True``: then unknown arguments are appended to it."""
     argv, path = split_config_flag(argv)
     argv = _positional_to_flags(parser, argv)
     config = {**(defaults or {}), **(read_config_file(path) if path else {})}
@@ -162,6 +164,11 @@ def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, he
     flags = [o for a in parser._actions for o in a.option_strings]
     cfgs = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     *cfgs, rest = cfgs
+    sink = [(c, f.name) for c in cfgs for f in fields(c) if f.metadata.get("passthrough")]
+    if rest and sink:  # a command that hands unknown arguments on (recipe overrides for every trial)
+        cfg, name = sink[0]
+        setattr(cfg, name, [*getattr(cfg, name), *rest])
+        rest = []
     if rest:
         words = [r for r in rest if r.startswith("-")] or rest
         raise ConfigError([f"unknown argument {w!r}{_closest(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"

@@ -6,35 +6,41 @@ with judgetrain's storage forms (a .db file, a journal file, any URL).
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
+
+from judgetrain.config import arg
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = __doc__.strip().splitlines()[0]
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = ("examples:\n  judgetrain dashboard runs/sweeps.db                 # then open http://127.0.0.1:8080\n"
-                "  judgetrain dashboard journal:/shared/sweeps/prism.journal --port 8081\n"
-                "  judgetrain dashboard postgresql://optuna@db-host/sweeps --host 0.0.0.0\n")
-    p.add_argument("storage", help="sqlite .db file, journal file, or storage URL")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    p.add_argument("--port", type=int, default=8080)
+@dataclass
+class DashboardConfig:
+    """``judgetrain dashboard``'s options."""
+
+    storage: str = arg(help="sqlite .db file, journal file, or storage URL; the first word: `judgetrain dashboard STORAGE`",
+                       positional=True)
+    host: str = arg("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
+    port: int = arg(8080, "port to listen on")
 
 
-def main(args: argparse.Namespace) -> int:
-    from judgetrain.sweep import SweepError, dashboard_storage, storage_from_url
+def make_parser():
+    from judgetrain.config import make_parser as make_config_parser
+    return make_config_parser(
+        DashboardConfig, "judgetrain dashboard", __doc__.strip().splitlines()[0],
+        "examples:\n  judgetrain dashboard runs/sweeps.db                 # then open http://127.0.0.1:8080\n"
+        "  judgetrain dashboard journal:/shared/sweeps/prism.journal --port 8081\n"
+        "  judgetrain dashboard postgresql://optuna@db-host/sweeps --host 0.0.0.0\n",
+        usage="judgetrain dashboard STORAGE [--host HOST] [--port PORT]")
 
-    try:
-        storage = storage_from_url(dashboard_storage(args.storage), heartbeat_interval=None)
-    except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+
+def main(cfg: DashboardConfig) -> int:
+    from judgetrain.sweep import dashboard_storage, storage_from_url
+
+    storage = storage_from_url(dashboard_storage(cfg.storage), heartbeat_interval=None)  # SweepError: the CLI prints it
     try:
         from optuna_dashboard import run_server
     except ImportError:
         print("error: optuna-dashboard is not installed: pip install 'judgetrain[dashboard]'", file=sys.stderr)
         return 2
-    print(f"optuna-dashboard for {args.storage} at http://{args.host}:{args.port}/ (Ctrl-C to stop)", flush=True)
-    run_server(storage, host=args.host, port=args.port)
+    print(f"optuna-dashboard for {cfg.storage} at http://{cfg.host}:{cfg.port}/ (Ctrl-C to stop)", flush=True)
+    run_server(storage, host=cfg.host, port=cfg.port)
     return 0
-

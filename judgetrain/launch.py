@@ -1,87 +1,197 @@
 """Train a judge from a recipe: `accelerate launch -m judgetrain.train` with a named config.
 
-`judgetrain train RECIPE [--accelerate-config NAME|FILE] [--num-processes N] [overrides…]`
-wraps `accelerate launch --config_file deepspeed_configs/NAME.yaml -m judgetrain.train
---config RECIPE overrides…`, as `trl sft --accelerate_config` wraps TRL's script.
+`judgetrain train RECIPE [--accelerate_config NAME|FILE] [--num_processes N] [overrides…]`
+(or `--config RECIPE`, as TRL spells it) wraps `accelerate launch --config_file
+deepspeed_configs/NAME.yaml -m judgetrain.train --config RECIPE overrides…`, as
+`trl sft --accelerate_config` wraps TRL's script. The launcher's own options are
+:class:`LaunchArgs`; every other argument is a recipe override. The recipe and the
+overrides are parsed and checked here first, so a bad field, a missing dataset or
+`bf16: true` without a bf16 GPU fails with one message before anything launches.
+
+The accelerate side (:class:`~judgetrain.accelerate_configs.LaunchArgs`, the shipped
+configs, the `accelerate launch` options) is :mod:`judgetrain.accelerate_configs`, which
+`judgetrain sweep` shares.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
-from importlib import resources
+import contextlib
+import copy
+import io
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import typing
+from dataclasses import fields
 from pathlib import Path
 
-NAMES = ("single_gpu", "ddp", "zero2", "zero3", "zero3_offload", "zero3_multinode")
+from judgetrain.accelerate_configs import NAMES, LaunchArgs, accelerate_args, world_size
+from judgetrain.config import ConfigError
+
+MODULE = "judgetrain.train"
 
 
-def config_dir() -> Path:
-    """deepspeed_configs/ of the checkout, or the copy installed with the package."""
-    return Path(str(resources.files("judgetrain.deepspeed_configs")))
+# --------------------------------------------------------------------------- parsing
 
 
-def resolve_accelerate_config(name_or_path: str) -> Path:
-    """A config file as given, or one of the shipped ones by name; its
-    ``deepspeed_config_file`` made absolute so the launch works from any folder."""
-    import yaml
+def add_dataclass_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """The fields of ``cls`` as options of ``parser``, as :class:`~transformers.HfArgumentParser`
+    makes them (``--field_name`` and ``--field-name``, help and defaults from the field)."""
+    from transformers import HfArgumentParser
 
-    path = Path(name_or_path)
-    if not path.is_file():
-        path = config_dir() / f"{name_or_path.removesuffix('.yaml')}.yaml"
-        if not path.is_file():
-            import difflib
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        f = copy.copy(f)
+        f.type = hints[f.name]
+        f.metadata = {k: v for k, v in f.metadata.items() if k != "identity"}
+        HfArgumentParser._parse_dataclass_field(parser, f)
 
-            close = difflib.get_close_matches(name_or_path, NAMES, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise SystemExit(f"error: --accelerate-config {name_or_path!r} is neither a file nor a shipped config.{hint} "
-                             f"Shipped: {', '.join(NAMES)} (in {config_dir()})")
-    config = yaml.safe_load(path.read_text()) or {}
-    ds = (config.get("deepspeed_config") or {}).get("deepspeed_config_file")
-    if ds and not Path(ds).is_absolute():
-        for base in (Path.cwd(), path.parent.parent, path.parent):
-            if (base / ds).is_file():
-                config["deepspeed_config"]["deepspeed_config_file"] = str((base / ds).resolve())
-                break
-        else:
-            raise SystemExit(f"error: {path}: deepspeed_config_file {ds!r} not found next to it or in the current folder")
-        tmp = Path(tempfile.mkdtemp(prefix="judgetrain-accelerate-")) / path.name
-        tmp.write_text(yaml.safe_dump(config))
-        return tmp
-    return path
+
+def recipe_help() -> str:
+    """Every recipe field (``judgetrain.train.make_parser()``), grouped by dataclass."""
+    from trl import SFTConfig, TrlParser
+
+    from judgetrain import train
+
+    groups = [(train.ModelArguments, "recipe fields: judgetrain's ModelArguments"),
+              (train.DataArguments, "recipe fields: judgetrain's DataArguments"),
+              (train.LoraArguments, "recipe fields: judgetrain's LoraArguments"),
+              (SFTConfig, "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
+    # a subclass per dataclass only to give HfArgumentParser a group title
+    titled = tuple(type(cls.__name__, (cls,), {"_argument_group_name": title}) for cls, title in groups)
+    parser = TrlParser(titled, prog="judgetrain train", usage=argparse.SUPPRESS, add_help=False,
+                       description="Every field below is a recipe key (YAML) and, on the command line, an override "
+                                   "(--field value) that wins over the recipe:")
+    return parser.format_help()
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.description = __doc__.strip().splitlines()[0]
+    p.usage = "judgetrain train (RECIPE | --config RECIPE) [launch options] [--field value …]"
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
         "examples:\n"
         "  judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
-        "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config zero3 --num-processes 2 --learning_rate 5e-5\n"
-        f"\nshipped accelerate configs: {', '.join(NAMES)}; any other argument is a recipe override (--field value).\n"
+        "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --max_steps 6\n"
+        "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate_config zero3 --num_processes 2 --learning_rate 5e-5\n"
+        "  judgetrain train recipes/llava-ov-7b/prism-pairwise-lora.yaml --accelerate_config zero3 --num_processes 16 \\\n"
+        "      --num_machines 2 --machine_rank 0 --main_process_ip 10.0.0.1 --main_process_port 29500\n"
+        f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
+        "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
     )
-    p.add_argument("recipe", type=Path, help="recipe YAML (recipes/…)")
-    p.add_argument("--accelerate-config", default=None, help="a shipped config name or an accelerate YAML file")
-    p.add_argument("--num-processes", type=int, default=None, help="processes (GPUs) to launch; default: the config's")
+    add_dataclass_options(p, LaunchArgs)
+    launcher_help = p.format_help
+    p.format_help = lambda: launcher_help() + "\n" + recipe_help()  # --help lists every recipe field too
 
 
-def accelerate_args(accelerate_config: str | None, num_processes: int | None) -> list[str]:
-    """``accelerate launch`` options for a shipped config name or file and a process count."""
-    launch_args = []
-    if accelerate_config:
-        launch_args += ["--config_file", str(resolve_accelerate_config(accelerate_config))]
-    if num_processes:
-        launch_args += ["--num_processes", str(num_processes)]
-    return launch_args
+def launch_config(args: argparse.Namespace, extra: list[str] | None = None) -> tuple[LaunchArgs, list[str]]:
+    """The parsed launch options and the recipe overrides; a first word that is not an
+    option is the recipe (``judgetrain train RECIPE …``)."""
+    overrides = list(extra or [])
+    launch = LaunchArgs(**{f.name: getattr(args, f.name) for f in fields(LaunchArgs)})
+    if overrides and not overrides[0].startswith("-"):
+        word = Path(overrides.pop(0))
+        if launch.recipe is not None and launch.recipe != word:
+            raise ConfigError([f"recipe: given twice ({word} and --config {launch.recipe}); give one"])
+        launch.recipe = word
+    return launch, overrides
+
+
+def parse_command(argv: list[str]) -> tuple[LaunchArgs, list[str]]:
+    """``judgetrain train ARGV`` as the CLI parses it: the launch options and the overrides."""
+    p = argparse.ArgumentParser(prog="judgetrain train")
+    configure_parser(p)
+    args, extra = p.parse_known_args(argv)
+    return launch_config(args, extra)
+
+
+def command(launch: LaunchArgs, overrides: list[str]) -> list[str]:
+    """The ``accelerate launch`` arguments: options, then the trainer and its recipe."""
+    return [*accelerate_args(launch), "-m", MODULE, "--config", str(launch.recipe), *overrides]
+
+
+# --------------------------------------------------------------------------- checks before launching
+
+
+@contextlib.contextmanager
+def _environment_kept():
+    """Parsing a recipe sets environment variables (its ``env:``, TrainingArguments'
+    ACCELERATE_* ones); the launch must start from the caller's environment."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def check(launch: LaunchArgs, overrides: list[str]) -> None:
+    """Parse the recipe with the overrides as the trainer will, with its cross-field
+    checks at the launch's world size and every dataset folder looked at; one
+    :class:`~judgetrain.config.ConfigError` listing every problem."""
+    from judgetrain import records, train
+
+    if launch.recipe is None:
+        raise train.ConfigError(["recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
+                           "(recipes/ has one per model and task)"])
+    if not launch.recipe.is_file():
+        raise train.ConfigError([f"recipe: {launch.recipe}: no such file"])
+    n = world_size(launch)
+    stderr = io.StringIO()
+    with _environment_kept():
+        try:
+            with contextlib.redirect_stderr(stderr):
+                margs, dargs, largs, targs = train.parse(["--config", str(launch.recipe), *overrides])
+        except SystemExit:  # argparse: a value of the wrong type; its message is the last line
+            lines = [line for line in stderr.getvalue().splitlines() if line.strip()] or ["could not parse the command line"]
+            raise train.ConfigError([f"command line: {lines[-1].split('error: ', 1)[-1]}"]) from None
+        except ValueError as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise train.ConfigError([f"{launch.recipe}: {e}"]) from None
+    problems = train.check_config(margs, dargs, largs, targs, world_size=n)
+    for path in dargs.datasets or []:
+        try:
+            records.read_build_info(path)
+        except records.IncompleteDatasetError as e:
+            problems.append(f"datasets: {e}")
+    if problems:
+        raise train.ConfigError(problems)
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def _failed(returncode: int) -> int:
+    """A one-line note for a training process that failed (its own error is above)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        print(f"error: the training process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""),
+              file=sys.stderr)
+        return 128 - returncode
+    print(f"error: the training process exited with code {returncode}; its output above says why", file=sys.stderr)
+    return returncode or 1
 
 
 def main(args: argparse.Namespace, overrides: list[str] | None = None) -> int:
+    launch, overrides = launch_config(args, overrides)
+    check(launch, overrides)
     from accelerate.commands.launch import launch_command, launch_command_parser
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    if not args.recipe.is_file():
-        raise SystemExit(f"error: recipe {args.recipe} not found")
-    launch_args = accelerate_args(args.accelerate_config, args.num_processes)
-    script = ["--config", str(args.recipe), *(overrides or [])]
-    launch = launch_command_parser().parse_args([*launch_args, "-m", "judgetrain.train", *script])
-    print("launching: accelerate launch " + " ".join([*launch_args, "-m", "judgetrain.train", *script]), flush=True)
-    launch_command(launch)
+    argv = command(launch, overrides)
+    parsed = launch_command_parser().parse_args(argv)
+    print("launching: accelerate launch " + shlex.join(argv), flush=True)
+    try:
+        launch_command(parsed)
+    except subprocess.CalledProcessError as e:
+        return _failed(e.returncode)
+    except ChildFailedError as e:  # several processes (torchrun): the first one that failed
+        return _failed(e.get_first_failure()[1].exitcode)
     return 0

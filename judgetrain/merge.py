@@ -8,9 +8,22 @@ folder loads like any checkpoint (`judgetrain.models.load_model_and_processor`).
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+
+from judgetrain.config import ConfigError, arg
+
+
+@dataclass
+class MergeConfig:
+    """``judgetrain merge``'s options."""
+
+    adapter: Path = arg(help="folder with adapter_config.json (a training output or checkpoint); "
+                             "the first word: `judgetrain merge ADAPTER`", positional=True)
+    out: Path = arg(help="folder for the merged model")
+    base: str | None = arg(None, "base model (None: the one recorded in the adapter config)")
+    dtype: str = arg("auto", "dtype to load the base in (auto, float32, bfloat16)")
 
 
 def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto") -> Path:
@@ -36,17 +49,20 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = No
     return out
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = __doc__.strip().splitlines()[0]
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "example:\n  judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/tiny-qwen3vl-timecatch-merged\n"
-    p.add_argument("adapter", type=Path, help="folder with adapter_config.json (a training output or checkpoint)")
-    p.add_argument("--out", type=Path, required=True, help="folder for the merged model")
-    p.add_argument("--base", default=None, help="base model (default: the one recorded in the adapter config)")
-    p.add_argument("--dtype", default="auto", help="dtype to load the base in (auto, float32, bfloat16)")
+def make_parser():
+    from judgetrain.config import make_parser as make_config_parser
+    return make_config_parser(
+        MergeConfig, "judgetrain merge", __doc__.strip().splitlines()[0],
+        "examples:\n"
+        "  judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/tiny-qwen3vl-timecatch-merged\n"
+        "  judgetrain merge runs/tiny-qwen3vl-timecatch/checkpoint-4 --out runs/merged-4 --dtype bfloat16\n",
+        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE]")
 
 
-def main(args: argparse.Namespace) -> int:
-    out = merge_adapter(args.adapter, args.out, base=args.base, dtype=args.dtype)
+def main(cfg: MergeConfig) -> int:
+    if not (Path(cfg.adapter) / "adapter_config.json").is_file():
+        raise ConfigError([f"adapter: {cfg.adapter}: no adapter_config.json; pass the output folder of `judgetrain train` "
+                           "(or a checkpoint-N in it)"])
+    out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype)
     print(f"Merged model written to {out}")
     return 0

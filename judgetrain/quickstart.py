@@ -8,72 +8,83 @@ access the same pipeline takes a real model, e.g.
 
 from __future__ import annotations
 
-import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from judgetrain.config import arg
 
 REPO_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = __doc__.strip().splitlines()[0]
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = "example:\n  judgetrain quickstart --out quickstart --clips 24\n"
-    p.add_argument("--out", type=Path, default=Path("quickstart"), help="folder for everything the quickstart makes")
-    p.add_argument("--clips", type=int, default=24, help="synthetic physics clips to build TimeCatch from")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--train-steps", type=int, default=6, help="LoRA steps on the tiny Qwen3-VL (0 to skip training)")
-    p.add_argument("--eval-limit", type=int, default=60, help="validation records scored before and after training (0 for all)")
-    p.add_argument("--lpips-random-backbone", action="store_true",
-                   help="use an untrained LPIPS backbone when AlexNet's ImageNet weights are not available offline")
+@dataclass
+class QuickstartConfig:
+    """``judgetrain quickstart``'s options."""
+
+    out: Path = arg(Path("quickstart"), "folder for everything the quickstart makes")
+    clips: int = arg(24, "synthetic physics clips to build TimeCatch from")
+    seed: int = arg(42, "seed of the tiny models, the synthetic clips and training")
+    train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)")
+    eval_limit: int = arg(60, "validation records scored before and after training (0 for all)")
+    lpips_random_backbone: bool = arg(False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not "
+                                             "available offline")
 
 
-def main(args: argparse.Namespace) -> int:
+def make_parser():
+    from judgetrain.config import make_parser as make_config_parser
+
+    return make_config_parser(QuickstartConfig, "judgetrain quickstart", __doc__.strip().splitlines()[0],
+                              "examples:\n"
+                              "  judgetrain quickstart\n"
+                              "  judgetrain quickstart --out quickstart --clips 24 --train-steps 6 --eval-limit 60\n")
+
+
+def main(cfg: QuickstartConfig) -> int:
     from judgetrain.data_builders import timecatch
     from judgetrain.models import load_model_and_processor
     from judgetrain.models.tiny import build_all
     from judgetrain.perceptual import backbone_weights_path
 
-    out = args.out.resolve()
+    out = cfg.out.resolve()
     t0 = time.perf_counter()
     print(f"[1/5] tiny models of every family -> {out / 'models'}")
-    models = build_all(out / "models", seed=args.seed)
+    models = build_all(out / "models", seed=cfg.seed)
     for family, path in models.items():
         model, _ = load_model_and_processor(path)
         n = sum(p.numel() for p in model.parameters())
         print(f"      {family:<16} {n / 1e3:8.1f}k parameters  {path}")
 
-    random_backbone = args.lpips_random_backbone
+    random_backbone = cfg.lpips_random_backbone
     if not random_backbone and not backbone_weights_path("alex").is_file():
         print(f"      note: AlexNet weights for LPIPS are not at {backbone_weights_path('alex')};"
               " using a random backbone for this offline demo (see README, 'LPIPS weights').")
         random_backbone = True
-    print(f"[2/5] synthetic TimeCatch set from {args.clips} physics clips -> {out / 'timecatch'}")
-    cfg = timecatch.TimeCatchConfig(out=out / "timecatch", synthetic=args.clips, seed=args.seed, lpips_random_backbone=random_backbone)
-    info = timecatch.build(cfg)
-    timecatch.print_summary(info, cfg.out)
+    print(f"[2/5] synthetic TimeCatch set from {cfg.clips} physics clips -> {out / 'timecatch'}")
+    data = timecatch.TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone)
+    info = timecatch.build(data)
+    timecatch.print_summary(info, data.out)
 
-    from judgetrain.eval.report import compare
+    from judgetrain.eval.compare import compare
     from judgetrain.eval.timecatch import evaluate
 
-    limit = args.eval_limit or None
+    limit = cfg.eval_limit or None
     results = out / "results"
     print(f"[3/5] zero-shot evaluation of the tiny Qwen3-VL on the validation split -> {results / 'zero-shot'}")
-    evaluate(str(models["qwen3-vl"]), cfg.out, results / "zero-shot", split="validation", limit=limit, progress=False)
+    evaluate(str(models["qwen3-vl"]), data.out, results / "zero-shot", split="validation", limit=limit, progress=False)
     runs, names = [results / "zero-shot"], ["zero-shot"]
-    if args.train_steps and REPO_RECIPE.is_file():
+    if cfg.train_steps and REPO_RECIPE.is_file():
         from judgetrain import train
 
         run_dir = out / "runs" / "tiny-qwen3vl-timecatch"
-        print(f"[4/5] LoRA on the tiny Qwen3-VL, {args.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}")
-        train.main(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(cfg.out),
-                    "--output_dir", str(run_dir), "--max_steps", str(args.train_steps), "--seed", str(args.seed)])
+        print(f"[4/5] LoRA on the tiny Qwen3-VL, {cfg.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}")
+        train.main(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(data.out),
+                    "--output_dir", str(run_dir), "--max_steps", str(cfg.train_steps), "--seed", str(cfg.seed)])
         print(f"[5/5] evaluation of the adapter -> {results / 'lora'}")
-        evaluate(str(models["qwen3-vl"]), cfg.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit, progress=False)
+        evaluate(str(models["qwen3-vl"]), data.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit, progress=False)
         runs.append(results / "lora")
         names.append("lora")
     else:
-        why = "--train-steps 0" if not args.train_steps else f"the tiny recipe {REPO_RECIPE} is not here (run from a checkout)"
+        why = "--train-steps 0" if not cfg.train_steps else f"the tiny recipe {REPO_RECIPE} is not here (run from a checkout)"
         print(f"[4/5] [5/5] training skipped: {why}")
     table = compare(runs, names)["markdown"]
     (results / "comparison.md").write_text(table + "\n")

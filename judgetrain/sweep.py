@@ -1,6 +1,7 @@
 """Optuna sweeps over a training recipe: one fresh `accelerate launch` per trial, pruning from inside training.
 
-    judgetrain sweep RECIPE --space SPACE.yaml --trials 50 --storage sqlite:///runs/sweeps.db --study NAME
+    judgetrain sweep RECIPE --space SPACE.yaml --trials 50 --storage sqlite:///runs/sweeps.db --study NAME [overrides…]
+    judgetrain sweep --config sweep.yaml [overrides…]       # the options below as YAML keys
     judgetrain sweep best NAME --storage sqlite:///runs/sweeps.db [--out best.yaml]
 
 How it fits together (paper 002 §4D, B.1):
@@ -10,16 +11,22 @@ How it fits together (paper 002 §4D, B.1):
   dataclasses can be searched; the space is checked against them with the
   trainer's own parser (lowest, highest and every categorical value) before
   any trial starts.
+- **Options** (:class:`SweepConfig`): one dataclass, from which the command's
+  parser is made (``--config FILE.yaml`` sets its fields) and which
+  :func:`run_sweep` takes; arguments it does not know are recipe overrides
+  for every trial.
 - **Controller** (:func:`run_sweep`): ``study.optimize`` with a seeded TPE
   sampler; the objective of a trial launches ``accelerate launch -m
-  judgetrain.train --config RECIPE <trial overrides>`` as a subprocess and
+  judgetrain.sweep --config RECIPE <trial overrides>`` (this module's trial
+  entry: ``judgetrain.train`` with the trial's callback) as a subprocess and
   waits. DeepSpeed state, GPU memory and out-of-memory errors stay inside the
   trial's process, and LoRA rank or sequence length can differ per trial —
   which ``Trainer.hyperparameter_search`` (one Python process) cannot do. A
   ``MaxTrialsCallback`` makes ``--trials`` the size of the *study*, so several
   controllers (machines) sharing one storage stop together.
-- **Trial side** (:class:`SweepCallback`, added by ``judgetrain.train`` when
-  the controller's ``JUDGETRAIN_SWEEP`` variable is set): at every evaluation
+- **Trial side** (:class:`SweepCallback`, which the trial entry
+  :func:`trial_main` hands to ``judgetrain.train.main`` as a callback; it reads
+  the controller's ``JUDGETRAIN_SWEEP`` variable): at every evaluation
   it computes the objective (validation loss, or a judge metric such as
   macro-F1 on PRISM-Temporal through the scoring engine), reports it to the
   study (``trial.report``) and stops training when the pruner says so
@@ -42,7 +49,6 @@ file (a journal file on a shared file system).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -52,8 +58,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from judgetrain.config import ConfigError, arg
 
 ENV = "JUDGETRAIN_SWEEP"
 RESULT_FILE = "sweep_result.json"
@@ -62,8 +71,13 @@ DEFAULT_OBJECTIVE = "judge:PRISM-Temporal/macro_f1"
 PRUNERS = ("median", "hyperband", "none")
 
 
-class SweepError(ValueError):
-    """A sweep configuration problem; the message names the file or option and the fix."""
+class SweepError(ConfigError):
+    """A sweep configuration problem; the message names the file or option and the fix
+    (a :class:`~judgetrain.config.ConfigError`: the CLI prints it without a traceback)."""
+
+    def __init__(self, message: str):
+        self.problems = [message]
+        ValueError.__init__(self, message)
 
 
 # --------------------------------------------------------------------------- search spaces
@@ -351,23 +365,87 @@ class TrialFailed(RuntimeError):
 
 @dataclass
 class SweepConfig:
-    recipe: Path
-    space: SearchSpace
-    storage: str
-    study: str
-    trials: int
-    out: Path
-    objectives: list[Objective]
-    pruner: str = "median"
-    warmup_steps: int = 0
-    startup_trials: int = 2
-    seed: int = 42
-    accelerate_config: str | None = None
-    num_processes: int | None = None
-    retries: int = 0
-    heartbeat: int = 60
-    enqueue: list[dict[str, Any]] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
+    """``judgetrain sweep``'s options, declared once: the command's parser is made from
+    them (:func:`make_parser`; ``--config FILE.yaml`` sets them) and :func:`run_sweep`
+    takes them. What they imply (the loaded search space, the objectives, the
+    enqueued parameter sets) are properties."""
+
+    recipe: Path | None = arg(None, "recipe YAML to sweep, or `best` to print a finished study's winning recipe "
+                                    "(the first word: `judgetrain sweep RECIPE`)", positional=True)
+    study_name: str | None = arg(None, "(with `best`) the study name (the second word: `judgetrain sweep best STUDY`)",
+                                 positional=True)
+    space: Path | None = arg(None, "search space YAML (recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
+    trials: int = arg(50, "finished trials the study should hold (all controllers together)")
+    storage: str = arg(DEFAULT_STORAGE, "Optuna storage URL; postgresql://… or journal:FILE to share a study between machines")
+    study: str | None = arg(None, "study name (None: the recipe's file name)")
+    out: Path | None = arg(None, "trial folders (None: runs/sweeps/STUDY); with `best`, the recipe file to write (None: stdout)")
+    objective: str = arg(DEFAULT_OBJECTIVE, "eval_loss or judge:SUBSET/METRIC, comma-separated for several")
+    direction: str | None = arg(None, "minimize/maximize per objective (None: from the metric)")
+    pruner: str = arg("median", "median, hyperband or none", choices=PRUNERS)
+    warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned")
+    startup_trials: int = arg(2, "median pruner: trials that are never pruned")
+    seed: int = arg(42, "TPE sampler seed (give each controller of a shared study its own)")
+    accelerate_config: str | None = arg(None, "shipped name (zero3, ddp, …) or accelerate YAML, per trial")
+    num_processes: int | None = arg(None, "processes per trial")
+    retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
+    heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
+    enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
+    trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
+    overrides: list[str] = arg([], "recipe overrides for every trial: on the command line, any argument not listed here "
+                                   "(--field value); in a --config file, a mapping (field: value)", passthrough=True)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.overrides, dict):  # from a --config file
+            self.overrides = [a for k, v in self.overrides.items() for a in (f"--{k}", _flag_value(v))]
+        self.overrides = [str(a) for a in self.overrides or []]
+        for name in ("recipe", "space", "out", "enqueue"):
+            if isinstance(getattr(self, name), str):
+                setattr(self, name, Path(getattr(self, name)))
+        if self.recipe is not None and not self.is_best:
+            self.study = self.study or self.recipe.stem
+            self.out = self.out or Path("runs") / "sweeps" / self.study
+
+    @property
+    def is_best(self) -> bool:
+        return self.recipe is not None and str(self.recipe) == "best"
+
+    @cached_property
+    def search_space(self) -> SearchSpace:
+        if self.space is None:
+            raise SweepError("--space: give a search space YAML (shipped: recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
+        return SearchSpace.load(self.space)
+
+    @cached_property
+    def objectives(self) -> list[Objective]:
+        return parse_objectives(self.objective, self.direction)
+
+    @cached_property
+    def enqueued(self) -> list[dict[str, Any]]:
+        """The parameter sets of ``--enqueue``, tried first."""
+        import yaml
+
+        if self.enqueue is None:
+            return []
+        if not self.enqueue.is_file():
+            raise SweepError(f"--enqueue {self.enqueue}: no such file")
+        sets = yaml.safe_load(self.enqueue.read_text())
+        if not isinstance(sets, list) or not all(isinstance(e, dict) for e in sets):
+            raise SweepError(f"--enqueue {self.enqueue}: give a YAML list of field: value mappings")
+        return sets
+
+    def check(self) -> None:
+        """Everything that can fail before the study opens (the search space is checked
+        against the recipe later, by :meth:`SearchSpace.validate`)."""
+        if self.recipe is None:
+            raise SweepError("give the recipe to sweep: `judgetrain sweep RECIPE --space SPACE.yaml …` "
+                             "(or `judgetrain sweep best STUDY` for a finished study's winner)")
+        if not self.recipe.is_file():
+            raise SweepError(f"recipe {self.recipe} not found")
+        for implied in ("search_space", "objectives", "enqueued"):  # loaded now, so that their errors come first
+            getattr(self, implied)
+        from judgetrain.accelerate_configs import accelerate_args
+
+        accelerate_args(self)  # an unknown --accelerate_config fails here, not in the first trial
 
 
 def _reason(rc: int, log: Path) -> str:
@@ -385,26 +463,29 @@ def _reason(rc: int, log: Path) -> str:
     return f"exited with code {rc}: {last[0][-300:]}; log: {log}"
 
 
-def trial_command(cfg: SweepConfig, overrides: list[str]) -> list[str]:
-    """``python -m accelerate.commands.launch [config] -m judgetrain.train --config RECIPE overrides``."""
-    from judgetrain.launch import accelerate_args
+TRIAL_MODULE = "judgetrain.sweep"  # its __main__ is the trial entry (trial_main)
 
-    return [sys.executable, "-m", "accelerate.commands.launch", *accelerate_args(cfg.accelerate_config, cfg.num_processes),
-            "-m", "judgetrain.train", "--config", str(cfg.recipe), *overrides]
+
+def trial_command(cfg: SweepConfig, overrides: list[str]) -> list[str]:
+    """``python -m accelerate.commands.launch [config] -m judgetrain.sweep --config RECIPE overrides``."""
+    from judgetrain.accelerate_configs import accelerate_args
+
+    return [sys.executable, "-m", "accelerate.commands.launch", *accelerate_args(cfg),
+            "-m", TRIAL_MODULE, "--config", str(cfg.recipe), *overrides]
 
 
 def _objective_fn(cfg: SweepConfig, console):
     import optuna
 
     def objective(trial: optuna.Trial):
-        values = cfg.space.suggest(trial)
+        values = cfg.search_space.suggest(trial)
         out = (cfg.out / f"trial-{trial.number:04d}").resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULT_FILE).unlink(missing_ok=True)
         trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
         trial.set_user_attr("output_dir", str(out))
-        overrides = cfg.space.overrides(values) + list(cfg.extra) + ["--output_dir", str(out)]
-        if "--run_name" not in cfg.extra:
+        overrides = cfg.search_space.overrides(values) + list(cfg.overrides) + ["--output_dir", str(out)]
+        if "--run_name" not in cfg.overrides:
             overrides += ["--run_name", f"{cfg.study}-trial-{trial.number:04d}"]
         env = dict(os.environ)
         env[ENV] = json.dumps({
@@ -469,10 +550,10 @@ def open_study(cfg: SweepConfig):
     if "recipe" not in attrs:
         study.set_user_attr("recipe", str(cfg.recipe))
         study.set_user_attr("recipe_yaml", cfg.recipe.read_text())
-        study.set_user_attr("space", str(cfg.space.path))
+        study.set_user_attr("space", str(cfg.search_space.path))
         study.set_user_attr("objectives", [[o.name, o.direction] for o in cfg.objectives])
-        study.set_user_attr("fixed", cfg.space.fixed)
-        study.set_user_attr("extra", cfg.extra)
+        study.set_user_attr("fixed", cfg.search_space.fixed)
+        study.set_user_attr("extra", cfg.overrides)
     return study
 
 
@@ -493,14 +574,14 @@ def run_sweep(cfg: SweepConfig) -> Any:
     console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.space.validate(cfg.recipe, cfg.extra)
+    cfg.search_space.validate(cfg.recipe, cfg.overrides)
     cfg.out.mkdir(parents=True, exist_ok=True)
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
     if orphans:
         console.print(f"trials {orphans} were RUNNING under a controller that died: marked failed"
                       + (", queued again" if cfg.retries else ""))
-    for params in cfg.enqueue:
+    for params in cfg.enqueued:
         study.enqueue_trial(params, skip_if_exists=True)
     done = _finished(study)
     if done >= cfg.trials:
@@ -525,8 +606,8 @@ def _report_to(cfg: SweepConfig) -> list[str]:
     """The trials' report_to: the last --report_to override, else the recipe's."""
     import yaml
 
-    if "--report_to" in cfg.extra:
-        return [cfg.extra[len(cfg.extra) - 1 - cfg.extra[::-1].index("--report_to") + 1]]
+    if "--report_to" in cfg.overrides:
+        return [cfg.overrides[len(cfg.overrides) - 1 - cfg.overrides[::-1].index("--report_to") + 1]]
     value = (yaml.safe_load(cfg.recipe.read_text()) or {}).get("report_to") or []
     return [value] if isinstance(value, str) else list(value)
 
@@ -538,9 +619,9 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     import wandb
     from optuna.trial import TrialState
 
-    from judgetrain.train import _wandb_netrc
+    from judgetrain.train import wandb_netrc_configured
 
-    if not os.environ.get("WANDB_API_KEY") and not _wandb_netrc() and os.environ.get("WANDB_MODE") is None:
+    if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
         os.environ["WANDB_MODE"] = "offline"
     params = sorted({k for t in study.trials for k in t.params})
     columns = ["trial", "state", *objectives, "steps", *params]
@@ -624,77 +705,38 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None) 
 # --------------------------------------------------------------------------- CLI
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = __doc__.strip().splitlines()[0]
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = (
+def make_parser():
+    from judgetrain.config import make_parser as make_config_parser
+    return make_config_parser(
+        SweepConfig, "judgetrain sweep", __doc__.strip().splitlines()[0],
         "examples:\n"
         "  judgetrain sweep recipes/tiny/qwen3vl-prism-pairwise-lora.yaml --space recipes/spaces/tiny.yaml \\\n"
         "      --trials 6 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss\n"
         "  judgetrain sweep recipes/llava-ov-7b/prism-pairwise-lora.yaml --space recipes/spaces/paper002.yaml \\\n"
         "      --trials 50 --storage sqlite:///runs/sweeps.db --study prism-ov7b --accelerate-config zero3\n"
+        "  judgetrain sweep --config sweep.yaml --max_steps 30   # YAML keys are the fields below\n"
         "  judgetrain sweep best prism-ov7b --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
-        "\nany further --field value is passed to every trial as a recipe override."
-    )
-    p.add_argument("recipe", help="recipe YAML to sweep, or `best` to print a finished study's winning recipe")
-    p.add_argument("study_name", nargs="?", help="(with `best`) the study name")
-    p.add_argument("--space", type=Path, help="search space YAML (recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
-    p.add_argument("--trials", type=int, default=50, help="finished trials the study should hold (all controllers together)")
-    p.add_argument("--storage", default=DEFAULT_STORAGE, help=f"Optuna storage URL (default {DEFAULT_STORAGE}); "
-                   "postgresql://… or journal:FILE to share a study between machines")
-    p.add_argument("--study", help="study name (default: the recipe's file name)")
-    p.add_argument("--out", type=Path, help="trial folders (default runs/sweeps/STUDY)")
-    p.add_argument("--objective", default=DEFAULT_OBJECTIVE,
-                   help=f"eval_loss or judge:SUBSET/METRIC, comma-separated for several (default {DEFAULT_OBJECTIVE})")
-    p.add_argument("--direction", default=None, help="minimize/maximize per objective (default: from the metric)")
-    p.add_argument("--pruner", default="median", choices=PRUNERS)
-    p.add_argument("--warmup-steps", type=int, default=0, help="median pruner: steps before a trial can be pruned")
-    p.add_argument("--startup-trials", type=int, default=2, help="median pruner: trials that are never pruned")
-    p.add_argument("--seed", type=int, default=42, help="TPE sampler seed (give each controller of a shared study its own)")
-    p.add_argument("--accelerate-config", default=None, help="shipped name (zero3, ddp, …) or accelerate YAML, per trial")
-    p.add_argument("--num-processes", type=int, default=None, help="processes per trial")
-    p.add_argument("--retries", type=int, default=0, help="re-run a failed (crashed, OOM, killed) trial this many times")
-    p.add_argument("--heartbeat", type=int, default=60, help="RDB storage heartbeat interval in seconds (stale after 2x)")
-    p.add_argument("--enqueue", type=Path, default=None, help="YAML list of parameter sets to try first (e.g. the paper's best)")
-    p.add_argument("--trial", type=int, default=None, help="(with `best`) take this trial instead of the best one")
+        "\nany further --field value is passed to every trial as a recipe override.\n",
+        usage="judgetrain sweep RECIPE --space SPACE.yaml [options] [--field value …]\n"
+              "       judgetrain sweep best STUDY [--storage URL] [--out FILE] [--trial N]")
 
 
-def main(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    import yaml
-
-    try:
-        if args.recipe == "best":
-            if not args.study_name:
-                raise SweepError("usage: judgetrain sweep best STUDY --storage URL [--out FILE]")
-            text, best = best_recipe(args.storage, args.study_name, args.trial)
-            if args.out:
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(text)
-                print(f"best trial {best.number} ({best.values}) written as a recipe to {args.out}", file=sys.stderr)
-            else:
-                sys.stdout.write(text)
-            return 0
-        recipe = Path(args.recipe)
-        if not recipe.is_file():
-            raise SweepError(f"recipe {recipe} not found")
-        if args.space is None:
-            raise SweepError("--space: give a search space YAML (shipped: recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
-        study = args.study or recipe.stem
-        enqueue = yaml.safe_load(args.enqueue.read_text()) if args.enqueue else []
-        if not isinstance(enqueue, list) or not all(isinstance(e, dict) for e in enqueue):
-            raise SweepError(f"--enqueue {args.enqueue}: give a YAML list of field: value mappings")
-        cfg = SweepConfig(
-            recipe=recipe, space=SearchSpace.load(args.space), storage=args.storage, study=study, trials=args.trials,
-            out=args.out or Path("runs") / "sweeps" / study, objectives=parse_objectives(args.objective, args.direction),
-            pruner=args.pruner, warmup_steps=args.warmup_steps, startup_trials=args.startup_trials, seed=args.seed,
-            accelerate_config=args.accelerate_config, num_processes=args.num_processes, retries=args.retries,
-            heartbeat=args.heartbeat, enqueue=enqueue, extra=list(extra or []),
-        )
-        run_sweep(cfg)
+def main(cfg: SweepConfig) -> int:
+    if cfg.is_best:
+        name = cfg.study_name or cfg.study  # `sweep best STUDY`, or the study of a sweep's --config file
+        if not name:
+            raise SweepError("usage: judgetrain sweep best STUDY --storage URL [--out FILE]")
+        text, best = best_recipe(cfg.storage, name, cfg.trial)
+        if cfg.out:
+            cfg.out.parent.mkdir(parents=True, exist_ok=True)
+            cfg.out.write_text(text)
+            print(f"best trial {best.number} ({best.values}) written as a recipe to {cfg.out}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
         return 0
-    except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    cfg.check()
+    run_sweep(cfg)
+    return 0
 
 
 # --------------------------------------------------------------------------- the trial side
@@ -706,11 +748,21 @@ def _sweep_env() -> dict | None:
 
 
 def sweep_callback(eval_records, processor, training_args) -> Any | None:
-    """The trial's callback when this process was started by a sweep controller, else ``None``."""
+    """The trial's callback when this process was started by a sweep controller, else
+    ``None`` (a ``judgetrain.train`` callback factory, see ``train.setup``)."""
     env = _sweep_env()
     if env is None:
         return None
     return SweepCallback(env, eval_records, processor, training_args)
+
+
+def trial_main(argv: list[str] | None = None) -> int:
+    """A trial's training process (``accelerate launch -m judgetrain.sweep --config
+    RECIPE …``): ``judgetrain.train`` with :class:`SweepCallback`, so that the trainer
+    knows nothing of sweeps. User errors print as one message (exit code 2)."""
+    from judgetrain import train
+
+    return train.script(argv, callbacks=[sweep_callback])
 
 
 def _callback_base():
@@ -855,3 +907,7 @@ def dashboard_storage(target: str) -> str:
     if not Path(target).is_file():
         raise SweepError(f"{target}: no such database file; give a storage URL (sqlite:///…, postgresql://…) or a .db/.journal file")
     return f"sqlite:///{target}"
+
+
+if __name__ == "__main__":
+    sys.exit(trial_main())

@@ -19,16 +19,18 @@ import shlex
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from judgetrain import config
 
-__all__ = ["ModelArguments", "DataArguments", "LoraArguments", "ConfigError", "make_parser", "main", "find_resume_checkpoint"]
+__all__ = ["ModelArguments", "DataArguments", "LoraArguments", "ConfigError", "make_parser", "main", "script", "find_resume_checkpoint"]
 
 logger = logging.getLogger("judgetrain.train")
 COMPLETE_MARKER = "judgetrain_checkpoint_complete.json"
 RECIPE_FILE = "judgetrain_recipe.yaml"
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+# (evaluation records or None, processor, training arguments) -> a TrainerCallback or None; see setup()
+CallbackFactory = Callable[[Any, Any, Any], Any]
 
 
 class ConfigError(config.ConfigError):
@@ -151,18 +153,24 @@ def parse(argv: list[str] | None = None, *, configured_state: bool = False):
         known = [a.dest for a in parser._actions]
         raise ConfigError([
             f"{recipe_path}: unknown key {k!r}" + (f"; did you mean {close[0]!r}?" if (close := difflib.get_close_matches(k, known, n=1)) else "")
-            + " (fields: judgetrain's ModelArguments/DataArguments/LoraArguments and TRL's SFTConfig; `python -m judgetrain.train --help`)"
+            + " (fields: judgetrain's ModelArguments/DataArguments/LoraArguments and TRL's SFTConfig; `judgetrain train --help`)"
             for k in unknown
         ])
     parser.set_defaults_with_config(**recipe)
-    try:
-        return parser.parse_args_into_dataclasses(args=argv)
-    except ValueError as e:
-        if "not used by the HfArgumentParser" in str(e):
-            raise ConfigError([f"command line: {e}. Flags take `--field value`; a list field given on the command line takes "
-                               "space-separated values only where the field is a list (`--datasets a b`); `report_to` takes "
-                               "one value there, so put several in the recipe (`report_to: [wandb, tensorboard]`)"]) from None
-        raise
+    *cfgs, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if rest:
+        flags = [o for a in parser._actions for o in a.option_strings]
+        problems = [f"command line: unknown argument {w!r}"
+                    + (f"; did you mean {close[0]!r}?" if (close := difflib.get_close_matches(w.split("=", 1)[0], flags, n=1)) else "")
+                    + " (`judgetrain train --help` lists every field)"
+                    for w in rest if w.startswith("-")]
+        stray = [w for i, w in enumerate(rest) if not w.startswith("-") and (i == 0 or not rest[i - 1].startswith("-"))]
+        if stray:
+            problems.append(f"command line: {' '.join(stray)!r} not used. Flags take `--field value`; a list field given on the "
+                            "command line takes space-separated values only where the field is a list (`--datasets a b`); "
+                            "`report_to` takes one value there, so put several in the recipe (`report_to: [wandb, tensorboard]`)")
+        raise ConfigError(problems)
+    return tuple(cfgs)
 
 
 def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args: LoraArguments, training_args, world_size: int) -> list[str]:
@@ -460,12 +468,13 @@ def configure_reporting(training_args) -> None:
     if "wandb" in report_to:
         os.environ.setdefault("WANDB_DIR", str(Path(training_args.output_dir).resolve()))
         Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
-        if not os.environ.get("WANDB_API_KEY") and not _wandb_netrc() and os.environ.get("WANDB_MODE") is None:
+        if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
             os.environ["WANDB_MODE"] = "offline"
             logger.warning("wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"])
 
 
-def _wandb_netrc() -> bool:
+def wandb_netrc_configured() -> bool:
+    """True when ~/.netrc holds a wandb API key (then runs log online, as `wandb login` left them)."""
     import netrc
 
     try:
@@ -559,8 +568,11 @@ class Run:
     argv: list[str]
 
 
-def setup(argv: list[str] | None = None) -> Run:
-    """parse → model → data → trainer; nothing trained yet."""
+def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> Run:
+    """parse → model → data → trainer; nothing trained yet. Each of ``callbacks`` is
+    called with the evaluation records (or None), the processor and the training
+    arguments once the trainer exists; what it returns (a ``TrainerCallback``, or
+    None for none) joins the trainer. ``judgetrain sweep``'s trials add theirs so."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cpu_distributed = setup_cpu_distributed()
     model_args, data_args, lora_args, training_args = parse(argv, configured_state=cpu_distributed)
@@ -608,11 +620,10 @@ def setup(argv: list[str] | None = None) -> Run:
         eval_dataset=evaluation if training_args.eval_strategy != "no" else None,
         processing_class=processor, peft_config=peft_config, callbacks=[_checkpoint_complete_callback()],
     )
-    from judgetrain.sweep import sweep_callback
-
-    callback = sweep_callback(evaluation, processor, training_args)  # only in a trial started by `judgetrain sweep`
-    if callback is not None:
-        trainer.add_callback(callback)
+    for factory in callbacks:
+        callback = factory(evaluation, processor, training_args)
+        if callback is not None:
+            trainer.add_callback(callback)
     if trainer.accelerator.is_main_process:
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
@@ -643,9 +654,9 @@ def train_and_save(run: Run) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    run = setup(argv)
+    run = setup(argv, callbacks=callbacks)
     train_and_save(run)
     # Every rank waits until the main one has written its files, then the
     # group is torn down together: a rank that tears down (or exits) while
@@ -661,9 +672,19 @@ def _family_of(model):
     return detect_family(model.config)
 
 
-if __name__ == "__main__":
+def script(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
+    """``python -m judgetrain.train`` (what ``accelerate launch`` runs in every process):
+    :func:`main`, with a user error (configuration, dataset, model) printed as its
+    message, which says what to change, and exit code 2 instead of a traceback."""
+    from judgetrain.models import ModelNotFoundError
+    from judgetrain.records import IncompleteDatasetError, RecordValidationError
+
     try:
-        sys.exit(main())
-    except ConfigError as e:  # the message says what to change; a traceback would bury it
+        return main(argv, callbacks=callbacks)
+    except (config.ConfigError, IncompleteDatasetError, RecordValidationError, ModelNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(script())

@@ -73,16 +73,39 @@ def test_ddp_two_processes_with_a_trainable_vision_tower(tmp_path, tiny, timecat
     assert sorted(p.name for p in (out / "checkpoint-2").glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
 
 
-@pytest.mark.parametrize("stage", ["zero2", "zero3"])
-def test_deepspeed_two_processes(stage, tmp_path, tiny, timecatch_build):
+# both spellings of the launch: the recipe as a word with dashed options, and TRL's
+# `--config RECIPE` with underscored ones
+@pytest.mark.parametrize("stage, spelling", [("zero2", ["RECIPE", "--accelerate-config", "STAGE", "--num-processes", "2"]),
+                                             ("zero3", ["--config", "RECIPE", "--accelerate_config", "STAGE", "--num_processes", "2"])])
+def test_deepspeed_two_processes(stage, spelling, tmp_path, tiny, timecatch_build):
     from safetensors.torch import load_file
 
     out = tmp_path / stage
-    run([str(BIN / "judgetrain"), "train", str(RECIPE), "--accelerate-config", stage, "--num-processes", "2",
-         *overrides(tiny, timecatch_build[0], out)])
+    launch = [{"RECIPE": str(RECIPE), "STAGE": stage}.get(word, word) for word in spelling]
+    done = run([str(BIN / "judgetrain"), "train", *launch, *overrides(tiny, timecatch_build[0], out)])
+    assert "launching: accelerate launch --config_file " in done.stdout and " --num_processes 2 -m judgetrain.train --config" in done.stdout
     assert world_size(out) == 2
     assert (out / "checkpoint-2" / "global_step2").is_dir(), "the DeepSpeed engine wrote the checkpoint"
     adapter = load_file(out / "adapter_model.safetensors")
     assert adapter and all(t.numel() > 0 for t in adapter.values())  # gathered, not ZeRO-3 partition stubs
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 2
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_failing_training_process_is_its_message_and_exit_code(processes, tmp_path, timecatch_build):
+    """A user error inside the launched processes (here a model folder that is not there, which the
+    launcher does not look at): each process prints the message, `judgetrain train` adds one line and
+    returns the exit code; no accelerate or torchrun traceback on top. Two processes go through
+    torchrun (DDP on CPU), whose failure is a ChildFailedError rather than a CalledProcessError."""
+    launch = ["--accelerate_config", "ddp", "--num_processes", "2"] if processes == 2 else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "WORLD_SIZE", "RANK", "LOCAL_RANK"))}
+    if processes == 2:
+        env["ACCELERATE_USE_CPU"] = "1"
+    done = subprocess.run([str(BIN / "judgetrain"), "train", "--config", str(RECIPE), *launch, "--bf16", "false",
+                           "--model_name_or_path", str(tmp_path / "no-model"), "--datasets", str(timecatch_build[0]),
+                           "--output_dir", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
+    assert done.returncode == 2, done.stderr[-4000:]
+    assert f"error: Model folder '{tmp_path / 'no-model'}' does not exist" in done.stderr
+    assert done.stderr.rstrip().endswith("error: the training process exited with code 2; its output above says why")
+    assert "Traceback" not in done.stderr and "CalledProcessError" not in done.stderr and "ChildFailedError" not in done.stderr

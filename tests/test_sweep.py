@@ -127,6 +127,73 @@ def test_overrides_and_objectives(tmp_path):
         sweep.parse_objectives("f1", None)
 
 
+# --------------------------------------------------------------------------- the command's options
+
+
+def parse_sweep(argv: list[str]) -> sweep.SweepConfig:
+    from judgetrain import config
+
+    (cfg,) = config.parse(sweep.make_parser(), argv)
+    return cfg
+
+
+TINY_RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-prism-pairwise-lora.yaml"
+TINY_SPACE = REPO / "recipes" / "spaces" / "tiny.yaml"
+
+
+def test_options_from_flags_with_overrides_for_every_trial():
+    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--trials", "6", "--startup-trials", "4",
+                       "--max_steps", "30", "--warmup_steps", "1", "--eval_steps", "10", "--accelerate-config", "ddp"])
+    assert (cfg.recipe, cfg.space, cfg.trials, cfg.startup_trials, cfg.warmup_steps) == (TINY_RECIPE, TINY_SPACE, 6, 4, 1)
+    assert cfg.overrides == ["--max_steps", "30", "--eval_steps", "10"]  # every argument sweep does not know
+    assert (cfg.study, cfg.out) == ("qwen3vl-prism-pairwise-lora", Path("runs/sweeps/qwen3vl-prism-pairwise-lora"))
+    assert [(o.name, o.direction) for o in cfg.objectives] == [(sweep.DEFAULT_OBJECTIVE, "maximize")]
+    assert cfg.search_space.path == TINY_SPACE and cfg.enqueued == []
+    cmd = sweep.trial_command(cfg, cfg.search_space.overrides({"lora_r": 4}) + cfg.overrides)
+    i = cmd.index("-m", 3)
+    assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"] and cmd[3] == "--config_file"
+    assert cmd[i:] == ["-m", sweep.TRIAL_MODULE, "--config", str(TINY_RECIPE), *sweep.SearchSpace.load(TINY_SPACE).overrides({"lora_r": 4}),
+                       "--max_steps", "30", "--eval_steps", "10"]
+
+
+def test_options_from_a_config_file_flags_win(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"recipe: {TINY_RECIPE}\nspace: {TINY_SPACE}\ntrials: 3\nobjective: eval_loss\npruner: none\n"
+                    "study: tiny\noverrides: {max_steps: 30, eval_steps: 10}\n")
+    cfg = parse_sweep(["--config", str(path), "--trials", "4", "--report_to", "none"])
+    assert (cfg.recipe, cfg.space, cfg.trials, cfg.pruner, cfg.study) == (TINY_RECIPE, TINY_SPACE, 4, "none", "tiny")
+    assert [(o.name, o.direction) for o in cfg.objectives] == [("eval_loss", "minimize")]
+    assert cfg.overrides == ["--max_steps", "30", "--eval_steps", "10", "--report_to", "none"]
+    assert cfg.out == Path("runs/sweeps/tiny")
+    other = tmp_path / "other.yaml"
+    other.write_text(TINY_RECIPE.read_text())
+    assert parse_sweep([str(other), "--config", str(path)]).recipe == other  # the first word wins over the file
+    path.write_text("trails: 3\n")
+    from judgetrain.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown key 'trails'; did you mean 'trials'"):
+        parse_sweep(["--config", str(path)])
+
+
+def test_best_takes_the_study_as_its_second_word():
+    cfg = parse_sweep(["best", "prism-ov7b", "--storage", "sqlite:///runs/sweeps.db", "--out", "recipes/best.yaml", "--trial", "3"])
+    assert cfg.is_best and (cfg.study_name, cfg.storage, cfg.out, cfg.trial) == (
+        "prism-ov7b", "sqlite:///runs/sweeps.db", Path("recipes/best.yaml"), 3)
+
+
+def test_option_errors_are_one_message(tmp_path, capsys):
+    from judgetrain import cli
+
+    for argv, message in [([str(TINY_RECIPE)], "--space: give a search space YAML"),
+                          ([str(tmp_path / "nope.yaml"), "--space", str(TINY_SPACE)], "nope.yaml not found"),
+                          ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--objective", "f1"], "use eval_loss or judge:SUBSET/METRIC"),
+                          ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--accelerate_config", "zero33"], "did you mean 'zero3'"),
+                          (["best"], "usage: judgetrain sweep best STUDY")]:
+        assert cli.main(["sweep", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
+
+
 # --------------------------------------------------------------------------- the trial callback, in process
 
 
@@ -142,7 +209,7 @@ def test_callback_reports_every_evaluation_and_writes_the_result(tmp_path, monke
     trial = study.ask()
     _trial_env(monkeypatch, storage, study, trial, [["eval_loss", "minimize"]])
     out = tmp_path / "run"
-    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "5", "--eval_steps", "2"])
+    assert sweep.trial_main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "5", "--eval_steps", "2"]) == 0
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     eval_losses = {h["step"]: h["eval_loss"] for h in history if "eval_loss" in h}
     # evaluations at steps 2 and 4 by the recipe, and at the last step (5) for the final value
@@ -163,7 +230,7 @@ def test_callback_stops_training_when_the_pruner_says_so(tmp_path, monkeypatch, 
     trial = study.ask()
     _trial_env(monkeypatch, storage, study, trial, [["eval_loss", "minimize"]], pruner=("median", 0, 2))
     out = tmp_path / "run"
-    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "8", "--eval_steps", "2"])
+    assert sweep.trial_main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "8", "--eval_steps", "2"]) == 0
     result = json.loads((out / sweep.RESULT_FILE).read_text())
     assert result["state"] == "pruned" and result["step"] == 2
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
@@ -177,7 +244,7 @@ def test_multi_objective_trial_writes_every_value_and_reports_none(tmp_path, mon
     trial = study.ask()
     _trial_env(monkeypatch, storage, study, trial, [[sweep.DEFAULT_OBJECTIVE, "maximize"], ["eval_loss", "minimize"]])
     out = tmp_path / "run"
-    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2"])
+    assert sweep.trial_main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2"]) == 0
     result = json.loads((out / sweep.RESULT_FILE).read_text())
     eval_loss = [h["eval_loss"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "eval_loss" in h]
     assert result["state"] == "complete" and result["objectives"] == [sweep.DEFAULT_OBJECTIVE, "eval_loss"]
@@ -364,7 +431,7 @@ def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
                            start_new_session=True)
     try:
         # the training process of trial 0 (not its accelerate launcher): SIGKILL it once it has trained a little
-        pattern = f"-m judgetrain.train .*{out}/trial-0000"
+        pattern = f"-m {sweep.TRIAL_MODULE} .*{out}/trial-0000"
         trainer = _wait_for(lambda: [p for p in _pids(pattern) if b"accelerate" not in Path(f"/proc/{p}/cmdline").read_bytes()],
                             300, "trial 0 to start")
         _wait_for(lambda: "{'loss'" in (out / "trial-0000" / "train.log").read_text(errors="replace"), 300, "trial 0 to train")
@@ -434,8 +501,8 @@ def test_judge_objective_is_the_judge_evaluation_of_the_trained_adapter(tmp_path
     trial = study.ask()
     _trial_env(monkeypatch, storage, study, trial, [[sweep.DEFAULT_OBJECTIVE, "maximize"]])
     out = tmp_path / "run"
-    train.main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2",
-                "--max_eval_samples", "12"])
+    assert sweep.trial_main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2",
+                             "--max_eval_samples", "12"]) == 0
     result = json.loads((out / sweep.RESULT_FILE).read_text())
     assert result["state"] == "complete"
     validation = records.load(prism_data)["validation"].select(range(12))

@@ -1,0 +1,117 @@
+"""The accelerate side of a launch: the shipped configs and the `accelerate launch` options.
+
+:class:`LaunchArgs` are the options `judgetrain train` (and every sweep trial) hands to
+`accelerate launch`; a shipped config is named by its file in `deepspeed_configs/`
+(`zero3`, `ddp`, …) or given as a path. Used by :mod:`judgetrain.launch` and
+:mod:`judgetrain.sweep`, so it sits below both.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from judgetrain.config import ConfigError, arg
+
+__all__ = ["NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config", "resolve_accelerate_config",
+           "world_size"]
+
+NAMES = ("single_gpu", "ddp", "zero2", "zero3", "zero3_offload", "zero3_multinode")
+
+
+@dataclass
+class LaunchArgs:
+    """`judgetrain train`'s own options; every other argument is a recipe override."""
+
+    recipe: Path | None = arg(None, "recipe YAML (recipes/…); also given as the first word: `judgetrain train RECIPE`",
+                              aliases=["--config"])
+    accelerate_config: str | None = arg(None, f"a shipped config ({', '.join(NAMES)}) or an accelerate YAML file")
+    num_processes: int | None = arg(None, "processes (GPUs) to launch, on all machines together (None: the accelerate config's)")
+    num_machines: int | None = arg(None, "machines taking part, multi-node (None: the accelerate config's)")
+    machine_rank: int | None = arg(None, "rank of this machine, 0 for the main one (None: the accelerate config's)")
+    main_process_ip: str | None = arg(None, "address of the machine of rank 0 (multi-node)")
+    main_process_port: int | None = arg(None, "port on the machine of rank 0 (multi-node)")
+
+
+# LaunchArgs fields that are not `accelerate launch` options of the same name
+_NOT_ACCELERATE = ("recipe", "accelerate_config")
+
+
+# --------------------------------------------------------------------------- accelerate configs
+
+
+def config_dir() -> Path:
+    """deepspeed_configs/ of the checkout, or the copy installed with the package."""
+    return Path(str(resources.files("judgetrain.deepspeed_configs")))
+
+
+def find_accelerate_config(name_or_path: str) -> Path:
+    """An accelerate config file as given, or one of the shipped ones by name."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    path = config_dir() / f"{name_or_path.removesuffix('.yaml')}.yaml"
+    if path.is_file():
+        return path
+    import difflib
+
+    close = difflib.get_close_matches(name_or_path, NAMES, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError([f"accelerate_config: {name_or_path!r} is neither a file nor a shipped config{hint} "
+                       f"(shipped: {', '.join(NAMES)}, in {config_dir()})"])
+
+
+def resolve_accelerate_config(name_or_path: str) -> Path:
+    """A config file as given, or one of the shipped ones by name; its
+    ``deepspeed_config_file`` made absolute so the launch works from any folder."""
+    import yaml
+
+    path = find_accelerate_config(name_or_path)
+    config = yaml.safe_load(path.read_text()) or {}
+    ds = (config.get("deepspeed_config") or {}).get("deepspeed_config_file")
+    if ds and not Path(ds).is_absolute():
+        for base in (Path.cwd(), path.parent.parent, path.parent):
+            if (base / ds).is_file():
+                config["deepspeed_config"]["deepspeed_config_file"] = str((base / ds).resolve())
+                break
+        else:
+            raise ConfigError([f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the current folder"])
+        tmp = Path(tempfile.mkdtemp(prefix="judgetrain-accelerate-")) / path.name
+        tmp.write_text(yaml.safe_dump(config))
+        return tmp
+    return path
+
+
+def accelerate_args(launch: Any) -> list[str]:
+    """``accelerate launch`` options from anything with :class:`LaunchArgs`' fields (a
+    LaunchArgs, a sweep's config): ``accelerate_config`` as ``--config_file``, and each
+    other field that is set as the accelerate option of its name."""
+    out = []
+    if getattr(launch, "accelerate_config", None):
+        out += ["--config_file", str(resolve_accelerate_config(launch.accelerate_config))]
+    for f in fields(LaunchArgs):
+        value = getattr(launch, f.name, None)
+        if f.name not in _NOT_ACCELERATE and value is not None:
+            out += [f"--{f.name}", str(value)]
+    return out
+
+
+def world_size(launch: Any) -> int:
+    """The processes the launch starts: ``num_processes``, else the accelerate config's
+    (the named one, else accelerate's default config file), else 1."""
+    import yaml
+
+    if getattr(launch, "num_processes", None):
+        return int(launch.num_processes)
+    path = None
+    if getattr(launch, "accelerate_config", None):
+        path = find_accelerate_config(launch.accelerate_config)
+    else:
+        from accelerate.commands.config import default_config_file
+
+        path = Path(default_config_file) if Path(default_config_file).is_file() else None
+    config = (yaml.safe_load(path.read_text()) or {}) if path else {}
+    return int(config.get("num_processes") or 1)
