@@ -52,10 +52,8 @@ Protocol, as built here:
    ``presentation`` (``gold_first`` / ``gold_second`` by display order).
 4. **Splits** 70/20/10 by prompt (every record of a prompt in one split), exact
    counts, domains spread evenly (as PRISM's split by gold sequence).
-5. **A/B balance** as PRISM: within each split the gold letter alternates along
-   (layout, domain, negative generator) strata in a seeded order, so A and B
-   differ by at most one per split and per stratum, and by zero when the
-   split's record count is even.
+5. **A/B order** as PRISM: at random, with ⌈N/2⌉ gold-A and ⌊N/2⌋ gold-B records
+   per split and each layout within one (a seeded shuffle of a balanced list per layout).
 
 :func:`write_synthetic_mirage` writes a small synthetic manifest (tests,
 quickstart): each synthetic procedure (:mod:`.procedures`) is a prompt,
@@ -486,7 +484,7 @@ def build(cfg: MirageConfig) -> dict:
         "protocol": {
             "labels": "majority vote over annotators; ties and unannotated sequences excluded",
             "pairs": "every positive x every negative of the same prompt and length, once per layout",
-            "balance": "per split: gold letter alternates A, B along (layout, domain, negative generator) strata in seeded order",
+            "balance": "per split and layout: gold letters drawn at random from a seeded shuffle of as many A as B",
             "splits": cfg.splits,
         },
         "sources": [{"path": str(manifest), "bytes": manifest.stat().st_size}]

@@ -38,13 +38,10 @@ Protocol, as built here:
    2n + 4 negatives (an even number: see the balance rule).
 4. **Pairwise records** (task ``pairwise``, choices ``["A", "B"]``): the gold
    sequence against each negative, once per layout; the label is the letter of
-   the gold (coherent) sequence. **Balance rule**: within each split the
-   pairwise records are grouped into strata (layout, perturbation, position),
-   strata in sorted order and records within a stratum in a seeded hash order,
-   and the gold letter alternates A, B, A, B, … along that whole list. So each
-   split has ⌈N/2⌉ gold-A and ⌊N/2⌋ gold-B records — exactly half and half
-   whenever N is even, which the defaults guarantee (2n + 4 negatives per gold
-   and layout) — and every stratum is balanced to within one. ``meta``
+   the gold (coherent) sequence. **A/B order**: at random, as the paper presents
+   the pairs, with exact balance — per split and layout a seeded shuffle of as
+   many A as B (:func:`balance_letters`), so each split has ⌈N/2⌉ gold-A and
+   ⌊N/2⌋ gold-B records and each layout is balanced to within one. ``meta``
    records ``gold_letter`` and ``presentation``: ``gold_first`` when the gold
    sequence's images are shown first, else ``gold_second`` (P4 shows Sequence
    B first, so there the gold is shown first when it is B).
@@ -52,11 +49,9 @@ Protocol, as built here:
    gold sequence and every negative alone, scored by the rubric of A.3/A.4
    (:data:`POINTWISE_SCORES`): 5 coherent (``none``); 3 temporal violation
    (``swap``, ``swap-nonconsecutive``, ``shuffle``: every image belongs, the
-   order is wrong); 2 one out-of-context image (``semantic-1``); 1 two or more
-   (``semantic-2``, ``semantic-3``). Score 4 ("mostly coherent") is in the
-   rubric but no construction produces it. Figure S4 of the paper shows a
-   single outlier at 1/5; we keep 1–2 graded by the number of outliers, as the
-   rubric's "1–2 target content mismatches" allows.
+   order is wrong); 1 any out-of-context image (``semantic-1``/``-2``/``-3``: Figure
+   S4 of the paper scores a single outlier 1/5, the minimum). Scores 2 and 4 are
+   in the rubric but no construction produces them.
 6. **Type-1 positional subset**: records of gold sequences of at most 6
    frames whose negative is ``semantic-1`` (outlier at each position 0–5) or
    ``swap`` (pairs 0-1 … 4-5) carry ``meta.positional_subset = true``, for the
@@ -128,7 +123,8 @@ POINTWISE_LAYOUTS = tuple(layout for layout in LAYOUTS if layout != "P4")  # P4 
 MODES = ("pairwise", "pointwise")
 SEMANTIC, TEMPORAL = records.SEMANTIC, records.TEMPORAL
 PERTURBATIONS = SEMANTIC + TEMPORAL
-POINTWISE_SCORES = {"none": 5, "swap": 3, "swap-nonconsecutive": 3, "shuffle": 3, "semantic-1": 2, "semantic-2": 1, "semantic-3": 1}
+# Figure S4 / S2: coherent 5, an order violation 3, any out-of-context image 1 (the minimum)
+POINTWISE_SCORES = {"none": 5, "swap": 3, "swap-nonconsecutive": 3, "shuffle": 3, "semantic-1": 1, "semantic-2": 1, "semantic-3": 1}
 PAIRWISE_CHOICES = ["A", "B"]
 POINTWISE_CHOICES = ["1", "2", "3", "4", "5"]
 MIN_STEPS = 4
@@ -334,18 +330,26 @@ def assign_splits(items: Sequence[tuple[str, str]], fractions: dict[str, float],
 
 
 def balance_letters(items: Sequence[tuple[Hashable, tuple]], seed: int, salt: str = "presentation") -> dict[Hashable, str]:
-    """The gold letter of each pairwise record ``(key, stratum)`` of one split:
-    strata in sorted order, records within a stratum in a seeded hash order,
-    letters alternating A, B, A, … along the whole list. A gets ⌈N/2⌉ and B
-    ⌊N/2⌋; every stratum is balanced to within one."""
-    by_stratum: dict[tuple, list] = defaultdict(list)
+    """The gold letter of each pairwise record ``(key, stratum)`` of one split, at
+    random as paper 002 presents them, with exact balance. Per layout (``stratum[0]``)
+    a list of as many A as B is shuffled by a generator seeded from (``seed``, ``salt``,
+    layout) and dealt to the layout's records in a seeded hash order of their keys; a
+    layout with an odd count gets one extra letter, A and B in turn across layouts. So
+    the split holds ⌈N/2⌉ A and ⌊N/2⌋ B, every layout is balanced to within one, and the
+    same records and seed give the same letters."""
+    by_layout: dict[Any, list] = defaultdict(list)
     for key, stratum in items:
-        by_stratum[stratum].append(key)
-    out, i = {}, 0
-    for stratum in sorted(by_stratum):
-        for key in sorted(by_stratum[stratum], key=lambda k: derive_seed(seed, salt, json.dumps(k, default=str))):
-            out[key] = "AB"[i % 2]
-            i += 1
+        by_layout[stratum[0]].append(key)
+    out: dict[Hashable, str] = {}
+    extra = "AB"
+    for layout in sorted(by_layout, key=str):
+        keys = sorted(by_layout[layout], key=lambda k: derive_seed(seed, salt, json.dumps(k, default=str)))
+        n = len(keys)
+        letters = ["A", "B"] * (n // 2) + ([extra[0]] if n % 2 else [])
+        if n % 2:
+            extra = extra[::-1]
+        order = rng_for(seed, salt, "letters", str(layout)).permutation(n)
+        out.update({key: letters[i] for key, i in zip(keys, order)})
     return out
 
 
@@ -722,6 +726,7 @@ def build(cfg: PrismConfig) -> dict:
         by_split[split_of[p.id]].append(p)
     plans_by_split: dict[str, list[dict]] = {}
     pool_counts: Counter = Counter()
+    capped: dict[str, dict[str, int]] = {}  # steps -> sequences that got fewer non-consecutive swaps, and how many
     for name, golds in by_split.items():
         plans, pairwise_items = [], []
         for gold in sorted(golds, key=lambda p: p.id):
@@ -729,6 +734,10 @@ def build(cfg: PrismConfig) -> dict:
             if len(pool) < 3:  # Type 3 needs three distinct images; fall back to every other-category image
                 pool, pool_kind = outlier_pool(gold, kept), "all"
             negatives = make_negatives(gold, pool, seed=cfg.seed, perturbations=cfg.perturbations, nonconsecutive=cfg.nonconsecutive_swaps)
+            if "swap-nonconsecutive" in cfg.perturbations:
+                got = sum(v.perturbation == "swap-nonconsecutive" for v in negatives)
+                if got < cfg.nonconsecutive_swaps:  # fewer pairs (i, j), j - i >= 2, than asked: say so, never silently
+                    capped[str(gold.n)] = {"sequences": capped.get(str(gold.n), {}).get("sequences", 0) + 1, "swaps": got}
             if any(v.outliers for v in negatives):
                 pool_counts[pool_kind] += 1
             recs: list[list] = []
@@ -765,7 +774,7 @@ def build(cfg: PrismConfig) -> dict:
             "nonconsecutive_swaps": cfg.nonconsecutive_swaps,
             "shuffle_min_moved": SHUFFLE_MIN_MOVED,
             "positional_subset": f"semantic-1 and swap negatives of gold sequences of at most {POSITIONAL_SUBSET_MAX_FRAMES} frames",
-            "balance": "per split: gold letter alternates A, B along (layout, perturbation, position) strata in seeded order",
+            "balance": "per split and layout: gold letters drawn at random from a seeded shuffle of as many A as B",
             "splits": cfg.splits,
         },
         "sources": [{"path": str(manifest), "bytes": manifest.stat().st_size}]
@@ -777,6 +786,8 @@ def build(cfg: PrismConfig) -> dict:
                 "per_split": {name: len(by_split.get(name, [])) for name in cfg.splits},
                 "per_category": {c: dict(sorted(Counter(split_of[p.id] for p in kept if p.category == c).items())) for c in categories},
                 "outlier_pool": dict(sorted(pool_counts.items())),
+                "nonconsecutive_capped": {"asked": cfg.nonconsecutive_swaps, "by_steps": dict(sorted(capped.items()))}
+                if capped else None,
             },
             "length_histogram": {str(k): v for k, v in sorted(lengths.items())},
         },
@@ -807,10 +818,14 @@ def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
 
     console = Console()
     counts = info["counts"]["records"]
-    splits = list(counts)
     seq = info["counts"]["sequences"]
     console.print(f"{title}: {seq['kept']} gold sequence(s) kept, {seq.get('too_short', 0)} too short, {seq['skipped']} skipped; "
                   + ", ".join(f"{s} {n}" for s, n in seq["per_split"].items()))
+    capped = seq.get("nonconsecutive_capped")
+    for steps, c in (capped or {}).get("by_steps", {}).items():
+        console.print(f"[yellow]--nonconsecutive-swaps {capped['asked']}: {c['sequences']} sequence(s) of {steps} steps have only "
+                      f"{c['swaps']} pair(s) i, j with j - i >= 2, so they got {c['swaps']} (build.json: "
+                      "counts.sequences.nonconsecutive_capped)[/yellow]")
     console.print(split_table("Records per task / perturbation and split", "task / perturbation", counts, "task_perturbation"))
     console.print(split_table("Records per layout and split", "layout", counts, "layout", total=True))
     console.print(balance_table(counts))

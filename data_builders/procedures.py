@@ -78,6 +78,7 @@ __all__ = [
     "inside",
     "check_image",
     "image_bytes",
+    "to_rgb",
     "render_procedure",
     "write_procedures",
 ]
@@ -87,7 +88,7 @@ DEFAULT_SOURCE = "procedures"
 VERSION = "1.0.0"
 CATEGORIES = ("pizza", "layered-drink", "block-tower", "polygon-drawing", "plant-growth", "clock")
 DEFAULT_STEPS_RANGE = (4, 8)
-# Formats whose bytes go into records as they are; anything else is re-encoded as PNG.
+# Formats whose bytes go into records as they are (when 8-bit RGB); anything else is converted to RGB PNG.
 KEPT_FORMATS = ("PNG", "JPEG")
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -157,16 +158,33 @@ def check_image(path: Path, what: str) -> int:
     return path.stat().st_size
 
 
+def to_rgb(im: Image.Image) -> Image.Image:
+    """``im`` as 8-bit RGB: 16- and 32-bit integer images scaled to 0…255 (Pillow's own
+    conversion clips them), palette, grey, CMYK and alpha images converted."""
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.clip(np.asarray(im, dtype=np.int64), 0, None)
+        top = int(arr.max())
+        # 16-bit samples keep their 8 most significant bits; wider "I" images are scaled by their maximum
+        scaled = arr >> 8 if top <= 65535 else arr * 255 // top
+        return Image.fromarray(scaled.astype(np.uint8)).convert("RGB")
+    if im.mode == "F":
+        return Image.fromarray(np.clip(np.asarray(im), 0, 255).astype(np.uint8)).convert("RGB")
+    if im.mode == "P" and "transparency" in im.info:
+        im = im.convert("RGBA")
+    return im.convert("RGB")
+
+
 def image_bytes(path: str | os.PathLike) -> bytes:
-    """The bytes a record stores for an image file: the file itself when it is
-    PNG or JPEG (no re-encoding, so a record's image is byte-identical to the
-    source), else the image re-encoded as RGB PNG."""
+    """The bytes a record stores for an image file: the file itself when it is an
+    8-bit RGB PNG or JPEG (no re-encoding, so a record's image is byte-identical to
+    the source), else the image converted once by :func:`to_rgb` and stored as PNG, so
+    every layout shows the same RGB pixels."""
     data = Path(path).read_bytes()
     with Image.open(io.BytesIO(data)) as im:
-        if im.format in KEPT_FORMATS:
+        if im.format in KEPT_FORMATS and im.mode == "RGB":
             return data
         buf = io.BytesIO()
-        im.convert("RGB").save(buf, format="PNG")
+        to_rgb(im).save(buf, format="PNG")
         return buf.getvalue()
 
 

@@ -70,6 +70,7 @@ from judgetrain.jsonl import optional_text, read_jsonl, text
 from judgetrain.config import make_parser as make_config_parser
 
 from .common import BuildError, Fractions, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
+from .procedures import to_rgb
 
 BUILDER = "timecatch"
 VERSION = "1.0.0"
@@ -291,7 +292,7 @@ def _png(array: np.ndarray) -> bytes:
 def _load_image(path: Path) -> np.ndarray:
     try:
         with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
+            return np.asarray(to_rgb(im))  # 16-bit, palette, CMYK: the same RGB as every builder
     except (OSError, UnidentifiedImageError) as e:
         raise VideoDecodeError(f"{path}: unreadable image ({e})") from e
 

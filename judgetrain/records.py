@@ -387,6 +387,7 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     _remove_leftovers(out)
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
+        tmp.mkdir()
         for split, ds in dataset.items():
             ds.save_to_disk(str(tmp / split))
         # DatasetDict's marker last (DatasetDict.save_to_disk writes it first): a save killed

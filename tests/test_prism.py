@@ -159,16 +159,23 @@ def test_splits_are_exact_and_spread_categories():
     assert Counter(prism.assign_splits(items, {"train": 0.7, "validation": 0.2, "test": 0.1}, seed=0).values()) == {"train": 5, "validation": 1, "test": 1}
 
 
-def test_balance_letters_alternate_over_strata():
+def test_balance_letters_are_a_seeded_shuffle_of_a_balanced_list():
     rng = np.random.default_rng(0)
     items = [((i, s), (f"P{s % 7}", s)) for s in range(23) for i in range(int(rng.integers(1, 6)))]
     letters = prism.balance_letters(items, seed=9)
     counts = Counter(letters.values())
     assert counts["A"] == math.ceil(len(items) / 2) and counts["B"] == len(items) // 2
-    per = defaultdict(Counter)
+    assert prism.balance_letters(list(reversed(items)), seed=9) == letters  # the records' order does not matter
+    other = prism.balance_letters(items, seed=10)
+    assert other != letters and Counter(other.values()) == counts
+    per_layout = defaultdict(Counter)
     for key, stratum in items:
-        per[stratum][letters[key]] += 1
-    assert all(abs(c["A"] - c["B"]) <= 1 for c in per.values())
+        per_layout[stratum[0]][letters[key]] += 1
+    assert all(abs(c["A"] - c["B"]) <= 1 for c in per_layout.values())
+    # random, not an alternation: in the dealing order some neighbours share a letter
+    dealt = [letters[k] for k in sorted(letters, key=lambda k: prism.derive_seed(9, "presentation", json.dumps(k)))]
+    assert any(a == b for a, b in zip(dealt, dealt[1:]))
+    assert Counter(prism.balance_letters(items[:7], seed=9).values()) == {"A": 4, "B": 3}
     assert prism.presentation("A", "P0") == "gold_first" and prism.presentation("A", "P4") == "gold_second"
     assert prism.presentation("B", "P4") == "gold_first"
 
@@ -299,7 +306,7 @@ def test_perturbation_fields_follow_the_protocol(handmade):
             if task == "pointwise":
                 assert choices == ["1", "2", "3", "4", "5"]
                 assert label == {"none": "5", "swap": "3", "swap-nonconsecutive": "3", "shuffle": "3",
-                                 "semantic-1": "2", "semantic-2": "1", "semantic-3": "1"}[pert]
+                                 "semantic-1": "1", "semantic-2": "1", "semantic-3": "1"}[pert]
             else:
                 assert choices == ["A", "B"] and pert != "none" and label == meta["gold_letter"]
             assert meta["positional_subset"] == (n <= 6 and pert in ("semantic-1", "swap"))
@@ -550,3 +557,54 @@ def test_every_layout_renders_through_a_real_processor(handmade, tmp_path):
             features = model.get_image_features(**{k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")})
         assert len(features.pooler_output) == len(row["images"])
         assert int((inputs["input_ids"] == image_token).sum()) == sum(f.shape[0] for f in features.pooler_output)
+
+
+def test_a_capped_nonconsecutive_count_is_said_not_silent(tmp_path, capsys):
+    out = tmp_path / "p"
+    assert cli(["build", "prism", "--out", str(out), "--synthetic", "12", "--seed", "5", "--perturbations",
+                "swap-nonconsecutive", "--nonconsecutive-swaps", "4", "--layouts", "P0", "--modes", "pairwise",
+                "--no-progress"]) == 0
+    info = records.read_build_info(out)
+    capped = info["counts"]["sequences"]["nonconsecutive_capped"]
+    steps = Counter(s["steps"] for s in info["sources"][1:])
+    assert capped["asked"] == 4 and capped["by_steps"] == {"4": {"sequences": steps[4], "swaps": 3}} and steps[4] > 0
+    assert f"--nonconsecutive-swaps 4: {steps[4]} sequence(s) of 4 steps have only 3 pair(s)" in capsys.readouterr().out
+    per_gold = Counter(json.loads(m)["gold_id"] for split in records.load(out).values() for m in split["meta"])
+    assert sorted(set(per_gold.values())) == [3, 4]
+
+
+def test_16_bit_cmyk_and_palette_images_are_rgb_in_every_layout(tmp_path):
+    import io as _io
+
+    from judgetrain.data_builders.procedures import image_bytes
+
+    root = tmp_path / "m"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    rows = []
+    for k, cat in enumerate(["a", "b", "c"]):
+        steps = []
+        for i in range(4):
+            name = f"{cat}{i}"
+            if i == 0:  # 16-bit grey: 0x8000 must read as 128, not be clipped to 255
+                Image.fromarray(np.full((16, 16), 0x8000, dtype=np.uint16)).save(root / f"{name}.png")
+                steps.append({"text": f"step {i}", "image": f"{name}.png"})
+            elif i == 1:
+                Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).convert("CMYK").save(root / f"{name}.jpg")
+                steps.append({"text": f"step {i}", "image": f"{name}.jpg"})
+            elif i == 2:
+                Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).convert("P").save(root / f"{name}.png")
+                steps.append({"text": f"step {i}", "image": f"{name}.png"})
+            else:
+                Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(root / f"{name}.png")
+                steps.append({"text": f"step {i}", "image": f"{name}.png"})
+        rows.append({"id": f"p{k}", "category": cat, "steps": steps})
+    (root / "procedures.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    grey = Image.open(_io.BytesIO(image_bytes(root / "a0.png")))
+    assert grey.mode == "RGB" and np.asarray(grey)[0, 0].tolist() == [128, 128, 128]
+    out = tmp_path / "ds"
+    assert cli(["build", "prism", "--out", str(out), "--procedures", str(root / "procedures.jsonl"), "--layouts", "P0,P6",
+                "--perturbations", "swap", "--splits", "train=1", "--no-progress"]) == 0
+    ds = records.load(out)["train"].cast_column("images", List(ImageFeature(decode=False)))
+    modes = Counter(Image.open(_io.BytesIO(im["bytes"])).mode for row in ds for im in row["images"])
+    assert set(modes) == {"RGB"} and sum(modes.values()) > 0
