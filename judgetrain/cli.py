@@ -102,6 +102,18 @@ def find_command(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
     raise SystemExit(2)
 
 
+def _silence_library_progress_bars() -> None:
+    """``--no-progress`` silences the libraries' bars too (datasets' generating / saving
+    bars, transformers' and the hub's loading bars), not only judgetrain's own."""
+    import datasets
+    import huggingface_hub.utils
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+
+
 def _run(words: tuple[str, ...], rest: list[str]) -> int:
     from judgetrain import config
 
@@ -109,6 +121,8 @@ def _run(words: tuple[str, ...], rest: list[str]) -> int:
     module = importlib.import_module(name)
     if not configure and hasattr(module, "make_parser"):
         cfgs = config.parse(module.make_parser(), rest, help_hint=f"`judgetrain {' '.join(words)} --help`")
+        if any(getattr(c, "progress", True) is False for c in cfgs):
+            _silence_library_progress_bars()
         return module.main(*cfgs)
     # legacy: an argparse sub-parser filled by the module
     parser = argparse.ArgumentParser(prog=f"judgetrain {' '.join(words)}", description=_summary(COMMANDS[words]))

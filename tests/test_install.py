@@ -110,3 +110,18 @@ def test_every_package_folder_is_listed_for_the_wheel():
     found = {".".join([name, *init.parent.relative_to(root).parts])
              for name, root in roots.items() for init in root.rglob("__init__.py")}
     assert found <= set(project["packages"]), sorted(found - set(project["packages"]))
+
+
+def test_no_progress_silences_the_libraries_bars_too(tmp_path):
+    """`--no-progress` on a build: no progress bar on stderr at all, datasets' included."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "HF_DATASETS_DISABLE_PROGRESS_BARS"}
+    args = [sys.executable, "-m", "judgetrain", "build", "ordering-probe", "--synthetic", "4", "--out", str(tmp_path / "o")]
+    loud = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    quiet = subprocess.run([*args[:-1], str(tmp_path / "q"), "--no-progress"], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert loud.returncode == quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "Saving the dataset" in loud.stderr  # datasets' bar, shown by default
+    assert "it/s" not in quiet.stderr and "Generating" not in quiet.stderr and "%|" not in quiet.stderr
