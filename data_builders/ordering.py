@@ -14,20 +14,19 @@ Protocol, as built here:
    the identity, drawn from a generator seeded by (seed, source, id) through
    hashlib. As in the paper, the prompt carries **no text about the content**
    (no step texts, captions or dates): only the images, each preceded by its
-   label ``"Image k:"`` (1-based, in the order shown), then
-   :data:`ORDERING_INSTRUCTION` (our wording: the paper's prompt is not in
-   its text). Images are stored as given; the paper resized its photographs
-   to 448 × 448 px, which is left to the model's processor here.
-3. **Answer format**: the image numbers in chronological order, comma-separated:
-   ``"2, 4, 1, 3"`` means image 2 shows the first step, image 4 the second, …
-   (the paper's letters A–D are our numbers 1–4, as every judgetrain prompt
-   counts frames from 1). Records: task ``ordering``, ``choices`` = [] (free
+   label, then the instruction (our wording: the paper's prompt is not in its
+   text). By default as App. G: labels ``"Image A:"``, ``"Image B:"``, … and
+   every image resized to 448 × 448 px (``--image-size``, 0 keeps each size);
+   ``--labels numbers`` gives ``"Image 1:"``, … instead.
+3. **Answer format**: the labels in chronological order, ``"B-D-A-C"`` (image B
+   shows the first step, D the second, …), or with numbers ``"2, 4, 1, 3"``.
+   Records: task ``ordering``, ``choices`` = [] (free
    form), ``label`` = the gold answer, ``completion`` = the label,
    ``perturbation`` ``shuffle``, ``position`` the first shown position
    (0-based) whose image is not the step of that rank, ``layout`` ``G``, and
    ``meta`` with the permutation. Everything goes into one ``test`` split: it
    is a zero-shot probe.
-4. **Scoring**: :func:`parse_ordering` reads a model's answer strictly (None
+4. **Scoring**: :func:`parse_ordering` reads a numbered answer strictly (None
    unless it is exactly a permutation of 1…n: never guessed); the metrics
    (exact match, Kendall's tau, position accuracy, aggregated with invalid
    answers counted as wrong, as the paper's x/10) live with the other metrics,
@@ -36,6 +35,7 @@ Protocol, as built here:
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -43,6 +43,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from PIL import Image
 
 from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg
@@ -64,6 +66,14 @@ ORDERING_INSTRUCTION = (
     "Using only what the images show, put them in chronological order. Reply with only the {n} image numbers in "
     "chronological order, separated by commas."
 )
+# Paper 002 App. G: the shown images are labelled A, B, C, D and the answer is e.g. B-D-A-C.
+LETTERED_INSTRUCTION = (
+    "These {n} images, labelled {first} to {last} in the order shown, show the steps of one process in a shuffled "
+    "order. Using only what the images show, put them in chronological order. Reply with only the {n} image letters "
+    "in chronological order, separated by hyphens (for example {example})."
+)
+LABELS = ("letters", "numbers")
+IMAGE_SIZE = 448  # App. G: every image resized to 448 x 448
 
 # An answer line: n numbers (each optionally written "Image k" or "#k") separated by
 # commas, semicolons, whitespace, hyphens, dashes or arrows.
@@ -75,9 +85,26 @@ _MARKER = re.compile(r"(?:final\s+)?(?:answer|order|ordering)\s*:", re.IGNORECAS
 # --------------------------------------------------------------------------- answers and metrics
 
 
-def format_ordering(order: Sequence[int]) -> str:
-    """``[2, 4, 1, 3]`` → ``"2, 4, 1, 3"`` (the answer format)."""
+def format_ordering(order: Sequence[int], letters: bool = False) -> str:
+    """``[2, 4, 1, 3]`` → ``"2, 4, 1, 3"``, or with ``letters`` ``"B-D-A-C"`` (the answer formats)."""
+    if letters:
+        return "-".join(chr(ord("A") + int(x) - 1) for x in order)
     return ", ".join(str(int(x)) for x in order)
+
+
+def resized(load, size: int):
+    """``load`` (path → image bytes) with every image resized to ``size`` × ``size``
+    (bicubic, stored as PNG); ``size`` 0 keeps the bytes as they are."""
+    if not size:
+        return load
+
+    def load_resized(path: str) -> bytes:
+        with Image.open(io.BytesIO(load(path))) as im:
+            buf = io.BytesIO()
+            im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC).save(buf, format="PNG")
+            return buf.getvalue()
+
+    return load_resized
 
 
 def gold_order(shown: Sequence[int]) -> list[int]:
@@ -127,25 +154,33 @@ def select_steps(n_steps: int, k: int) -> list[int]:
     return [(2 * i * (n_steps - 1) + (k - 1)) // (2 * (k - 1)) for i in range(k)]
 
 
-def probe_record(proc: Procedure, *, seed: int, n_images: int, load=image_bytes) -> dict:
-    """The ordering record of one procedure (module docstring)."""
+def probe_record(proc: Procedure, *, seed: int, n_images: int, labels: str = "letters", image_size: int = IMAGE_SIZE,
+                 load=image_bytes) -> dict:
+    """The ordering record of one procedure (module docstring): ``labels`` ``letters``
+    (App. G: "Image A:" …, answer ``B-D-A-C``) or ``numbers`` ("Image 1:" …, answer
+    ``2, 4, 1, 3``); images resized to ``image_size`` px square (0: as they are)."""
     k = proc.n if n_images == 0 else n_images
     steps = select_steps(proc.n, k)
     shown = list(shuffle_variant(k, rng_for(seed, "ordering-probe", proc.source, proc.id), min_moved=2).order)
     answer = gold_order(shown)
+    letters = labels == "letters"
+    names = [chr(ord("A") + p) if letters else str(p + 1) for p in range(k)]
     parts = []
-    for p, rank in enumerate(shown, start=1):
-        parts += [("text", f"Image {p}:"), ("image", str(proc.images[steps[rank]]))]
-    parts.append(("text", ORDERING_INSTRUCTION.format(n=k)))
-    label = format_ordering(answer)
+    for name, rank in zip(names, shown):
+        parts += [("text", f"Image {name}:"), ("image", str(proc.images[steps[rank]]))]
+    instruction = LETTERED_INSTRUCTION.format(n=k, first=names[0], last=names[-1],
+                                              example=format_ordering(list(range(k, 0, -1)), True)) \
+        if letters else ORDERING_INSTRUCTION.format(n=k)
+    parts.append(("text", instruction))
+    label = format_ordering(answer, letters)
     meta = {
         "procedure_id": proc.id, "category": proc.category, "title": proc.title,
-        "steps_used": steps, "shown_order": shown, "gold_order": answer,
+        "steps_used": steps, "shown_order": shown, "gold_order": answer, "labels": labels, "image_size": image_size,
         "step_texts": [proc.texts[s] for s in steps], "procedure_steps": proc.n,
     }
     return layout_record(
-        parts, load, id=records.make_id(BUILDER, seed, proc.source, proc.id, k, prefix="order-"), task="ordering",
-        answer=label, choices=[], label=label, source=proc.source, perturbation="shuffle",
+        parts, resized(load, image_size), id=records.make_id(BUILDER, seed, proc.source, proc.id, k, prefix="order-"),
+        task="ordering", answer=label, choices=[], label=label, source=proc.source, perturbation="shuffle",
         position=next(p for p, rank in enumerate(shown) if p != rank), n_frames=k, layout=LAYOUT, meta=meta,
     )
 
@@ -156,7 +191,7 @@ def _generate(items_json: str, cfg_json: str):
     cfg = json.loads(cfg_json)
     for d in tqdm(json.loads(items_json), desc=BUILDER, unit="seq", disable=not cfg["progress"]):
         proc = Procedure(d["id"], d["category"], [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"])], d["title"], d["source"])
-        yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"])
+        yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"], labels=cfg["labels"], image_size=cfg["image_size"])
 
 
 @dataclass(kw_only=True)
@@ -168,6 +203,9 @@ class OrderingConfig(WorkBuildArgs):
     procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
     n_images: int = arg(DEFAULT_N_IMAGES, "images per instance, evenly spaced steps (4 as in the paper; 0 = every step)", metavar="K")
     synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
+    labels: str = arg("letters", "how the shown images are named: letters (A, B, …; answer B-D-A-C, paper 002 App. G) "
+                                 "or numbers (1, 2, …; answer 2, 4, 1, 3)")
+    image_size: int = arg(IMAGE_SIZE, "resize every image to PX x PX (App. G: 448); 0 keeps each image's own size", metavar="PX")
 
     def __post_init__(self) -> None:
         self.out = Path(self.out) if self.out is not None else None
@@ -179,6 +217,12 @@ class OrderingConfig(WorkBuildArgs):
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
         problems = check_common(self.procedures, self.synthetic, {SPLIT: 1.0}, self.synthetic_size, manifest_flag="--procedures")
+        if self.labels not in LABELS:
+            problems.append(f"--labels {self.labels!r}: choose letters (paper 002 App. G) or numbers")
+        if self.image_size < 0:
+            problems.append(f"--image-size {self.image_size}: give a side in pixels, or 0 to keep each image's size")
+        if self.labels == "letters" and max(self.n_images, 0) > 26:
+            problems.append(f"--n-images {self.n_images}: letters name at most 26 images; use --labels numbers")
         if self.n_images != 0 and self.n_images < 2:
             problems.append(f"--n-images {self.n_images}: give at least 2 images per instance (the paper uses 4), or 0 for every step")
         if problems:

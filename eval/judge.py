@@ -356,8 +356,11 @@ def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     their shares of all items."""
     from .metrics import ordering_metrics
 
-    def ints(text: str | None) -> list[int] | None:
-        return None if text is None else [int(x) for x in re.findall(r"\d+", str(text))]
+    def ints(text: str | None) -> list[int] | None:  # "2, 4, 1, 3" or the lettered "B-D-A-C" (A = 1)
+        if text is None:
+            return None
+        letters = re.findall(r"[A-Za-z]", str(text))
+        return [ord(c.upper()) - ord("A") + 1 for c in letters] if letters else [int(x) for x in re.findall(r"\d+", str(text))]
 
     preds = [ints(r["prediction"]) if r.get("valid", True) else None for r in rows]
     golds = [ints(r["label"]) for r in rows]

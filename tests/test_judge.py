@@ -317,7 +317,7 @@ def judge_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("judge-data")
     prism.build(prism.PrismConfig(out=root / "prism", synthetic=4, layouts=("P0", "P4"), synthetic_size=64,
                                   splits={"test": 1.0}, progress=False))
-    ordering.build(ordering.OrderingConfig(out=root / "ordering", synthetic=2, synthetic_size=64, progress=False))
+    ordering.build(ordering.OrderingConfig(out=root / "ordering", synthetic=2, synthetic_size=64, image_size=64, progress=False))
     p = records.load(root / "prism")["test"]
     metas = [json.loads(m) for m in p["meta"]]
     pair = [i for i, (t, m) in enumerate(zip(p["task"], metas)) if t == "pairwise" and m["positional_subset"]]

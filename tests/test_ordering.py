@@ -111,7 +111,7 @@ def test_select_steps_is_evenly_spaced():
 
 def test_probe_records(tmp_path, capsys):
     (cfg,) = config.parse(ordering.make_parser(), ["--out", str(tmp_path / "ds"), "--synthetic", "12", "--seed", "5",
-                                                   "--no-progress", "--keep-work"])
+                                                   "--no-progress", "--keep-work", "--labels", "numbers", "--image-size", "0"])
     assert ordering.main(cfg) == 0
     assert "Dataset written to" in capsys.readouterr().out
     procs = {p.id: p for p in read_procedures(tmp_path / "ds.work" / "synthetic" / "manifest.jsonl")[0]}
@@ -139,7 +139,8 @@ def test_probe_records(tmp_path, capsys):
         assert texts[4] == ordering.ORDERING_INSTRUCTION.format(n=4)
         assert not any(t in "\n".join(texts) for t in proc.texts)  # no step text leaks into the prompt
     assert len(moved_first) > 1
-    again = ordering.build(ordering.OrderingConfig(out=tmp_path / "again", synthetic=12, seed=5, progress=False))
+    again = ordering.build(ordering.OrderingConfig(out=tmp_path / "again", synthetic=12, seed=5, progress=False,
+                                                   labels="numbers", image_size=0))
     first = json.loads((tmp_path / "ds" / "build.json").read_text())
     assert again["splits"] == first["splits"]
 
@@ -161,7 +162,7 @@ def test_all_steps_and_too_short(tmp_path):
     ds = records.load(tmp_path / "all")["test"]
     assert sorted(ds["n_frames"]) == [2, 4, 6]
     two = next(r for r in ds if r["n_frames"] == 2)
-    assert two["label"] == "2, 1"  # the only non-identity order of two images
+    assert two["label"] == "B-A"  # the only non-identity order of two images (lettered, App. G)
     with pytest.raises(BuildError, match="--n-images"):
         ordering.OrderingConfig(out=tmp_path, n_images=1).check()
     assert math.isclose(M.ordering_metrics([[2, 1]], [[2, 1]])["chance_exact_match"], 0.5)
@@ -231,3 +232,29 @@ def test_cli_takes_a_yaml_config_and_flags_win(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error:" in err and "unknown key 'n_image'; did you mean 'n_images'?" in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_lettered_448_px_records_as_appendix_g(tmp_path):
+    """The defaults follow paper 002 App. G: images labelled A, B, C, D, resized to 448 x 448,
+    answered as e.g. B-D-A-C; the judge's parser and metrics read that format."""
+    import io
+
+    from judgetrain.eval.judge import ordering_cell
+    from judgetrain.scoring import parser_for_record
+
+    assert ordering.main(ordering.OrderingConfig(out=tmp_path / "ds", synthetic=6, seed=5, progress=False)) == 0
+    rows = records.load(tmp_path / "ds")["test"].cast_column("images", List(ImageFeature(decode=False)))
+    for row in rows:
+        m = json.loads(row["meta"])
+        texts = [c["text"] for c in row["prompt"][0]["content"] if c["type"] == "text"]
+        assert texts[:4] == ["Image A:", "Image B:", "Image C:", "Image D:"] and "D-C-B-A" in texts[4]
+        assert row["label"] == "-".join("ABCD"[k - 1] for k in m["gold_order"]) and (m["labels"], m["image_size"]) == ("letters", 448)
+        assert all(Image.open(io.BytesIO(im["bytes"])).size == (448, 448) for im in row["images"])
+        parser = parser_for_record(row)
+        assert parser(f"Answer: {row['label'].lower().replace('-', ' -> ')}") == row["label"]
+        assert parser("Answer: A-B-C") is None and parser("A-A-B-C") is None
+    cell = ordering_cell([{"label": "B-D-A-C", "prediction": "B-D-A-C", "valid": True},
+                          {"label": "B-D-A-C", "prediction": "D-C-B-A", "valid": True}])
+    assert cell["exact_match"] == 0.5 and cell["reverse_label_order"] == 1
+    with pytest.raises(BuildError, match="--labels 'roman'"):
+        ordering.OrderingConfig(out=tmp_path, labels="roman").check()

@@ -164,13 +164,17 @@ def frame_pair(lo: int = 1, hi: int = 10**6, *, ordered: bool = False) -> Parser
 _ORDER = re.compile(r"(?i)(?:(?:order|ordering|sequence)\s*:?\s*)?[(\[]?\s*(\d{1,6}(?:\s*(?:,|>|->|→|\s)\s*\d{1,6})*)\s*[)\]]?")
 
 
-def ordering(n: int) -> Parser:
-    """A permutation of 1..n as ``"3, 1, 2, 4"``: separators ",", whitespace, ">", "->";
-    a repeated, missing or out-of-range number -> None."""
+_LETTER_ORDER = re.compile(r"(?i)(?:(?:order|ordering|sequence)\s*:?\s*)?[(\[]?\s*([a-z](?:\s*(?:,|-|–|—|>|->|→|\s)\s*[a-z])*)\s*[)\]]?")
+
+
+def ordering(n: int, letters: bool = False) -> Parser:
+    """A permutation of 1..n as ``"3, 1, 2, 4"`` (separators ",", whitespace, ">", "->"),
+    or with ``letters`` of A.. as ``"B-D-A-C"`` (paper 002 App. G; separators "-", ",",
+    whitespace, ">", "->", "→", any case); a repeated, missing or out-of-range one -> None."""
     if n < 1:
         raise ValueError(f"ordering needs n >= 1, got {n}")
 
-    def match(c: str) -> str | None:
+    def numbers(c: str) -> str | None:
         m = _ORDER.fullmatch(c)
         if not m:
             return None
@@ -179,7 +183,16 @@ def ordering(n: int) -> Parser:
             return None
         return ", ".join(map(str, values))
 
-    return Parser(f"ordering({n})", lambda t: _parse_with(t, match))
+    def lettered(c: str) -> str | None:
+        m = _LETTER_ORDER.fullmatch(c)
+        if not m:
+            return None
+        values = [v.upper() for v in re.findall(r"[a-zA-Z]", m.group(1))]
+        if sorted(values) != [chr(ord("A") + k) for k in range(n)]:
+            return None
+        return "-".join(values)
+
+    return Parser(f"ordering({n}{', letters' if letters else ''})", lambda t: _parse_with(t, lettered if letters else numbers))
 
 
 def one_of(choices: Sequence[str]) -> Parser:
@@ -199,8 +212,8 @@ def parser_for_record(record: Mapping[str, Any]) -> Parser:
     choices = list(record.get("choices") or [])
     n = int(record.get("n_frames") or 0)
     lowered = {c.lower() for c in choices}
-    if task == "ordering":
-        return ordering(n)
+    if task == "ordering":  # letters when the gold answer is lettered ("B-D-A-C"), else numbers
+        return ordering(n, letters=any(ch.isalpha() for ch in str(record.get("label") or "")))
     if task in ("temporal_detect", "frame_detect") and lowered == {"yes", "no"}:
         inner = yes_no()
     elif task == "frame_localize" and n:
