@@ -10,7 +10,7 @@ from typing import Any
 from judgetrain.errors import UserError
 from judgetrain.jsonl import inside  # noqa: F401  (re-exported: every builder's manifest paths)
 
-__all__ = ["BuildError", "Fractions", "Skip", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
+__all__ = ["BuildError", "Fractions", "Skip", "builder_parser", "save_build", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
 
 
 class BuildError(UserError, RuntimeError):
@@ -97,3 +97,26 @@ def finish_summary(console, info: dict, out) -> None:
     if info["skipped"]:
         console.print(f"[yellow]{len(info['skipped'])} input(s) skipped; reasons in build.json[/yellow]")
     print(f"Dataset written to {out} (build.json beside the splits)", flush=True)  # plain: never wrapped
+
+
+def save_build(dataset, out, info: dict, cfg, work) -> dict:
+    """Save a builder's records with :func:`judgetrain.records.save`, then remove its
+    ``OUT.work/`` folder unless ``cfg.keep_work``; returns build.json's content."""
+    import shutil
+
+    from judgetrain import records
+
+    info = records.save(dataset, out, info)
+    if not cfg.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return info
+
+
+def builder_parser(cls: type, name: str, description: str, examples: list[str]):
+    """The typed parser of ``judgetrain build NAME``: ``examples`` (command lines after
+    ``judgetrain build NAME``) in the epilog, with the ``--config`` one every builder shares."""
+    from judgetrain.config import make_parser
+
+    lines = [f"  judgetrain build {name} {e}" for e in examples]
+    lines.append(f"  judgetrain build {name} --config build.yaml --seed 3   # YAML keys are the fields below")
+    return make_parser(cls, f"judgetrain build {name}", description, "examples:\n" + "\n".join(lines) + "\n")

@@ -76,7 +76,6 @@ from pathlib import Path
 
 from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
 from judgetrain.jsonl import json_kind, optional_text, read_jsonl, text
 from judgetrain.seeding import rng_for
 
@@ -94,7 +93,8 @@ from .prism import (
     presentation,
     shuffle_variant,
 )
-from .common import BuildError, Fractions, Skip, balance_table, finish_summary, inside, split_table
+from .common import (BuildError, Fractions, Skip, balance_table, builder_parser, finish_summary, inside, save_build,
+                     split_table)
 from .procedures import check_image, image_bytes, read_procedures, write_procedures
 
 BUILDER = "mirage"
@@ -494,22 +494,17 @@ def build(cfg: MirageConfig) -> dict:
         "unequal_pairs": unequal,
         "skipped": [asdict(s) for s in skips],
     }
-    info = records.save(dataset, out, info)
-    if not cfg.keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-    return info
+    return save_build(dataset, out, info, cfg, work)
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def make_parser():
-    return make_config_parser(MirageConfig, "judgetrain build mirage",
-                              "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
-                              "examples:\n"
-                              "  judgetrain build mirage --out data/mirage --synthetic 48\n"
-                              "  judgetrain build mirage --out data/mirage --manifest mirage/mirage.jsonl --layouts P0,P6\n"
-                              "  judgetrain build mirage --config build.yaml --seed 3   # YAML keys are the fields below\n")
+    return builder_parser(MirageConfig, "mirage",
+                          "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
+                          ["--out data/mirage --synthetic 48",
+                           "--out data/mirage --manifest mirage/mirage.jsonl --layouts P0,P6"])
 
 
 def print_summary(info: dict, out: Path) -> None:

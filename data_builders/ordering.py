@@ -48,11 +48,10 @@ from PIL import Image
 
 from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg
-from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import rng_for
 
 from .prism import PROCEDURES_HELP, check_common, layout_record, shuffle_variant
-from .common import BuildError, finish_summary
+from .common import BuildError, builder_parser, finish_summary, save_build
 from .procedures import Procedure, Step, image_bytes, load_procedures
 
 BUILDER = "ordering-probe"
@@ -275,22 +274,17 @@ def build(cfg: OrderingConfig) -> dict:
         "filtered": [{"id": p.id, "reason": f"{p.n} step(s) (< {min_steps})"} for p in short],
         "skipped": [asdict(s) for s in skips],
     }
-    info = records.save(dataset, out, info)
-    if not cfg.keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-    return info
+    return save_build(dataset, out, info, cfg, work)
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def make_parser():
-    return make_config_parser(OrderingConfig, "judgetrain build ordering-probe",
-                              "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
-                              "examples:\n"
-                              "  judgetrain build ordering-probe --out data/ordering --synthetic 24\n"
-                              "  judgetrain build ordering-probe --out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0\n"
-                              "  judgetrain build ordering-probe --config build.yaml --seed 3   # YAML keys are the fields below\n")
+    return builder_parser(OrderingConfig, "ordering-probe",
+                          "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
+                          ["--out data/ordering --synthetic 24",
+                           "--out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0"])
 
 
 def print_summary(info: dict, out: Path) -> None:

@@ -110,10 +110,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
 from judgetrain.seeding import derive_seed, rng_for
 
-from .common import BuildError, Fractions, balance_table, finish_summary, split_table
+from .common import BuildError, Fractions, balance_table, builder_parser, finish_summary, save_build, split_table
 from .procedures import Procedure, image_bytes, load_procedures
 
 BUILDER = "prism"
@@ -794,22 +793,17 @@ def build(cfg: PrismConfig) -> dict:
         "filtered": [{"id": p.id, "reason": f"{p.n} step(s) (< {MIN_STEPS})"} for p in short],
         "skipped": [asdict(s) for s in skips],
     }
-    info = records.save(dataset, out, info)
-    if not cfg.keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-    return info
+    return save_build(dataset, out, info, cfg, work)
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def make_parser():
-    return make_config_parser(PrismConfig, "judgetrain build prism",
-                              "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
-                              "examples:\n"
-                              "  judgetrain build prism --out data/prism --synthetic 100\n"
-                              "  judgetrain build prism --out data/prism-coin --procedures coin/procedures.jsonl --layouts P0,P6 --modes pairwise\n"
-                              "  judgetrain build prism --config build.yaml --seed 3   # YAML keys are the fields below\n")
+    return builder_parser(PrismConfig, "prism",
+                          "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
+                          ["--out data/prism --synthetic 100",
+                           "--out data/prism-coin --procedures coin/procedures.jsonl --layouts P0,P6 --modes pairwise"])
 
 
 def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:

@@ -67,9 +67,8 @@ from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, 
 
 from judgetrain.config import WorkBuildArgs, arg, comma_list
 from judgetrain.jsonl import optional_text, read_jsonl, text
-from judgetrain.config import make_parser as make_config_parser
 
-from .common import BuildError, Fractions, Skip, finish_summary, inside, split_table  # noqa: F401  (BuildError: raised from here)
+from .common import BuildError, Fractions, Skip, builder_parser, finish_summary, inside, save_build, split_table  # noqa: F401  (BuildError: raised from here)
 from .procedures import to_rgb
 
 BUILDER = "timecatch"
@@ -590,10 +589,7 @@ def build(cfg: TimeCatchConfig) -> dict:
         "filtered": [{"id": s.id, "source": s.source, "reason": d["reason"]} for s, d in short],
         "skipped": [asdict(s) for s in skips],
     }
-    info = records.save(dataset, out, info)
-    if not cfg.keep_work:
-        shutil.rmtree(work, ignore_errors=True)
-    return info
+    return save_build(dataset, out, info, cfg, work)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -614,13 +610,11 @@ def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float]]
 
 
 def make_parser():
-    return make_config_parser(TimeCatchConfig, "judgetrain build timecatch",
-                              "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
-                              "examples:\n"
-                              "  judgetrain build timecatch --out data/timecatch --synthetic 200 --lpips-random-backbone\n"
-                              "  judgetrain build timecatch --out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5\n"
-                              "  judgetrain build timecatch --out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions\n"
-                              "  judgetrain build timecatch --config build.yaml --seed 3   # YAML keys are the fields below\n")
+    return builder_parser(TimeCatchConfig, "timecatch",
+                          "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
+                          ["--out data/timecatch --synthetic 200 --lpips-random-backbone",
+                           "--out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5",
+                           "--out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions"])
 
 
 def print_summary(info: dict, out: Path) -> None:

@@ -582,14 +582,12 @@ class JudgeEvalConfig(EvalArgs):
                                                       "in either mode)", identity=True)
 
     def __post_init__(self) -> None:
-        self.data, self.out = Path(self.data), Path(self.out)
-        self.model = str(self.model)
-        self.adapter = str(self.adapter) if self.adapter else None
-        self.batch_size = str(self.batch_size)
+        common = self.common_problems()  # listed after this command's own
+        problems: list[str] = []
+        self.data = Path(self.data)
         self.tasks = comma_list(self.tasks)
         self.layouts = comma_list(self.layouts) or None
         self.subsets = comma_list(self.subsets) or None
-        problems = []
         if self.mode not in MODES:
             problems.append(f"mode: {self.mode!r} is not a judge mode; choose {' or '.join(MODES)}")
         unknown = [t for t in self.tasks if t not in JUDGE_TASKS]
@@ -599,12 +597,7 @@ class JudgeEvalConfig(EvalArgs):
             problems.append(f"tasks: give at least one of {', '.join(JUDGE_TASKS)}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             problems.append(f"max_new_tokens: {self.max_new_tokens!r}; must be at least 1")
-        if self.limit is not None and self.limit < 1:
-            problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
-        try:
-            parse_batch_size(self.batch_size)
-        except ValueError as e:
-            problems.append(f"batch_size: {e}")
+        problems += common
         if problems:
             raise ConfigError(problems, "eval judge configuration")
 

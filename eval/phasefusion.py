@@ -489,13 +489,9 @@ class PhaseFusionConfig(EvalArgs):
                                   "run; a smaller one restricts the metrics to those N)")
 
     def __post_init__(self) -> None:
-        from .sharded import parse_batch_size  # the same --batch-size rule as every evaluation
-
-        self.model = str(self.model)
-        self.adapter = str(self.adapter) if self.adapter else None
-        self.manifest, self.out = Path(self.manifest), Path(self.out)
+        common = self.common_problems()  # listed after this command's own
+        self.manifest = Path(self.manifest)
         self.frame_cache = Path(self.frame_cache) if self.frame_cache else None
-        self.batch_size = str(self.batch_size)
         self.arms = comma_list(self.arms)
         problems = _check_sizes(self.budget, self.phases, self.orderings)
         try:
@@ -509,12 +505,7 @@ class PhaseFusionConfig(EvalArgs):
             problems.append(f"origins: {e}")
         if self.max_side is not None and self.max_side < 1:
             problems.append(f"max_side: must be >= 1 pixel, got {self.max_side}")
-        if self.limit is not None and self.limit < 1:
-            problems.append(f"limit: must be >= 1 question, got {self.limit} (leave it out to score every question)")
-        try:
-            parse_batch_size(self.batch_size)
-        except ValueError as e:
-            problems.append(f"batch_size: {e}")
+        problems += common
         if problems:
             raise ConfigError(problems, "eval phasefusion configuration")
 

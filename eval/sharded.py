@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from judgetrain.config import parse_batch_size  # noqa: F401  (re-exported: evaluations import it from here)
 from judgetrain.io import write_rows
 
 from .runs import METRICS, PREDICTIONS, PredictionsError, PredictionWriter, check_resume, clear_run, finish_run, \
@@ -75,19 +76,6 @@ def process_state(module: str):
                            f"({state.distributed_type}); on CPU launch with ACCELERATE_USE_CPU=1 accelerate launch "
                            f"--multi_gpu --num_processes N -m {module} ...")
     return state
-
-
-def parse_batch_size(text: str) -> int | str:
-    """``--batch-size``: a positive integer or ``"auto"``."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
-    return value
 
 
 def _resume(state: Any, out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any]:

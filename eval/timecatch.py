@@ -56,16 +56,14 @@ class TimeCatchEvalConfig(EvalArgs):
                                    "task,source,accuracy")
 
     def __post_init__(self) -> None:
-        self.data, self.out = Path(self.data), Path(self.out)
+        common = self.common_problems()  # listed after this command's own
+        problems: list[str] = []
+        self.data = Path(self.data)
         self.tasks = comma_list(self.tasks)
-        problems = []
         unknown = sorted(set(self.tasks) - set(TIMECATCH_TASKS))
         if unknown:
             problems.append(f"tasks: unknown {unknown}; TimeCatch tasks are {', '.join(TIMECATCH_TASKS)}")
-        try:
-            parse_batch_size(str(self.batch_size))
-        except ValueError as e:
-            problems.append(f"batch_size: {e}")
+        problems += common
         if problems:
             raise ConfigError(problems, "eval timecatch configuration")
 

@@ -39,7 +39,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
 }
 GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, rebuild reports, compare runs"}
 # legacy modules whose unknown arguments are passed on (recipe overrides for the trainer)
-PASS_THROUGH = {("train",), ("sweep",)}
+PASS_THROUGH = {("train",)}
 
 EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline

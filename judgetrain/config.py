@@ -27,7 +27,7 @@ from typing import Any
 
 from judgetrain.errors import UserError
 
-__all__ = ["BuildArgs", "ConfigError", "EvalArgs", "OutputArgs", "WorkBuildArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse",
+__all__ = ["BuildArgs", "ConfigError", "EvalArgs", "OutputArgs", "WorkBuildArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse", "parse_batch_size",
            "read_config_file"]
 
 
@@ -230,3 +230,31 @@ class EvalArgs:
     limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+
+    def common_problems(self) -> list[str]:
+        """Normalise the shared fields and return their problems (each evaluation's
+        ``__post_init__`` adds its own and raises them together)."""
+        self.model, self.out = str(self.model), Path(self.out)
+        self.adapter = str(self.adapter) if self.adapter else None
+        self.batch_size = str(self.batch_size)
+        problems = []
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
+        try:
+            parse_batch_size(self.batch_size)
+        except ValueError as e:
+            problems.append(f"batch_size: {e}")
+        return problems
+
+
+def parse_batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive integer or ``"auto"``."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
+    return value
