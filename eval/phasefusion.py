@@ -663,8 +663,8 @@ def make_parser():
         "PhaseFusion (paper 001): score video multiple-choice questions over S phase-offset frame grids and K option "
         "orderings, fuse the option posteriors, and report cost, accuracy and stability per arm (Table 1 layout).",
         "examples:\n"
-        "  judgetrain build video-mcq --out data/vmcq --synthetic 12\n"
-        "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq/manifest.jsonl \\\n"
+        "  judgetrain build video-mcq --out data/vmcq-12 --synthetic 12\n"
+        "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-12/manifest.jsonl \\\n"
         "      --budget 4 --phases 2 --orderings 3 --arms single,fusion,vote,union,dense16 --out results/pf-tiny\n"
         "  judgetrain eval phasefusion --model Qwen/Qwen3-VL-8B-Instruct --manifest videomme.jsonl \\\n"
         "      --budget 8 --phases 3 --orderings 10 --arms single,fusion,vote,union,dense32 --origins 0,1/6 --out results/pf-q3\n"
