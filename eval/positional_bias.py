@@ -49,7 +49,8 @@ from judgetrain.config import make_parser as make_config_parser
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot
 
-from .judge import classification_cell, fmt, ordering_cell, rows_markdown
+from .judge_metrics import classification_cell, ordering_cell
+from .judge_report import fmt, rows_markdown
 from .metrics import TIMECATCH_TASKS, accuracy_cell
 from .report import display_name, figures_markdown
 from .runs import read_run

@@ -21,7 +21,7 @@ __all__ = ["EVALUATIONS", "evaluation_of", "module_for"]
 
 EVALUATIONS = {
     "timecatch": "judgetrain.eval.report",
-    "judge": "judgetrain.eval.judge",
+    "judge": "judgetrain.eval.judge_report",
     "phasefusion": "judgetrain.eval.phasefusion_report",
 }
 
