@@ -15,8 +15,9 @@ LAYERS = {
     "judgetrain.video": 0, "judgetrain.perceptual": 0,
     "judgetrain.models": 1, "judgetrain.scoring": 1,
     "judgetrain.data_builders": 2, "judgetrain.eval": 2,
-    "judgetrain.train": 3, "judgetrain.merge": 3,
-    "judgetrain.sweep": 4,
+    "judgetrain.train": 3, "judgetrain.merge": 3, "judgetrain.accelerate_configs": 0, "judgetrain.errors": 0,
+    "judgetrain.jsonl": 0, "judgetrain.plotting": 0, "judgetrain.mcq_manifest": 0,
+    "judgetrain.sweep": 4, "judgetrain.sweep_space": 4, "judgetrain.sweep_trial": 4,
     "judgetrain.cli": 9, "judgetrain.__main__": 9, "judgetrain.launch": 9, "judgetrain.quickstart": 9,
     "judgetrain.dashboard": 9, "judgetrain.deepspeed_configs": 0,
 }

@@ -1,0 +1,286 @@
+"""What a sweep searches and what it optimises: the search space (a YAML file mapping recipe
+fields to Optuna distributions, checked against the trainer's own parser) and the objectives
+(``eval_loss`` or ``judge:SUBSET/METRIC``), and where the study lives (storage URLs,
+pruners). Shared by the controller (:mod:`judgetrain.sweep`)
+and the trial side (:mod:`judgetrain.sweep_trial`). README: "judgetrain sweep".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judgetrain.config import ConfigError
+
+__all__ = ["DEFAULT_OBJECTIVE", "DEFAULT_STORAGE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace",
+           "SweepError", "flag_value", "make_pruner", "parse_objectives", "process_alive", "storage_from_url"]
+
+ENV = "JUDGETRAIN_SWEEP"
+RESULT_FILE = "sweep_result.json"
+DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
+DEFAULT_OBJECTIVE = "judge:PRISM-Temporal/macro_f1"
+PRUNERS = ("median", "hyperband", "none")
+
+
+class SweepError(ConfigError):
+    """A sweep configuration problem; the message names the file or option and the fix
+    (a :class:`~judgetrain.config.ConfigError`: the CLI prints it without a traceback)."""
+
+    def __init__(self, message: str):
+        self.problems = [message]
+        ValueError.__init__(self, message)
+
+
+# --------------------------------------------------------------------------- search spaces
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched recipe field: ``choices`` (categorical) or ``low``/``high`` (``log``, ``step``)."""
+
+    name: str
+    kind: str  # "categorical", "float" or "int"
+    choices: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+
+    def suggest(self, trial: Any) -> Any:
+        if self.kind == "categorical":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.kind == "int":
+            return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
+        return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
+
+    def probe_values(self) -> list[Any]:
+        """The values the space is checked with: every choice, or both ends of the range."""
+        if self.kind == "categorical":
+            return list(self.choices)
+        if self.kind == "int":
+            return [int(self.low), int(self.high)]
+        return [self.low, self.high]
+
+
+_PARAM_KEYS = {"choices", "low", "high", "log", "step", "type"}
+
+
+@dataclass
+class SearchSpace:
+    """A search space file: ``params`` (field -> distribution) and optional ``fixed`` overrides."""
+
+    path: Path
+    params: list[Param]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SearchSpace:
+        import yaml
+
+        path = Path(path)
+        if not path.is_file():
+            raise SweepError(f"--space {path}: no such file (shipped spaces are in recipes/spaces/)")
+        doc = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict) or not doc["params"]:
+            raise SweepError(f"{path}: a search space is a mapping with `params:` (field: {{choices: [...]}} or "
+                             "{low: x, high: y, log: true})")
+        unknown = sorted(set(doc) - {"params", "fixed", "description"})
+        problems = [f"{path}: unknown top-level key {k!r} (allowed: params, fixed, description)" for k in unknown]
+        params = []
+        for name, spec in doc["params"].items():
+            where = f"{path}: params.{name}"
+            if not isinstance(spec, dict):
+                problems.append(f"{where}: give a mapping ({{choices: [...]}} or {{low: x, high: y}})")
+                continue
+            bad = sorted(set(spec) - _PARAM_KEYS)
+            if bad:
+                problems.append(f"{where}: unknown key(s) {bad}; allowed: {sorted(_PARAM_KEYS)}")
+            if "choices" in spec:
+                if not isinstance(spec["choices"], list) or not spec["choices"]:
+                    problems.append(f"{where}.choices: give a non-empty list")
+                    continue
+                if {"low", "high"} & set(spec):
+                    problems.append(f"{where}: give either choices or low/high, not both")
+                params.append(Param(name, "categorical", choices=tuple(spec["choices"])))
+                continue
+            if not {"low", "high"} <= set(spec):
+                problems.append(f"{where}: give `choices: [...]` or both `low` and `high`")
+                continue
+            low, high = spec["low"], spec["high"]
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+                problems.append(f"{where}: low and high must be numbers (write 2.0e-6, not 2e-6: YAML reads the latter as text)")
+                continue
+            kind = spec.get("type") or ("int" if isinstance(low, int) and isinstance(high, int) else "float")
+            if kind not in ("int", "float"):
+                problems.append(f"{where}.type: {kind!r}; use int or float")
+                continue
+            if not low < high:
+                problems.append(f"{where}: low ({low}) must be below high ({high})")
+            if spec.get("log") and low <= 0:
+                problems.append(f"{where}: a log range needs low > 0")
+            params.append(Param(name, kind, low=low, high=high, log=bool(spec.get("log", False)), step=spec.get("step")))
+        fixed = doc.get("fixed") or {}
+        if not isinstance(fixed, dict):
+            problems.append(f"{path}: fixed: give a mapping of field: value")
+            fixed = {}
+        if problems:
+            raise SweepError("invalid search space:\n" + "\n".join(f"  - {p}" for p in problems))
+        return cls(path, params, dict(fixed), str(doc.get("description") or ""))
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        return {p.name: p.suggest(trial) for p in self.params}
+
+    def overrides(self, values: dict[str, Any]) -> list[str]:
+        """``--field value`` flags for the trainer: the fixed overrides, then the trial's values."""
+        return [a for k, v in {**self.fixed, **values}.items() for a in (f"--{k}", flag_value(v))]
+
+    def validate(self, recipe: Path, extra: list[str] | None = None) -> None:
+        """Parse the recipe (with the sweep's ``extra`` overrides) with every probe value
+        through the trainer's parser and cross-field checks; raise one
+        :class:`SweepError` listing every problem."""
+        from judgetrain import train
+
+        known = {a.dest for a in train.make_parser()._actions}
+        problems = []
+        for name in [p.name for p in self.params] + list(self.fixed):
+            if name not in known:
+                import difflib
+
+                close = difflib.get_close_matches(name, known, n=1)
+                problems.append(f"{self.path}: {name!r} is not a recipe field" + (f"; did you mean {close[0]!r}?" if close else ""))
+        base = self.overrides({}) + list(extra or [])
+        if not problems:
+            try:
+                train.parse(["--config", str(recipe), *base])
+            except (train.ConfigError, SystemExit, ValueError) as e:
+                raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
+            for p in self.params:
+                for v in p.probe_values():
+                    try:
+                        margs, dargs, largs, targs = train.parse(["--config", str(recipe), *base, f"--{p.name}", flag_value(v)])
+                    except (train.ConfigError, SystemExit, ValueError) as e:
+                        problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
+                        continue
+                    problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
+                                 for m in train.check_config(margs, dargs, largs, targs, world_size=1)]
+        if problems:
+            raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
+
+
+def flag_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        raise SweepError(f"list values cannot be searched as flags ({v!r}); search a scalar field")
+    return str(v)
+
+
+# --------------------------------------------------------------------------- objectives
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``eval_loss`` (the Trainer's validation loss) or ``judge:SUBSET/METRIC`` (the judge
+    evaluation's metric on the validation split, e.g. ``judge:PRISM-Temporal/macro_f1``)."""
+
+    name: str
+    direction: str
+
+    @property
+    def is_judge(self) -> bool:
+        return self.name.startswith("judge:")
+
+    @property
+    def subset(self) -> str:
+        return self.name.removeprefix("judge:").split("/", 1)[0]
+
+    @property
+    def metric(self) -> str:
+        return self.name.removeprefix("judge:").split("/", 1)[1]
+
+
+def parse_objectives(names: str, directions: str | None) -> list[Objective]:
+    """``--objective a,b --direction maximize,minimize``; directions default to
+    minimize for losses and errors, maximize otherwise."""
+    from judgetrain.data_builders.common import csv
+
+    objs = csv(names)
+    dirs = csv(directions) if directions else ()
+    if dirs and len(dirs) != len(objs):
+        raise SweepError(f"--direction: {len(dirs)} direction(s) for {len(objs)} objective(s); give one per objective")
+    out = []
+    for k, name in enumerate(objs):
+        if name != "eval_loss" and not (name.startswith("judge:") and "/" in name):
+            raise SweepError(f"--objective {name!r}: use eval_loss or judge:SUBSET/METRIC (e.g. {DEFAULT_OBJECTIVE}, "
+                             "judge:all/accuracy)")
+        d = dirs[k] if dirs else ("minimize" if name == "eval_loss" or name.endswith(("mae", "rmse", "loss")) else "maximize")
+        if d not in ("minimize", "maximize"):
+            raise SweepError(f"--direction {d!r}: use minimize or maximize")
+        out.append(Objective(name, d))
+    return out
+
+
+# --------------------------------------------------------------------------- storage and study
+
+
+def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: int = 0):
+    """An Optuna storage for ``url`` (see the module docstring for the forms)."""
+    import optuna
+
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise SweepError(f"--storage {url!r}: give sqlite:///runs/sweeps.db, postgresql://user@host/db, mysql://…, "
+                         "or journal:path/to/study.journal")
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {}
+    if heartbeat_interval:
+        from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+        kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
+                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
+    try:
+        for attempt in range(5):
+            try:
+                return optuna.storages.RDBStorage(url, **kwargs)
+            except Exception as e:  # noqa: BLE001 - only the schema-creation race is retried
+                # Controllers started at the same moment on an empty database race to
+                # create Optuna's tables and types; the loser sees "already exists" and
+                # finds the schema complete when it tries again.
+                if "already exists" not in str(e) or attempt == 4:
+                    raise
+                time.sleep(1.0 + attempt)
+    except ImportError as e:  # the database driver
+        raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
+                         "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
+
+
+def make_pruner(name: str, warmup_steps: int = 0, startup_trials: int = 2):
+    import optuna
+
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=warmup_steps)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner()
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise SweepError(f"--pruner {name!r}: choose from {', '.join(PRUNERS)}")
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
