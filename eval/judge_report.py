@@ -16,7 +16,7 @@ from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot
 
 from .judge_metrics import SCORES, compute_judge_metrics
-from .report import display_name, figures_markdown
+from .report import display_name, figures_markdown, run_header
 from .runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 
 __all__ = ["cells", "fmt", "plot_pairwise_layouts", "plot_score_distribution", "report", "rows_markdown"]
@@ -136,14 +136,9 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
 def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
               figures: Sequence[tuple[str, str]]) -> str:
     name = display_name(info, rows)
-    md = [f"# Judge evaluation: {name}\n\n"]
-    md.append(f"- model: `{info.get('model') or (rows[0].get('model') if rows else None)}`"
-              + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
-    if info.get("data"):
-        md.append(f"- data: `{info['data']}`, split `{info.get('split')}`\n")
-    md.append(f"- mode: {info.get('mode', '?')}; items: {m['n']} of the {m['items']['selected']} the run selects "
-              f"({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})"
-              + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n")
+    md = [f"# Judge evaluation: {name}\n\n",
+          run_header(info, rows, f"mode: {info.get('mode', '?')}; items: {m['n']} of the {m['items']['selected']} the run "
+                                 f"selects ({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})")]
     if "pairwise" in m:
         pw = m["pairwise"]
         md.append("\n## Pairwise (paper 002 Table S2 layout)\n\n")

@@ -45,6 +45,7 @@ __all__ = [
     "PredictionWriter",
     "cells",
     "display_name",
+    "run_header",
     "figures_markdown",
     "load_human",
     "plot_confusion",
@@ -240,13 +241,8 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     write_json(run_dir / METRICS, metrics)
 
     model_name = display_name(info, rows)
-    md = [f"# TimeCatch evaluation: {model_name}\n\n"]
-    md.append(f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
-              + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
-    if info.get("data"):
-        md.append(f"- data: `{info['data']}`, split `{info.get('split')}`\n")
-    md.append(f"- items: {len(rows)} of the {metrics['items']['selected']} the run selects"
-              + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n")
+    md = [f"# TimeCatch evaluation: {model_name}\n\n",
+          run_header(info, rows, f"items: {len(rows)} of the {metrics['items']['selected']} the run selects")]
     md.append("\n## Accuracy (%) per task and source\n\n")
     md.append("Random: the expected accuracy of a uniform guess over each item's own choices, averaged over items.\n\n")
     md.append(table2_markdown(metrics, model_name, human_table))
@@ -270,6 +266,16 @@ def figures_markdown(figures: Sequence[tuple[str, str]]) -> str:
     if not figures:
         return ""
     return "\n## Figures\n\n" + "".join(f"### {title}\n\n[![{title}]({name})]({name})\n\n" for title, name in figures)
+
+
+def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items: str) -> str:
+    """The lines under a report's title: model (+ adapter), data and split, then ``items``
+    (what the run evaluated) with the process count."""
+    md = (f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
+          + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
+    if info.get("data"):
+        md += f"- data: `{info['data']}`, split `{info.get('split')}`\n"
+    return md + f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
 
 
 def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:

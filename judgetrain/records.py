@@ -123,7 +123,7 @@ class IncompleteDatasetError(UserError, FileNotFoundError):
 
 def make_id(*parts: Any, prefix: str = "") -> str:
     """A stable id from ``parts``: the same parts give the same id in every
-    process and on every machine (sha256 of their JSON, never ``hash()``)."""
+    process and on every machine (sha256 of their JSON, never Python's salted built-in hash)."""
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
     return f"{prefix}{digest[:16]}"
 
