@@ -310,7 +310,7 @@ def validate_records(rows: Iterable[Mapping[str, Any]], *, split: str = "?", see
         raise RecordValidationError(errors)
 
 
-def _raw_rows(ds: datasets.Dataset, batch_size: int = 256) -> Iterable[dict]:
+def stored_rows(ds: datasets.Dataset, batch_size: int = 256) -> Iterable[dict]:
     """Rows as stored, images as ``{"bytes", "path"}`` dicts (nothing decoded)."""
     for table in ds.with_format("arrow").iter(batch_size=batch_size):
         yield from table.to_pylist()
@@ -321,7 +321,7 @@ def content_hash(ds: datasets.Dataset) -> str:
     by the sha256 of its stored bytes. Identical records give identical hashes
     regardless of Arrow file layout."""
     h = hashlib.sha256()
-    for row in _raw_rows(ds):
+    for row in stored_rows(ds):
         row = dict(row)
         row["images"] = [_image_digest(im) for im in row["images"]]
         h.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
@@ -379,7 +379,7 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     if validate:
         seen: set = set()
         for split, ds in dataset.items():
-            validate_records(_raw_rows(ds), split=split, seen_ids=seen)
+            validate_records(stored_rows(ds), split=split, seen_ids=seen)
     info = dict(build_info)
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
     dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
