@@ -129,7 +129,7 @@ def test_options_hold_the_answer_once_and_distractors_come_from_the_clip(built):
 def test_gold_position_is_balanced_per_option_count(built):
     _, info, rows = built
     cfg = SyntheticConfig(out=Path("unused"), synthetic=120, seed=SEED, options=(3, 5))
-    plan = V._plan(cfg)
+    plan = V.plan(cfg)
     for k in (3, 4, 5):
         slots = Counter(pos for _, _, kk, pos in plan if kk == k)
         assert set(slots) == set(range(k)) and max(slots.values()) - min(slots.values()) <= 1
