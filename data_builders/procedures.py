@@ -1,47 +1,10 @@
-"""Procedures: step-by-step image sequences for PRISM and the ordering probe.
+"""Procedures: step-by-step image sequences, the gold sequences of PRISM and the ordering probe.
 
-Two sources, one format:
-
-* **Procedure manifests** (COIN-style cooking / recipe procedures), JSON Lines,
-  one procedure per line::
-
-      {"id": "coin-0042", "category": "make-pizza", "title": "Make a pizza",
-       "source": "coin",
-       "steps": [{"text": "Roll out the dough.", "image": "coin-0042/0.jpg"}, ...]}
-
-  ``id``, ``category`` and ``steps`` (a non-empty list, in chronological
-  order, each with a non-empty ``text`` and an ``image``) are required;
-  ``title`` (what the procedure achieves, shown as "Task: …") and ``source``
-  (the record's ``source`` column; default ``"procedures"``) are optional;
-  other keys are ignored (a null ``title`` or ``source`` is its default; an
-  integer ``id`` is taken as its string). Image paths are relative to the
-  manifest's folder and may not leave it. The file is read with
-  :func:`judgetrain.jsonl.read_jsonl` (split on ``\\n`` only, each line decoded
-  on its own): a line that is not UTF-8, not JSON or not an object, a missing
-  or mistyped field, a missing / unreadable image or a duplicate id becomes a
-  :class:`Skip` naming ``path:line`` and ``field: problem; fix`` (counted in
-  ``build.json``, never silently dropped); builders fail on them under
-  ``--strict``.
-
-* **Synthetic procedures** (the default, offline): procedures whose step
-  images make the chronological order checkable by eye, rendered with PIL at
-  ``size`` × ``size`` pixels (default 128) as PNG files, with step texts, in
-  six categories (:data:`CATEGORIES`): a pizza topped step by step, a layered
-  drink poured layer by layer, a tower built block by block, a polygon drawn
-  side by side, a plant growing from seed to flower, a clock whose hour hand
-  advances one hour per step. Every image shows the *cumulative* state after
-  its step, so a later step's image always contains visibly more (or, for the
-  clock, a later hour) than an earlier one. Categories are assigned round-robin
-  (``index % 6``) so that any six consecutive procedures cover all of them and
-  semantic outliers (images from another category) always exist; the number
-  of steps (4–8 by default) and every colour, position and parameter are drawn
-  from a generator seeded by (seed, index) through hashlib.
-
-:func:`write_procedures` writes the synthetic set to a folder + manifest in the
-manifest format above: each procedure's folder appears complete or not at all
-(written to a temporary folder, then renamed), a complete folder from the same
-(seed, index, size, version) is kept on rerun (resume), and the manifest is
-written atomically.
+:func:`read_procedures` parses a procedure manifest (JSON Lines, one procedure per line,
+bad lines become located skips); :func:`load_procedures` is the builders' source step;
+:func:`write_procedures` renders the offline synthetic set (six categories whose order
+can be checked by eye) in that manifest format; :func:`image_bytes` is what a record
+stores for an image. README: "`judgetrain build prism`", "`judgetrain build ordering-probe`".
 """
 
 from __future__ import annotations
@@ -51,7 +14,6 @@ import json
 import math
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,10 +22,11 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 from tqdm.auto import tqdm
 
-from judgetrain.jsonl import optional_text, read_jsonl, text
+from judgetrain.jsonl import optional_text, text
 from judgetrain.seeding import derive_seed
 
 from .common import BuildError, Skip, inside
+from .manifests import read_manifest_lines, report_skips
 
 __all__ = [
     "SOURCE",
@@ -189,32 +152,21 @@ def image_bytes(path: str | os.PathLike) -> bytes:
 
 
 def read_procedures(path: str | os.PathLike) -> tuple[list[Procedure], list[Skip]]:
-    """Parse a procedure manifest (module docstring) with :func:`judgetrain.jsonl.read_jsonl`.
-    Every bad line — not UTF-8, not JSON, not an object, a missing or mistyped field, a
-    path outside the manifest's folder, a missing or unreadable image, a duplicate id —
-    becomes a :class:`Skip` naming the manifest and line (``field: problem; fix``);
-    nothing raises except a missing manifest."""
-    path = Path(path)
-    if not path.is_file():
-        raise BuildError(f"{path}: procedure manifest not found")
-    procedures: list[Procedure] = []
-    skips: list[Skip] = []
-    seen: dict[str, int] = {}
-    for item in read_jsonl(path):
-        sid = None
-        try:
-            if item.problem:
-                raise ValueError(item.problem)
-            sid = text(item.row, "id", "a non-empty string naming the procedure", ids=True)
-            if sid in seen:
-                raise ValueError(f"id: {sid!r} is also on line {seen[sid]}; give every procedure its own id")
-            procedure = _procedure(item.row, sid, path, item.line)
-        except ValueError as e:
-            skips.append(Skip(str(path), item.line, str(e), sid))
-            continue
-        seen[sid] = item.line
-        procedures.append(procedure)
-    return procedures, skips
+    """Parse a procedure manifest with :func:`judgetrain.jsonl.read_jsonl`, one procedure per line::
+
+        {"id": "coin-0042", "category": "make-pizza", "title": "Make a pizza", "source": "coin",
+         "steps": [{"text": "Roll out the dough.", "image": "coin-0042/0.jpg"}, ...]}
+
+    ``id``, ``category`` and ``steps`` (non-empty, chronological, each with a non-empty
+    ``text`` and an ``image``) are required; ``title`` (shown as "Task: …") and ``source``
+    (default :data:`DEFAULT_SOURCE`) are optional, null meaning the default; an integer ``id``
+    is taken as its string; other keys are ignored. Image paths are relative to the
+    manifest's folder and may not leave it. Every bad line — not UTF-8, not JSON, not an
+    object, a missing or mistyped field, a path outside the manifest's folder, a missing or
+    unreadable image, a duplicate id — becomes a :class:`Skip` naming the manifest and line
+    (``field: problem; fix``); nothing raises except a missing manifest."""
+    return read_manifest_lines(path, _procedure, what="procedure manifest", noun="procedure",
+                               id_hint="a non-empty string naming the procedure")
 
 
 def _procedure(row: dict, sid: str, path: Path, line: int) -> Procedure:
@@ -253,12 +205,7 @@ def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: 
     if manifest is None:
         manifest = write_procedures(work / "synthetic", synthetic, seed=seed, size=size, progress=progress)
     procedures, skips = read_procedures(manifest)
-    if skips:
-        for s in skips:
-            print(f"warning: skipped {s}", file=sys.stderr)
-        if strict:
-            raise BuildError(f"{len(skips)} bad input(s) (listed above; the first: {skips[0]}); fix them or rerun "
-                             "without --strict to skip them")
+    report_skips(skips, strict)
     kept = [p for p in procedures if p.n >= min_steps]
     short = [p for p in procedures if p.n < min_steps]
     if not kept:
@@ -337,109 +284,157 @@ def _polar(cx: float, cy: float, r: float, a: float) -> tuple[float, float]:
     return cx + r * math.cos(a), cy + r * math.sin(a)
 
 
+@dataclass(frozen=True)
+class _Canvas:
+    """Where a state is drawn: the image's ``draw`` handle and its ``scale`` (size / 128),
+    so that drawings are written in a 128 × 128 coordinate system at any size."""
+
+    draw: ImageDraw.ImageDraw
+    scale: float
+
+    def box(self, x0, y0, x1, y1) -> list[float]:
+        s = self.scale
+        return [x0 * s, y0 * s, x1 * s, y1 * s]
+
+    def circle(self, cx, cy, r, **kw) -> None:
+        self.draw.ellipse(self.box(cx - r, cy - r, cx + r, cy + r), **kw)
+
+
+def _draw_pizza(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """A board and a base; then sauce, cheese, one topping a step; baked (browned) at the last step."""
+    d, s = c.draw, c.scale
+    box, circle = c.box, c.circle
+    d.rounded_rectangle(box(6, 6, 122, 122), radius=10 * s, fill=(170, 120, 70))
+    baked = k == n - 1
+    circle(64, 64, 50, fill=(200, 130, 60) if baked else (236, 212, 165))
+    if k >= 1:
+        circle(64, 64, 43, fill=(195, 45, 30))
+    if k >= 2:
+        for r, a in p["cheese"]:
+            x, y = _polar(64, 64, r, a)
+            circle(x, y, 4, fill=(250, 226, 120))
+    for t, (topping, spots) in enumerate(zip(p["toppings"], p["spots"])):
+        if k < 3 + t:
+            break
+        for r, a in spots:
+            x, y = _polar(64, 64, r, a)
+            if topping.startswith("pepperoni"):
+                circle(x, y, 6, fill=(160, 35, 35), outline=(120, 20, 20))
+            elif topping.startswith("black"):
+                circle(x, y, 4, fill=(25, 25, 25))
+                circle(x, y, 1.6, fill=(195, 45, 30))
+            elif topping.startswith("basil"):
+                d.ellipse(box(x - 6, y - 3, x + 6, y + 3), fill=(35, 130, 45))
+            elif topping.startswith("mushrooms"):
+                d.pieslice(box(x - 5, y - 5, x + 5, y + 5), 180, 360, fill=(205, 185, 150))
+                d.rectangle(box(x - 1.5, y, x + 1.5, y + 4), fill=(225, 210, 180))
+            else:
+                d.rectangle(box(x - 6, y - 1.5, x + 6, y + 1.5), fill=(60, 160, 50))
+    if baked:
+        for r, a in p["burn"]:
+            x, y = _polar(64, 64, r, a)
+            circle(x, y, 2.5, fill=(150, 90, 40))
+
+
+def _draw_layered_drink(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """A glass holding one more liquid layer per step, bottom up."""
+    d, s = c.draw, c.scale
+    box = c.box
+    top, bottom, left, right = 18, 114, 38, 90
+    layer = (bottom - top - 4) / n
+    for j in range(k + 1):
+        y1 = bottom - j * layer
+        d.rectangle(box(left, y1 - layer, right, y1), fill=LIQUIDS[p["liquids"][j]])
+    w = max(1, round(3 * s))
+    d.line([(left * s, top * s), (left * s, bottom * s), (right * s, bottom * s), (right * s, top * s)], fill=(90, 90, 100), width=w)
+
+
+def _draw_block_tower(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """One more block per step on the tower, bottom up."""
+    d, s = c.draw, c.scale
+    box = c.box
+    ground = 116
+    d.rectangle(box(4, ground, 124, 124), fill=(120, 90, 60))
+    height = min(13.0, 100.0 / n)
+    for j in range(k + 1):
+        w, shift = p["widths"][j], p["shifts"][j]
+        y1 = ground - j * height
+        d.rectangle(box(64 + shift - w / 2, y1 - height, 64 + shift + w / 2, y1), fill=BLOCK_COLORS[p["colors"][j]],
+                    outline=(30, 30, 30), width=max(1, round(s)))
+
+
+def _draw_polygon_drawing(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """The polygon's sides drawn up to step ``k``, corner dots and the pencil's tip."""
+    d, s = c.draw, c.scale
+    circle = c.circle
+    pts = [_polar(64 * s, 64 * s, 46 * s, p["rotation"] + 2 * math.pi * i / n) for i in range(n + 1)]
+    for i in range(n):  # faint guide dots at every corner, so the empty part is visible too
+        circle(pts[i][0] / s, pts[i][1] / s, 2, fill=(170, 170, 170))
+    for j in range(k + 1):
+        d.line([pts[j], pts[j + 1]], fill=p["color"], width=max(2, round(4 * s)))
+    circle(pts[k + 1][0] / s, pts[k + 1][1] / s, 3.5, fill=(220, 60, 60))  # the pencil's tip
+
+
+def _draw_plant_growth(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """A seed in a pot, then a stem growing taller with more leaves; a flower at the last step."""
+    d, s = c.draw, c.scale
+    box, circle = c.box, c.circle
+    d.polygon([(40 * s, 92 * s), (88 * s, 92 * s), (80 * s, 122 * s), (48 * s, 122 * s)], fill=p["pot"])
+    d.rectangle(box(40, 88, 88, 94), fill=(95, 60, 35))
+    if k == 0:
+        d.ellipse(box(61, 84, 67, 89), fill=(120, 85, 40))
+    else:
+        leaves = max(0, min(k - 1, n - 3))
+        height = 10 + (70 * k) / (n - 1)
+        top = 88 - height
+        d.line([(64 * s, 88 * s), (64 * s, top * s)], fill=(40, 140, 50), width=max(2, round(3 * s)))
+        for j in range(leaves):
+            y = 82 - (j + 1) * (height - 8) / (leaves + 1)
+            d.ellipse(box(64 - 16, y - 4, 64, y + 4), fill=(50, 160, 60))
+            d.ellipse(box(64, y - 4, 64 + 16, y + 4), fill=(50, 160, 60))
+        if k == n - 1:
+            color = FLOWER_COLORS[p["flower"]]
+            for a in range(6):
+                x, y = _polar(64, top, 7, a * math.pi / 3)
+                circle(x, y, 5, fill=color, outline=(120, 120, 120))
+            circle(64, top, 4, fill=(240, 190, 40))
+        else:
+            circle(64, top, 3, fill=(70, 175, 70))  # the growing tip
+
+
+def _draw_clock(c: _Canvas, p: dict, k: int, n: int) -> None:
+    """A clock face whose hour hand shows step ``k``'s hour."""
+    d, s = c.draw, c.scale
+    circle = c.circle
+    circle(64, 64, 52, fill=p["face"], outline=(40, 40, 40), width=max(2, round(3 * s)))
+    for h in range(12):
+        a = -math.pi / 2 + h * math.pi / 6
+        x0, y0 = _polar(64 * s, 64 * s, 44 * s, a)
+        x1, y1 = _polar(64 * s, 64 * s, 50 * s, a)
+        d.line([(x0, y0), (x1, y1)], fill=(40, 40, 40), width=max(1, round((3 if h % 3 == 0 else 1) * s)))
+    hour = p["hours"][k]
+    a = -math.pi / 2 + (hour % 12) * math.pi / 6
+    d.line([(64 * s, 64 * s), _polar(64 * s, 64 * s, 28 * s, a)], fill=(20, 20, 20), width=max(2, round(5 * s)))
+    d.line([(64 * s, 64 * s), (64 * s, 20 * s)], fill=(60, 60, 60), width=max(1, round(2 * s)))
+    circle(64, 64, 3, fill=(20, 20, 20))
+
+
+# every category's drawing of the state after step k (0-based) of n
+_DRAWERS = {
+    "pizza": _draw_pizza, "layered-drink": _draw_layered_drink, "block-tower": _draw_block_tower,
+    "polygon-drawing": _draw_polygon_drawing, "plant-growth": _draw_plant_growth, "clock": _draw_clock,
+}
+
+
 def _draw_state(p: dict, k: int, size: int) -> Image.Image:
     """The image after step ``k`` (0-based): the cumulative state of the procedure."""
     s = size / 128.0
     img = Image.new("RGB", (size, size), p["background"])
     d = ImageDraw.Draw(img)
     d.rectangle([0, 0, size - 1, size - 1], outline=(150, 150, 150), width=max(1, round(2 * s)))
-
-    def box(x0, y0, x1, y1):
-        return [x0 * s, y0 * s, x1 * s, y1 * s]
-
-    def circle(cx, cy, r, **kw):
-        d.ellipse(box(cx - r, cy - r, cx + r, cy + r), **kw)
-
-    cat, n = p["category"], p["n"]
-    if cat == "pizza":
-        d.rounded_rectangle(box(6, 6, 122, 122), radius=10 * s, fill=(170, 120, 70))
-        baked = k == n - 1
-        circle(64, 64, 50, fill=(200, 130, 60) if baked else (236, 212, 165))
-        if k >= 1:
-            circle(64, 64, 43, fill=(195, 45, 30))
-        if k >= 2:
-            for r, a in p["cheese"]:
-                x, y = _polar(64, 64, r, a)
-                circle(x, y, 4, fill=(250, 226, 120))
-        for t, (topping, spots) in enumerate(zip(p["toppings"], p["spots"])):
-            if k < 3 + t:
-                break
-            for r, a in spots:
-                x, y = _polar(64, 64, r, a)
-                if topping.startswith("pepperoni"):
-                    circle(x, y, 6, fill=(160, 35, 35), outline=(120, 20, 20))
-                elif topping.startswith("black"):
-                    circle(x, y, 4, fill=(25, 25, 25))
-                    circle(x, y, 1.6, fill=(195, 45, 30))
-                elif topping.startswith("basil"):
-                    d.ellipse(box(x - 6, y - 3, x + 6, y + 3), fill=(35, 130, 45))
-                elif topping.startswith("mushrooms"):
-                    d.pieslice(box(x - 5, y - 5, x + 5, y + 5), 180, 360, fill=(205, 185, 150))
-                    d.rectangle(box(x - 1.5, y, x + 1.5, y + 4), fill=(225, 210, 180))
-                else:
-                    d.rectangle(box(x - 6, y - 1.5, x + 6, y + 1.5), fill=(60, 160, 50))
-        if baked:
-            for r, a in p["burn"]:
-                x, y = _polar(64, 64, r, a)
-                circle(x, y, 2.5, fill=(150, 90, 40))
-    elif cat == "layered-drink":
-        top, bottom, left, right = 18, 114, 38, 90
-        layer = (bottom - top - 4) / n
-        for j in range(k + 1):
-            y1 = bottom - j * layer
-            d.rectangle(box(left, y1 - layer, right, y1), fill=LIQUIDS[p["liquids"][j]])
-        w = max(1, round(3 * s))
-        d.line([(left * s, top * s), (left * s, bottom * s), (right * s, bottom * s), (right * s, top * s)], fill=(90, 90, 100), width=w)
-    elif cat == "block-tower":
-        ground = 116
-        d.rectangle(box(4, ground, 124, 124), fill=(120, 90, 60))
-        height = min(13.0, 100.0 / n)
-        for j in range(k + 1):
-            w, shift = p["widths"][j], p["shifts"][j]
-            y1 = ground - j * height
-            d.rectangle(box(64 + shift - w / 2, y1 - height, 64 + shift + w / 2, y1), fill=BLOCK_COLORS[p["colors"][j]],
-                        outline=(30, 30, 30), width=max(1, round(s)))
-    elif cat == "polygon-drawing":
-        pts = [_polar(64 * s, 64 * s, 46 * s, p["rotation"] + 2 * math.pi * i / n) for i in range(n + 1)]
-        for i in range(n):  # faint guide dots at every corner, so the empty part is visible too
-            circle(pts[i][0] / s, pts[i][1] / s, 2, fill=(170, 170, 170))
-        for j in range(k + 1):
-            d.line([pts[j], pts[j + 1]], fill=p["color"], width=max(2, round(4 * s)))
-        circle(pts[k + 1][0] / s, pts[k + 1][1] / s, 3.5, fill=(220, 60, 60))  # the pencil's tip
-    elif cat == "plant-growth":
-        d.polygon([(40 * s, 92 * s), (88 * s, 92 * s), (80 * s, 122 * s), (48 * s, 122 * s)], fill=p["pot"])
-        d.rectangle(box(40, 88, 88, 94), fill=(95, 60, 35))
-        if k == 0:
-            d.ellipse(box(61, 84, 67, 89), fill=(120, 85, 40))
-        else:
-            leaves = max(0, min(k - 1, n - 3))
-            height = 10 + (70 * k) / (n - 1)
-            top = 88 - height
-            d.line([(64 * s, 88 * s), (64 * s, top * s)], fill=(40, 140, 50), width=max(2, round(3 * s)))
-            for j in range(leaves):
-                y = 82 - (j + 1) * (height - 8) / (leaves + 1)
-                d.ellipse(box(64 - 16, y - 4, 64, y + 4), fill=(50, 160, 60))
-                d.ellipse(box(64, y - 4, 64 + 16, y + 4), fill=(50, 160, 60))
-            if k == n - 1:
-                color = FLOWER_COLORS[p["flower"]]
-                for a in range(6):
-                    x, y = _polar(64, top, 7, a * math.pi / 3)
-                    circle(x, y, 5, fill=color, outline=(120, 120, 120))
-                circle(64, top, 4, fill=(240, 190, 40))
-            else:
-                circle(64, top, 3, fill=(70, 175, 70))  # the growing tip
-    elif cat == "clock":
-        circle(64, 64, 52, fill=p["face"], outline=(40, 40, 40), width=max(2, round(3 * s)))
-        for h in range(12):
-            a = -math.pi / 2 + h * math.pi / 6
-            x0, y0 = _polar(64 * s, 64 * s, 44 * s, a)
-            x1, y1 = _polar(64 * s, 64 * s, 50 * s, a)
-            d.line([(x0, y0), (x1, y1)], fill=(40, 40, 40), width=max(1, round((3 if h % 3 == 0 else 1) * s)))
-        hour = p["hours"][k]
-        a = -math.pi / 2 + (hour % 12) * math.pi / 6
-        d.line([(64 * s, 64 * s), _polar(64 * s, 64 * s, 28 * s, a)], fill=(20, 20, 20), width=max(2, round(5 * s)))
-        d.line([(64 * s, 64 * s), (64 * s, 20 * s)], fill=(60, 60, 60), width=max(1, round(2 * s)))
-        circle(64, 64, 3, fill=(20, 20, 20))
+    draw = _DRAWERS.get(p["category"])
+    if draw is not None:
+        draw(_Canvas(d, s), p, k, p["n"])
     return img
 
 
@@ -447,7 +442,12 @@ def render_procedure(seed: int, index: int, *, size: int = 128, steps_range=DEFA
     """Synthetic procedure ``index`` of ``seed``: ``(info, images)`` where info
     holds ``id`` (``proc-<index:05d>``), ``category`` (``CATEGORIES[index % 6]``),
     ``title`` and ``texts`` (one per step), and ``images`` are RGB ``size``² PIL
-    images, one per step, each showing the state after its step."""
+    images, one per step, each showing the *cumulative* state after its step (a pizza
+    topped, a drink poured layer by layer, a block tower, a polygon drawn side by side, a
+    plant growing, a clock advancing an hour a step), so a later step's image always holds
+    visibly more, or a later hour. Round-robin categories: any six consecutive indices cover
+    all of them, so semantic outliers always exist. The step count and every colour,
+    position and parameter come from a generator seeded by (seed, index) through hashlib."""
     lo, hi = steps_range
     if not 4 <= lo <= hi <= 8:
         raise ValueError(f"steps_range={steps_range}: need 4 <= min <= max <= 8 (the renderer draws at most 8 steps)")
@@ -467,7 +467,8 @@ def write_procedures(out_dir: str | os.PathLike, n: int, seed: int = 0, *, size:
     and ``out_dir/manifest.jsonl`` (the manifest format of this module, with
     ``source`` = :data:`SOURCE`). Resumable: a procedure folder whose
     ``procedure.json`` matches (seed, index, size, steps range, version) and holds
-    every step image is kept. Returns the manifest path."""
+    every step image is kept; a folder appears complete or not at all (written under a
+    temporary name, then renamed) and the manifest is written atomically. Returns the manifest path."""
     if n < 1:
         raise ValueError(f"n={n}: give the number of procedures to generate (at least 1)")
     out_dir = Path(out_dir)

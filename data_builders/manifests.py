@@ -1,0 +1,79 @@
+"""The manifest loop every builder shares: JSON Lines in, records and located skips out.
+
+:func:`read_manifest_lines` reads a manifest with :func:`judgetrain.jsonl.read_jsonl`, turns
+each object into a record with the builder's own parser, refuses a repeated id, and makes
+every bad line a :class:`~.common.Skip` naming ``PATH:LINE`` and ``field: problem; fix``;
+:func:`report_skips` prints them and fails the build under ``--strict``.
+README: "`judgetrain build timecatch`", "`judgetrain build prism`", "`judgetrain build mirage`".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from judgetrain.jsonl import read_jsonl, text
+
+from .common import BuildError, Skip
+
+__all__ = ["read_manifest_lines", "report_skips"]
+
+
+def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | None, Path, int], Any], *, what: str,
+                        noun: str, id_hint: str | None = None, partial: bool = False) -> tuple[list, list[Skip]]:
+    """Every good line of the manifest at ``path`` as a record, and a :class:`Skip` for every bad one.
+
+    ``parse(row, id, path, line)`` makes one record from a line's object (``line`` is 1-based)
+    or raises ``ValueError("field: problem; fix")``; with ``partial`` it returns
+    ``(record, problems)``, where each problem is a part of the line left out (a skip on that
+    line, the record kept). ``id_hint``: the id is read first, as ``text(row, "id", id_hint,
+    ids=True)``, so a repeated id is refused before the rest of the line is parsed and every
+    skip of the line names it; without it the id is the parsed record's ``id`` and skips name
+    none. A repeated id reads ``id: 'x' is also on line N; give every <noun> its own id``.
+    Nothing raises but a missing manifest (``BuildError``: ``PATH: <what> not found``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BuildError(f"{path}: {what} not found")
+    found: list = []
+    skips: list[Skip] = []
+    seen: dict[str, int] = {}
+
+    def check_new(rid: str) -> None:
+        if rid in seen:
+            raise ValueError(f"id: {rid!r} is also on line {seen[rid]}; give every {noun} its own id")
+
+    for item in read_jsonl(path):
+        rid = None
+        try:
+            if item.problem:
+                raise ValueError(item.problem)
+            if id_hint is not None:
+                rid = text(item.row, "id", id_hint, ids=True)
+                check_new(rid)
+            result = parse(item.row, rid, path, item.line)
+            record, problems = result if partial else (result, [])
+            if id_hint is None:
+                check_new(record.id)
+        except ValueError as e:
+            skips.append(Skip(str(path), item.line, str(e), rid))
+            continue
+        seen[rid if id_hint is not None else record.id] = item.line
+        skips += [Skip(str(path), item.line, problem, rid) for problem in problems]
+        found.append(record)
+    return found, skips
+
+
+def report_skips(skips: list[Skip], strict: bool, *, name_first: bool = True) -> None:
+    """Print each skip as ``warning: skipped PATH:LINE: reason`` on stderr; under ``strict``
+    then fail the build (``BuildError``) saying how many, and with ``name_first`` which came first."""
+    if not skips:
+        return
+    for s in skips:
+        print(f"warning: skipped {s}", file=sys.stderr)
+    if strict:
+        listed = f"listed above; the first: {skips[0]}" if name_first else "listed above"
+        raise BuildError(f"{len(skips)} bad input(s) ({listed}); fix them or rerun without --strict to skip them")
