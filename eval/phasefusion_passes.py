@@ -1,0 +1,182 @@
+"""One PhaseFusion question's passes: decode its frames once, score every grid under every
+option ordering, and measure what that cost (latency, peak memory).
+
+:func:`decode_question` plans every grid at every origin and decodes the union of their
+frames in one pass; :func:`score_question` turns one question into its ``pass``, ``cost``
+and closing ``question`` rows; :func:`load_scorer` loads and warms up the model. The run
+loop that calls them is :mod:`judgetrain.eval.phasefusion`. README: "`judgetrain eval phasefusion`".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .phasefusion_views import LETTERS, Grid, mcq_prompt, orderings, to_content
+from .runs import EvalInputError
+
+__all__ = ["Decoded", "PeakMemory", "decode_question", "load_scorer", "score_question"]
+
+
+# --------------------------------------------------------------------------- measuring cost
+
+
+class PeakMemory:
+    """Peak memory over a stretch of work: CUDA allocations, or the process's resident set."""
+
+    def __init__(self, device: Any):
+        self.cuda = getattr(device, "type", str(device)) == "cuda"
+        self.device = device
+        if self.cuda:
+            self.kind = "cuda_max_memory_allocated"
+        elif _can_reset_rss():
+            self.kind = "process_rss_peak"
+        else:  # no per-stretch reset: the peak since the process started
+            self.kind = "process_rss_peak_since_start"
+
+    def reset(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif self.kind == "process_rss_peak":
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # 5: reset the peak resident set size (VmHWM) to the current one
+
+    def peak(self) -> int:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return _rss_peak()
+
+
+def _can_reset_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _rss_peak() > 0
+    except OSError:
+        return False
+
+
+def _rss_peak() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+# --------------------------------------------------------------------------- one question
+
+
+@dataclass
+class Decoded:
+    """One question's frames: the plan of (origin, grid, views) and every frame it needs, decoded once."""
+
+    plan: list[tuple[Fraction, Grid, list[list[int]]]]
+    images: dict[int, Any]
+    row: dict[str, Any]  # the question's closing row (its facts and the decoding cost)
+
+
+def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int) -> Decoded:
+    """Probe the video, plan every grid at every origin and decode the union of their frames
+    in one pass (origin-free samplers only at the first origin)."""
+    from PIL import Image
+
+    from judgetrain.video import probe, segment_frames
+
+    info = probe(q.video)
+    try:  # a bounded question (MVBench's start/end) is sampled inside its segment
+        lo, hi = segment_frames(info.n_frames, info.fps, q.start, q.end)
+    except ValueError as err:
+        raise EvalInputError(f"question {q.id} (manifest line {q.line}): {err}") from None
+    plan = [(origin, grid, [[lo + i for i in view] for view in grid.indices(hi - lo + 1, info.fps, origin, budget)])
+            for k, origin in enumerate(origins) for grid in grids.values() if not (grid.origin_free and k > 0)]
+    wanted = sorted({i for _, _, views in plan for view in views for i in view})
+    decodes_before = cache.decodes
+    t0 = time.perf_counter()
+    frames = cache.get(q.video, wanted)
+    decode_s = time.perf_counter() - t0
+    row = {"id": q.id, "benchmark": q.benchmark, "kind": "question", "answer": q.answer, "n_options": len(q.options),
+           "options": list(q.options), "question": q.question, "video": str(q.video), "n_frames": info.n_frames,
+           "segment_frames": [lo, hi],
+           "fps": info.fps, "duration": q.duration if q.duration is not None else info.duration_s,
+           "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before}
+    return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames)}, row)
+
+
+def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
+                   memory: PeakMemory) -> list[dict[str, Any]]:
+    """Every row of one question: passes and costs per (origin, grid), then the closing question row."""
+    from judgetrain.scoring import PrefixGroup
+
+    perms = orderings(q.id, len(q.options), n_orderings)
+    letters = list(LETTERS[:len(q.options)])
+    base = {"id": q.id, "benchmark": q.benchmark}
+    rows: list[dict[str, Any]] = []
+    for origin, grid, views in decoded.plan:
+        groups = [PrefixGroup([decoded.images[i] for i in view],
+                              [mcq_prompt(q.question, q.options, p, len(view)) for p in perms], letters)
+                  for view in views]
+        memory.reset()
+        t0 = time.perf_counter()
+        scores = scorer.score_shared_prefix(groups, progress=False)
+        peak = memory.peak()  # synchronises CUDA before the clock stops
+        latency = time.perf_counter() - t0
+        for s, (view, per_ordering) in enumerate(zip(views, scores, strict=True)):
+            for k, (perm, sc) in enumerate(zip(perms, per_ordering, strict=True)):
+                posterior = to_content(sc.probs, perm)
+                pred = int(np.argmax(posterior))
+                rows.append({**base, "kind": "pass", "origin": str(origin), "grid": grid.name,
+                             "phase": s, "ordering": k, "perm": perm, "frames": view,
+                             "letter_probs": [float(x) for x in sc.probs], "posterior": posterior,
+                             "pred": pred, "answer": q.answer, "correct": pred == q.answer})
+        rows.append({**base, "kind": "cost", "origin": str(origin), "grid": grid.name,
+                     "views": grid.views, "budget": grid.budget, "attention_units": grid.attention_units,
+                     "passes": len(views) * len(perms), "latency_s": latency, "peak_memory_bytes": peak,
+                     "memory_kind": memory.kind})
+    rows.append(decoded.row)
+    return rows
+
+
+def _warm_up(scorer: Any, budget: int) -> None:
+    """One untimed pass on blank frames, so one-off start-up costs (kernel selection, lazy
+    initialisation) are not charged to the first arm measured."""
+    from PIL import Image
+
+    from judgetrain.scoring import PrefixGroup
+
+    frames = [Image.new("RGB", (64, 48), (128, 128, 128)) for _ in range(budget)]
+    prompts = [mcq_prompt("Which option?", ["yes", "no"], p, budget) for p in ([0, 1], [1, 0])]
+    scorer.score_shared_prefix([PrefixGroup(frames, prompts, ["A", "B"])], progress=False)
+
+
+def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: int | str, prefill: str,
+                grids: dict[str, Grid], budget: int) -> tuple[Any, PeakMemory]:
+    """The scorer (warmed up, batching a question's phase grids together under ``"auto"``)
+    and the peak-memory meter of its device. ``prefill``: ``"family"``, ``"none"`` or literal text."""
+    from judgetrain.scoring import FAMILY_PREFILL, Scorer
+
+    pre: Any = FAMILY_PREFILL if prefill == "family" else (None if prefill == "none" else prefill)
+    # A grid family is one scoring call of at most S frame grids: "auto" batches all of them
+    # together (the engine halves the batch on out-of-memory).
+    groups_per_pass = max(g.views for g in grids.values()) if batch_size == "auto" else batch_size
+    scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, batch_size=groups_per_pass, prefill=pre, progress=False)
+    _warm_up(scorer, budget)
+    return scorer, PeakMemory(scorer.device)
+
