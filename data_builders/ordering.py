@@ -1,44 +1,16 @@
-"""The chronological-ordering probe (paper 002 App. G): shuffled images in, their chronological order out.
-
-Protocol, as built here:
-
-1. **Sequences**: procedures from a procedure manifest (``--procedures``,
-   format in :mod:`.procedures`) or the synthetic procedures (``--synthetic
-   N``). The paper uses four images per instance (``--n-images 4``, the
-   default): from a procedure of n ≥ 4 steps we take the 4 steps nearest to
-   evenly spaced (:func:`select_steps`: step ``round(i·(n−1)/(k−1))``, halves
-   rounded up, so the first and the last step are always in); ``--n-images 0``
-   keeps every step. Procedures with fewer steps than asked are left out
-   (counted as ``too_short``).
-2. **Shuffle**: the k images are shown in a uniformly random order that is never
-   the identity, drawn from a generator seeded by (seed, source, id) through
-   hashlib. As in the paper, the prompt carries **no text about the content**
-   (no step texts, captions or dates): only the images, each preceded by its
-   label, then the instruction (our wording: the paper's prompt is not in its
-   text). By default as App. G: labels ``"Image A:"``, ``"Image B:"``, … and
-   every image resized to 448 × 448 px (``--image-size``, 0 keeps each size);
-   ``--labels numbers`` gives ``"Image 1:"``, … instead.
-3. **Answer format**: the labels in chronological order, ``"B-D-A-C"`` (image B
-   shows the first step, D the second, …), or with numbers ``"2, 4, 1, 3"``.
-   Records: task ``ordering``, ``choices`` = [] (free
-   form), ``label`` = the gold answer, ``completion`` = the label,
-   ``perturbation`` ``shuffle``, ``position`` the first shown position
-   (0-based) whose image is not the step of that rank, ``layout`` ``G``, and
-   ``meta`` with the permutation. Everything goes into one ``test`` split: it
-   is a zero-shot probe.
-4. **Scoring**: :func:`parse_ordering` reads a numbered answer strictly (None
-   unless it is exactly a permutation of 1…n: never guessed); the metrics
-   (exact match, Kendall's tau, position accuracy, aggregated with invalid
-   answers counted as wrong, as the paper's x/10) live with the other metrics,
-   in :mod:`judgetrain.eval.metrics` (``ordering_metrics``).
-"""
+"""``judgetrain build ordering-probe``: the chronological-ordering probe (paper 002 App. G).
+A procedure's k images (4 by default: the steps nearest to evenly spaced) are shown in a
+shuffled order that is never the identity, with no text but their labels (``Image A:`` …)
+and the instruction; the answer is the labels in chronological order (``B-D-A-C``, or
+``2, 4, 1, 3`` with ``--labels numbers``). One ``test`` split (a zero-shot probe);
+:func:`parse_ordering` reads a numbered answer strictly, the metrics are
+``judgetrain.eval.metrics.ordering_metrics``. README: "`judgetrain build ordering-probe`"."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -50,9 +22,12 @@ from judgetrain import records
 from judgetrain.config import WorkBuildArgs, arg
 from judgetrain.seeding import rng_for
 
-from .prism import PROCEDURES_HELP, check_common, layout_record, shuffle_variant
+from .build_steps import (PROCEDURES_HELP, arrow_split, build_info, check_common, config_json, fresh_arrow_cache,
+                          procedure_sources, settle_source, too_short, work_dirs)
 from .common import BuildError, builder_parser, finish_summary, save_build
+from .prism_negatives import shuffle_variant
 from .procedures import Procedure, Step, image_bytes, load_procedures
+from .prompt_render import layout_record
 
 BUILDER = "ordering-probe"
 VERSION = "1.0.0"
@@ -155,9 +130,13 @@ def select_steps(n_steps: int, k: int) -> list[int]:
 
 def probe_record(proc: Procedure, *, seed: int, n_images: int, labels: str = "letters", image_size: int = IMAGE_SIZE,
                  load=image_bytes) -> dict:
-    """The ordering record of one procedure (module docstring): ``labels`` ``letters``
+    """The ordering record of one procedure: ``labels`` ``letters``
     (App. G: "Image A:" …, answer ``B-D-A-C``) or ``numbers`` ("Image 1:" …, answer
-    ``2, 4, 1, 3``); images resized to ``image_size`` px square (0: as they are)."""
+    ``2, 4, 1, 3``); images resized to ``image_size`` px square (0: as they are).
+    Task ``ordering``, ``choices`` [] (free form), ``label`` = ``completion`` = the
+    answer, ``perturbation`` ``shuffle``, ``position`` the first shown position (0-based)
+    whose image is not the step of that rank, ``layout`` ``G``, ``meta`` with the
+    permutation (``shown_order``, ``gold_order``) and the steps used."""
     k = proc.n if n_images == 0 else n_images
     steps = select_steps(proc.n, k)
     shown = list(shuffle_variant(k, rng_for(seed, "ordering-probe", proc.source, proc.id), min_moved=2).order)
@@ -207,11 +186,7 @@ class OrderingConfig(WorkBuildArgs):
     image_size: int = arg(IMAGE_SIZE, "resize every image to PX x PX (App. G: 448); 0 keeps each image's own size", metavar="PX")
 
     def __post_init__(self) -> None:
-        self.out = Path(self.out) if self.out is not None else None
-        if self.procedures is not None:
-            self.procedures = Path(self.procedures)
-        elif self.synthetic is None:
-            self.synthetic = DEFAULT_SYNTHETIC
+        settle_source(self, "procedures", DEFAULT_SYNTHETIC)
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""
@@ -228,53 +203,44 @@ class OrderingConfig(WorkBuildArgs):
             raise BuildError("invalid ordering-probe build options:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+PROTOCOL = {
+    "step_selection": "round(i*(n-1)/(k-1)), halves up",
+    "shuffle": "uniform, never the identity",
+    "answer_format": "image numbers in chronological order, comma-separated, e.g. '2, 4, 1, 3'",
+    "prompt_text": "image labels 'Image k:' and the instruction only (no step texts)",
+}
+
+
+def record_counts(ds) -> dict:
+    """``build.json``'s ``counts.records``: the test split's total, images per instance, sources and first moved positions."""
+    cols = ds.select_columns(["n_frames", "source", "position"]).to_dict()
+    return {SPLIT: {"total": len(ds), "n_images": {str(k): v for k, v in sorted(Counter(cols["n_frames"]).items())},
+                    "source": dict(sorted(Counter(cols["source"]).items())),
+                    "first_moved_position": {str(k): v for k, v in sorted(Counter(cols["position"]).items())}}}
+
+
 def build(cfg: OrderingConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     import datasets
 
     cfg.check()
-    out = Path(cfg.out).resolve()
-    work = out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
+    out, work = work_dirs(cfg)
     min_steps = max(2, cfg.n_images)
     manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
                                                    size=cfg.synthetic_size, progress=cfg.progress, strict=cfg.strict, min_steps=min_steps)
     items = [{"id": p.id, "category": p.category, "title": p.title, "source": p.source, "texts": p.texts,
               "images": [str(x) for x in p.images]} for p in sorted(kept, key=lambda p: (p.source, p.id))]
-    cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "procedures": str(cfg.procedures) if cfg.procedures else None})
+    cfg_json = config_json(cfg, "procedures")
     items_json = json.dumps(items, sort_keys=True)
-    arrow_cache = work / "arrow"
-    shutil.rmtree(arrow_cache, ignore_errors=True)
-    ds = datasets.Dataset.from_generator(_generate, features=records.FEATURES, cache_dir=str(arrow_cache),
-                                         gen_kwargs={"items_json": items_json, "cfg_json": cfg_json},
-                                         fingerprint=records.make_id(BUILDER, cfg_json, items_json))
-    dataset = datasets.DatasetDict({SPLIT: ds})
-    cols = ds.select_columns(["n_frames", "source", "position"]).to_dict()
-    info = {
-        "builder": BUILDER,
-        "version": VERSION,
-        "seed": cfg.seed,
-        "args": json.loads(cfg_json),
-        "protocol": {
-            "n_images": cfg.n_images or "all steps",
-            "step_selection": "round(i*(n-1)/(k-1)), halves up",
-            "shuffle": "uniform, never the identity",
-            "answer_format": "image numbers in chronological order, comma-separated, e.g. '2, 4, 1, 3'",
-            "prompt_text": "image labels 'Image k:' and the instruction only (no step texts)",
-        },
-        "sources": [{"path": str(manifest), "bytes": manifest.stat().st_size}]
-        + [{"id": p.id, "category": p.category, "steps": p.n, "bytes": p.image_bytes_total} for p in sorted(kept + short, key=lambda p: p.id)],
-        "counts": {
-            "records": {SPLIT: {"total": len(ds), "n_images": {str(k): v for k, v in sorted(Counter(cols["n_frames"]).items())},
-                                "source": dict(sorted(Counter(cols["source"]).items())),
-                                "first_moved_position": {str(k): v for k, v in sorted(Counter(cols["position"]).items())}}},
-            "sequences": {"kept": len(kept), "too_short": len(short), "skipped": len(skips),
-                          "per_category": dict(sorted(Counter(p.category for p in kept).items()))},
-        },
-        "filtered": [{"id": p.id, "reason": f"{p.n} step(s) (< {min_steps})"} for p in short],
-        "skipped": [asdict(s) for s in skips],
-    }
-    return save_build(dataset, out, info, cfg, work)
+    ds = arrow_split(_generate, fresh_arrow_cache(work), records.make_id(BUILDER, cfg_json, items_json),
+                     items_json=items_json, cfg_json=cfg_json)
+    counts = {"records": record_counts(ds),
+              "sequences": {"kept": len(kept), "too_short": len(short), "skipped": len(skips),
+                            "per_category": dict(sorted(Counter(p.category for p in kept).items()))}}
+    info = build_info(BUILDER, VERSION, cfg, cfg_json, protocol={"n_images": cfg.n_images or "all steps", **PROTOCOL},
+                      sources=procedure_sources(manifest, kept + short), counts=counts, filtered=too_short(short, min_steps),
+                      skipped=[asdict(s) for s in skips])
+    return save_build(datasets.DatasetDict({SPLIT: ds}), out, info, cfg, work)
 
 
 # --------------------------------------------------------------------------- CLI
