@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from judgetrain.config import WorkBuildArgs, arg, comma_list
-from judgetrain.jsonl import json_kind, optional_text, read_jsonl, text
+from judgetrain.jsonl import json_kind, optional_text, text
 from judgetrain.seeding import rng_for
 
+from .manifests import read_manifest_lines, report_skips  # noqa: F401  (report_skips re-exported)
 from .build_steps import (DEFAULT_SPLITS, build_info, check_common, config_json, generate_splits, manifest_source,
                           print_headline, settle_source, work_dirs)
 from .common import (BuildError, Fractions, Skip, balance_table, builder_parser, finish_summary, inside, save_build,
@@ -98,31 +99,11 @@ def _votes(raw, where: str) -> list[int]:
 
 
 def read_mirage(path: str | os.PathLike) -> tuple[list[MiragePrompt], list[Skip]]:
-    """Parse a MIRAGE manifest (module docstring) with :func:`judgetrain.jsonl.read_jsonl`.
-    Bad lines and bad sequences become :class:`Skip` entries naming ``path:line`` and
+    """Parse a MIRAGE manifest (fields: :class:`MiragePrompt`) through the shared manifest
+    loop. Bad lines and bad sequences become :class:`Skip` entries naming ``path:line`` and
     ``field: problem; fix``; nothing raises except a missing manifest."""
-    path = Path(path)
-    if not path.is_file():
-        raise BuildError(f"{path}: MIRAGE manifest not found")
-    prompts: list[MiragePrompt] = []
-    skips: list[Skip] = []
-    seen: dict[str, int] = {}
-    for item in read_jsonl(path):
-        pid = None
-        try:
-            if item.problem:
-                raise ValueError(item.problem)
-            pid = text(item.row, "id", "a non-empty string naming the prompt", ids=True)
-            if pid in seen:
-                raise ValueError(f"id: {pid!r} is also on line {seen[pid]}; give every prompt its own id")
-            prompt, bad = _mirage_prompt(item.row, pid, path, item.line)
-        except ValueError as e:
-            skips.append(Skip(str(path), item.line, str(e), pid))
-            continue
-        seen[pid] = item.line
-        skips += [Skip(str(path), item.line, reason, pid) for reason in bad]
-        prompts.append(prompt)
-    return prompts, skips
+    return read_manifest_lines(path, _mirage_prompt, what="MIRAGE manifest", noun="prompt",
+                               id_hint="a non-empty string naming the prompt", partial=True)
 
 
 def _mirage_prompt(row: dict, pid: str, path: Path, line: int) -> tuple[MiragePrompt, list[str]]:
@@ -272,16 +253,6 @@ def source_manifest(cfg: MirageConfig, work: Path) -> Path:
         return Path(cfg.manifest)
     return write_synthetic_mirage(work / "synthetic", cfg.synthetic or DEFAULT_SYNTHETIC, cfg.seed, size=cfg.synthetic_size,
                                   progress=cfg.progress)
-
-
-def report_skips(skips: list[Skip], strict: bool) -> None:
-    """Warn about every skipped input on stderr; under ``--strict`` fail instead of going on."""
-    if skips:
-        for s in skips:
-            print(f"warning: skipped {s}", file=sys.stderr)
-        if strict:
-            raise BuildError(f"{len(skips)} bad input(s) (listed above; the first: {skips[0]}); fix them or rerun "
-                             "without --strict to skip them")
 
 
 def warn_unequal(unequal: list[dict]) -> None:
