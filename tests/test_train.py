@@ -107,7 +107,7 @@ def test_label_mask_is_exactly_the_completion(family, tmp_path, tiny_models, dat
     batch = run.trainer.data_collator(rows)
     tok = run.processor.tokenizer
     image_id = tok.convert_tokens_to_ids(get_family(family).image_token)
-    from judgetrain.train import _image_expansion
+    from judgetrain.train import image_expansion
 
     for i, row in enumerate(rows):
         ids, labels = batch["input_ids"][i], batch["labels"][i]
@@ -118,7 +118,7 @@ def test_label_mask_is_exactly_the_completion(family, tmp_path, tiny_models, dat
         assert trained.tolist() == list(range(int(trained[0]), int(trained[-1]) + 1))  # one contiguous span …
         assert int(batch["attention_mask"][i][trained[-1] + 1 :].sum()) == 0  # … at the end of the sequence
         # every image is expanded into its features' tokens
-        expected_image_tokens = _image_expansion(run.processor, tuple(im.size for im in row["images"])) + len(row["images"])
+        expected_image_tokens = image_expansion(run.processor, tuple(im.size for im in row["images"])) + len(row["images"])
         if family == "llava-onevision":
             assert int((ids == image_id).sum()) > len(row["images"])
         else:  # Qwen: <|vision_start|><|image_pad|>×N<|vision_end|> per image; the expansion adds N-1 per image

@@ -7,13 +7,16 @@ a processor and therefore a set of module names. The registry is a plain dict,
 loads any checkpoint, a local folder or a hub id, through ``AutoConfig``,
 ``AutoModelForImageTextToText`` and ``AutoProcessor``, exactly as transformers
 would, and turns "the files are not here" into an error that says how to get them.
+README: "Models".
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -337,18 +340,30 @@ def _hub_errors() -> tuple[type[BaseException], ...]:
     return (OSError, *(getattr(errors, n) for n in names if hasattr(errors, n)))
 
 
-def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None) -> PretrainedConfig:
-    from transformers import AutoConfig
-
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    if local_files_only is not None:
-        kwargs["local_files_only"] = local_files_only
+@contextlib.contextmanager
+def _missing_files_explained(name_or_path: str, what: str, local_files_only: bool | None) -> Iterator[None]:
+    """Turn "``what`` is not there" from transformers or the hub into a ``ModelNotFoundError`` saying how to get it."""
     try:
-        return AutoConfig.from_pretrained(name_or_path, **kwargs)
+        yield
     except PermissionError:
         raise  # the files are there; the message from the OS is the useful one
     except _hub_errors() as err:
-        raise _not_found(name_or_path, "config.json", err, local_files_only) from err
+        raise _not_found(name_or_path, what, err, local_files_only) from err
+
+
+def _hub_kwargs(trust_remote_code: bool, local_files_only: bool | None) -> dict[str, Any]:
+    # local_files_only only when given: None leaves it to HF_HUB_OFFLINE.
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    if local_files_only is not None:
+        kwargs["local_files_only"] = local_files_only
+    return kwargs
+
+
+def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None) -> PretrainedConfig:
+    from transformers import AutoConfig
+
+    with _missing_files_explained(name_or_path, "config.json", local_files_only):
+        return AutoConfig.from_pretrained(name_or_path, **_hub_kwargs(trust_remote_code, local_files_only))
 
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -408,50 +423,51 @@ def load_model_and_processor(
             the message says how to provide it.
         ValueError: unsupported architecture, family mismatch, or a bad dtype.
     """
-    from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoModelForImageTextToText
 
     path = os.fspath(name_or_path)
     torch_dtype = _resolve_dtype(dtype)
     config = _load_config(path, trust_remote_code=trust_remote_code, local_files_only=local_files_only)
-    detected = detect_family(config)
-    if family is not None:
-        chosen = family if isinstance(family, ModelFamily) else get_family(family)
-        if config.model_type not in chosen.model_types:
-            raise ValueError(
-                f"'{path}' is a {config.model_type!r} checkpoint (family '{detected.name}'), but family "
-                f"'{chosen.name}' expects model_type {' or '.join(chosen.model_types)}. Pass family='{detected.name}' "
-                "or leave family=None to detect it."
-            )
-    else:
-        chosen = detected
-
-    hub_kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    if local_files_only is not None:
-        hub_kwargs["local_files_only"] = local_files_only
+    chosen = _check_family(path, config, family)
+    hub_kwargs = _hub_kwargs(trust_remote_code, local_files_only)
+    processor = _load_processor(path, chosen.image_size_kwargs(min_pixels, max_pixels), hub_kwargs, processor_kwargs)
     model_kwargs: dict[str, Any] = {"dtype": torch_dtype, **hub_kwargs}
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
     if device_map is not None:
         model_kwargs["device_map"] = device_map
+    with _missing_files_explained(path, "model weights (*.safetensors)", local_files_only):
+        model = AutoModelForImageTextToText.from_pretrained(path, config=config, **model_kwargs)
+    model.eval()
+    return model, processor
 
-    size_kwargs = chosen.image_size_kwargs(min_pixels, max_pixels)
-    try:
+
+def _check_family(path: str, config: PretrainedConfig, family: str | ModelFamily | None) -> ModelFamily:
+    """The family of ``config``; when the caller named one, it must be that one (``ValueError`` otherwise)."""
+    detected = detect_family(config)
+    if family is None:
+        return detected
+    chosen = family if isinstance(family, ModelFamily) else get_family(family)
+    if config.model_type not in chosen.model_types:
+        raise ValueError(
+            f"'{path}' is a {config.model_type!r} checkpoint (family '{detected.name}'), but family "
+            f"'{chosen.name}' expects model_type {' or '.join(chosen.model_types)}. Pass family='{detected.name}' "
+            "or leave family=None to detect it."
+        )
+    return chosen
+
+
+def _load_processor(
+    path: str, size_kwargs: dict[str, Any], hub_kwargs: dict[str, Any], processor_kwargs: dict[str, Any]
+) -> ProcessorMixin:
+    """``AutoProcessor`` for ``path``, its image processor given the per-image pixel budget ``size_kwargs`` if any."""
+    from transformers import AutoImageProcessor, AutoProcessor
+
+    what = "processor files (tokenizer.json, processor_config.json or preprocessor_config.json)"
+    with _missing_files_explained(path, what, hub_kwargs.get("local_files_only")):
         if size_kwargs:
             # Through the image processor alone: AutoProcessor would hand min/max_pixels
             # to the video processor too, whose budget covers a whole clip, not one frame.
             image_processor = AutoImageProcessor.from_pretrained(path, **size_kwargs, **hub_kwargs)
             processor_kwargs = {"image_processor": image_processor, **processor_kwargs}
-        processor = AutoProcessor.from_pretrained(path, **processor_kwargs, **hub_kwargs)
-    except PermissionError:
-        raise
-    except _hub_errors() as err:
-        what = "processor files (tokenizer.json, processor_config.json or preprocessor_config.json)"
-        raise _not_found(path, what, err, local_files_only) from err
-    try:
-        model = AutoModelForImageTextToText.from_pretrained(path, config=config, **model_kwargs)
-    except PermissionError:
-        raise
-    except _hub_errors() as err:
-        raise _not_found(path, "model weights (*.safetensors)", err, local_files_only) from err
-    model.eval()
-    return model, processor
+        return AutoProcessor.from_pretrained(path, **processor_kwargs, **hub_kwargs)

@@ -22,6 +22,10 @@ resolutions (a 64x64 frame is 4 visual tokens for Qwen, 17 for LLaVA-OneVision i
 a multi-image prompt), float32 weights (real ones are bfloat16), and greedy
 decoding in ``generation_config.json``.
 
+The tokenizer, chat templates and generation config are made in
+``judgetrain.models.tiny_tokenizer``; this module builds each family's config,
+processor and random weights around them. README: "Models".
+
 Usage::
 
     python -m judgetrain.models.tiny --out /tmp/tiny            # all families
@@ -31,13 +35,24 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .registry import FAMILIES, get_family
+from .tiny_tokenizer import (
+    LLAVA_SPECIAL,
+    QWEN3_ADDED,
+    QWEN25_ADDED,
+    QWEN_SPECIAL,
+    generation_config,
+    make_tokenizer,
+    padded_vocab,
+    tiny_corpus,
+    token_ids,
+    trl_template,
+)
 
 __all__ = ["REAL_WIDTHS", "TEMPLATES_DIR", "build_all", "build_tiny", "main", "random_real_width", "tiny_corpus"]
 
@@ -54,367 +69,150 @@ _TEXT = {
     "max_position_embeddings": 32768,
 }
 _VISION_HIDDEN = 32
-_VOCAB_MULTIPLE = 64
-
-# Qwen2 / Qwen2.5 / Qwen3 special tokens in their real id order (151643 onward
-# in the real vocabularies). The first group is `special=True` (skipped when
-# decoding with skip_special_tokens); the tool/FIM/think markers are plain added tokens.
-_QWEN_SPECIAL = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
-_QWEN25_ADDED = (
-    "<tool_call>",
-    "</tool_call>",
-    "<|fim_prefix|>",
-    "<|fim_middle|>",
-    "<|fim_suffix|>",
-    "<|fim_pad|>",
-    "<|repo_name|>",
-    "<|file_sep|>",
-)
-_QWEN3_ADDED = (*_QWEN25_ADDED, "<tool_response>", "</tool_response>", "<think>", "</think>")
-# LLaVA-OneVision: Qwen2-Instruct's three specials, then the two tokens the
-# llava-hf conversion adds (ids 151646 and 151647 in the real checkpoint).
-_LLAVA_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>")
-
-
-def tiny_corpus() -> list[str]:
-    """Return the built-in English training text for the tiny tokenizers (deterministic, no files).
-
-    It covers the words of the project's prompts and the chat templates, and it
-    repeats the closed answers ("yes", "no", "A", "B", frame numbers) at the start
-    of a line, as they follow ``<|im_start|>assistant\\n``, so each of "yes", "no",
-    "Yes", "No" becomes one token there. Letters and single digits are one byte
-    each, hence one token anyway; numbers of two digits are two tokens, as in
-    every Qwen tokenizer.
-    """
-    sentences = [
-        "You are a helpful assistant.",
-        "You are a careful judge of temporal order in image sequences.",
-        "Here are the frames of a short video, shown in the order given.",
-        "Are these frames in the correct temporal order? Answer yes or no.",
-        "Is the sequence of frames in chronological order? Answer with yes or no.",
-        "Which frame is out of place? Answer with the frame number.",
-        "Which two frames were swapped? Answer with the two frame numbers.",
-        "Does any frame not belong to this sequence? Answer yes or no.",
-        "Which sequence is in the correct order, A or B? Answer with A or B.",
-        "Sequence A and sequence B show the same scene.",
-        "Rate how well the frames follow the physics of the scene from 1 to 5.",
-        "Put the frames in the order in which the events happened.",
-        "The ball falls, hits the ground and bounces up again.",
-        "The cup is filled with water and then it overflows.",
-        "A person opens the door, walks in and closes the door.",
-        "The ice melts and the water spreads across the table.",
-        "Two cubes collide and the red cube moves to the left.",
-        "First the sun rises, then the shadows get shorter.",
-        "The answer is yes because the motion is continuous.",
-        "The answer is no because frame 3 comes before frame 2.",
-        "Picture 1: Picture 2: Picture 3: Picture 4:",
-        "Video 1: at 0.5 seconds, 1.0 seconds and 1.5 seconds.",
-        "Let me think about the order of the events step by step.",
-        "The first frame shows the start and the last frame shows the end.",
-        "The object moves from the left side of the image to the right side.",
-        "Cause comes before effect, so this order is not possible.",
-        "system user assistant tool image video frame frames order answer",
-    ]
-    answers = ["yes", "no", "Yes", "No", "A", "B", *[str(i) for i in range(1, 17)]]
-    numbers = " ".join(f"frame {i}" for i in range(1, 17))
-    pairs = " ".join(f"{i} and {i + 1}" for i in range(1, 16))
-    lines: list[str] = []
-    for _ in range(4):
-        lines.extend(sentences)
-        lines.extend(answers)  # each answer alone on a line: the position after "assistant\n"
-        lines.append(numbers)
-        lines.append(pairs)
-    return lines
-
-
-def _train_bpe(vocab_size: int = 640) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """Train a byte-level BPE with Qwen2's exact pre-tokenizer; return (vocab, merges)."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
-
-    # Same normalizer and pre-tokenizer as Qwen2Tokenizer, which rebuilds its
-    # pipeline from vocab and merges on every load: training with another split
-    # would give merges the loaded tokenizer never applies.
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte encodable
-        show_progress=False,
-        special_tokens=[],
-    )
-    tok.train_from_iterator(tiny_corpus(), trainer)
-    model = json.loads(tok.to_str())["model"]
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
-    return dict(model["vocab"]), merges  # type: ignore[arg-type]
-
-
-def _make_tokenizer(special: Sequence[str], added: Sequence[str], chat_template: str) -> Any:
-    """A ``Qwen2Tokenizer`` over the tiny BPE with ``special`` then ``added`` tokens appended in order."""
-    from tokenizers import AddedToken
-    from transformers import Qwen2Tokenizer
-
-    vocab, merges = _train_bpe()
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=None,
-        bos_token=None,
-        eos_token=None,
-        pad_token=None,
-        errors="replace",
-        clean_up_tokenization_spaces=False,
-        split_special_tokens=False,
-        model_max_length=32768,
-        padding_side="right",  # what the real checkpoints store; batched scoring asks for "left" per call
-    )
-    # One at a time so ids follow the real order exactly.
-    for tok in special:
-        tokenizer.add_tokens([AddedToken(tok, special=True, normalized=False)], special_tokens=True)
-    for tok in added:
-        tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)])
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.pad_token = "<|endoftext|>"
-    tokenizer.chat_template = chat_template
-    return tokenizer
-
-
-def _trl_template(name: str) -> str:
-    """Read one of TRL's shipped chat templates (``trl/chat_templates/<name>.jinja``) byte for byte.
-
-    These are the templates the real checkpoints ship (TRL stores them to recognise
-    a model by its template), so the tiny processor carries the real one.
-    """
-    from importlib import metadata, util
-
-    # Locate the package without importing it (importing TRL costs half a second).
-    spec = util.find_spec("trl")
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError("judgetrain needs TRL for the Qwen-VL chat templates: `pip install 'trl>=1.0,<2'`.")
-    path = Path(spec.origin).parent / "chat_templates" / f"{name}.jinja"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"TRL {metadata.version('trl')} does not ship {path.name} (looked in {path.parent}); judgetrain needs "
-            "a TRL whose chat_templates/ holds the Qwen-VL templates: `pip install 'trl>=1.0,<2'`."
-        )
-    return path.read_text(encoding="utf-8")
-
-
-def _padded_vocab(tokenizer: Any) -> int:
-    # Strictly more rows than tokens, as every real checkpoint here has (Qwen2.5-VL:
-    # 152064 for 151665), so code that assumes logits.shape[-1] == len(tokenizer) fails here too.
-    return (len(tokenizer) // _VOCAB_MULTIPLE + 1) * _VOCAB_MULTIPLE
-
-
-def _ids(tokenizer: Any, *tokens: str) -> list[int]:
-    ids = tokenizer.convert_tokens_to_ids(list(tokens))
-    missing = [t for t, i in zip(tokens, ids, strict=True) if i is None or i == tokenizer.unk_token_id]
-    if missing:  # a bug in this module, not a user error
-        raise RuntimeError(f"tiny tokenizer lacks {missing}")
-    return ids
-
-
-def _generation_config(tokenizer: Any, **extra: Any) -> Any:
-    from transformers import GenerationConfig
-
-    eos, pad = _ids(tokenizer, "<|im_end|>", "<|endoftext|>")
-    # Real Qwen checkpoints stop on either token; greedy so tests are exact.
-    return GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False, **extra)
 
 
 # --------------------------------------------------------------------------- families
 
 
-def _qwen3_vl() -> tuple[Any, Any, Any]:
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
+def _text_config(tokenizer: Any, pad: int, eos: int, rope: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The decoder's ``text_config``: the shared tiny sizes, the padded vocabulary and the tokenizer's ids."""
+    return {
+        **_TEXT,
+        "vocab_size": padded_vocab(tokenizer),
+        **extra,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "rope_parameters": rope,
+        "bos_token_id": pad,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "tie_word_embeddings": False,
+    }
 
-    template = _trl_template("qwen3_vl")
-    tokenizer = _make_tokenizer(_QWEN_SPECIAL, _QWEN3_ADDED, template)
-    pad, start, end, image, video, eos = _ids(
+
+def _qwen_vl(
+    template_name: str,
+    added: Sequence[str],
+    classes: tuple[Any, Any, Any],
+    *,
+    rope: dict[str, Any],
+    text: dict[str, Any],
+    vision: dict[str, Any],
+    patch: int,
+    mean: list[float],
+    std: list[float],
+    max_video_tokens: int,
+) -> tuple[Any, Any, Any]:
+    """What Qwen3-VL and Qwen2.5-VL share: tokenizer, config and processors around their differences.
+
+    ``classes`` is (config, processor, video processor) class; ``text`` and
+    ``vision`` are the family's own ``text_config`` / ``vision_config`` keys;
+    ``patch`` is the vision patch in pixels, so ``2 * patch`` pixels make one
+    merged visual token and the per-image cap is 4x4 of them.
+    """
+    from transformers import Qwen2VLImageProcessor
+
+    config_cls, processor_cls, video_processor_cls = classes
+    template = trl_template(template_name)
+    tokenizer = make_tokenizer(QWEN_SPECIAL, added, template)
+    pad, start, end, image, video, eos = token_ids(
         tokenizer, "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_end|>"
     )
-    head_dim = 16
-    config = Qwen3VLConfig(
-        text_config={
-            **_TEXT,
-            "vocab_size": _padded_vocab(tokenizer),
-            "head_dim": head_dim,
-            "hidden_act": "silu",
-            "rms_norm_eps": 1e-6,
-            # Real: mrope_section [24, 20, 20] for head_dim 128; sections (t, h, w)
-            # must sum to head_dim / 2.
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5_000_000.0,
-                "mrope_section": [4, 2, 2],
-                "mrope_interleaved": True,
-            },
-            "bos_token_id": pad,
-            "eos_token_id": eos,
-            "pad_token_id": pad,
-            "tie_word_embeddings": False,
-        },
+    config = config_cls(
+        text_config=_text_config(tokenizer, pad, eos, rope, **text),
         vision_config={
             "depth": 2,
             "hidden_size": _VISION_HIDDEN,
             "intermediate_size": 2 * _VISION_HIDDEN,
             "num_heads": 2,
-            "hidden_act": "gelu_pytorch_tanh",
-            "patch_size": 16,
+            "patch_size": patch,
             "spatial_merge_size": 2,
             "temporal_patch_size": 2,
             "out_hidden_size": _TEXT["hidden_size"],
+            **vision,
+        },
+        image_token_id=image,
+        video_token_id=video,
+        vision_start_token_id=start,
+        vision_end_token_id=end,
+        tie_word_embeddings=False,
+    )
+    token_px, cap_px = 2 * patch, 8 * patch  # one merged token; the per-image cap (4x4 tokens)
+    shared = {"patch_size": patch, "temporal_patch_size": 2, "merge_size": 2, "image_mean": mean, "image_std": std}
+    image_processor = Qwen2VLImageProcessor(
+        size={"shortest_edge": token_px * token_px, "longest_edge": cap_px * cap_px}, **shared
+    )
+    video_processor = video_processor_cls(
+        size={"shortest_edge": token_px * token_px, "longest_edge": 8 * cap_px * cap_px},
+        **shared,
+        fps=2,
+        min_frames=2,
+        max_frames=16,
+        cap_pixels_per_frame=True,  # the reference (qwen-vl-utils) behaviour, and no warning per call
+        max_video_tokens=max_video_tokens,
+    )
+    processor = processor_cls(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=template,
+    )
+    return config, processor, generation_config(tokenizer, bos_token_id=pad)
+
+
+def _qwen3_vl() -> tuple[Any, Any, Any]:
+    from transformers import Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    # 32 px per visual token: 32x32 is 1 token, a 64x64 frame 4, the cap 128x128 is 16.
+    return _qwen_vl(
+        "qwen3_vl",
+        QWEN3_ADDED,
+        (Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor),
+        # Real: mrope_section [24, 20, 20] for head_dim 128; sections (t, h, w)
+        # must sum to head_dim / 2.
+        rope={"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+        text={"head_dim": 16},
+        vision={
+            "hidden_act": "gelu_pytorch_tanh",
             # Learned position grid, interpolated to each image: must be a square (8x8 here, 48x48 real).
             "num_position_embeddings": 64,
             # Real: layers 8, 16, 24 of 27 feed the first three decoder layers; one
             # intermediate layer here (needs <= num_hidden_layers entries).
             "deepstack_visual_indexes": [0],
         },
-        image_token_id=image,
-        video_token_id=video,
-        vision_start_token_id=start,
-        vision_end_token_id=end,
-        tie_word_embeddings=False,
-    )
-    mean = std = [0.5, 0.5, 0.5]
-    # 32 px per visual token: 32x32 is 1 token, a 64x64 frame 4, the cap 128x128 is 16.
-    image_processor = Qwen2VLImageProcessor(
-        size={"shortest_edge": 32 * 32, "longest_edge": 128 * 128},
-        patch_size=16,
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=mean,
-        image_std=std,
-    )
-    video_processor = Qwen3VLVideoProcessor(
-        size={"shortest_edge": 32 * 32, "longest_edge": 8 * 128 * 128},
-        patch_size=16,
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=mean,
-        image_std=std,
-        fps=2,
-        min_frames=2,
-        max_frames=16,
-        cap_pixels_per_frame=True,
+        patch=16,
+        mean=[0.5, 0.5, 0.5],
+        std=[0.5, 0.5, 0.5],
         max_video_tokens=16,
     )
-    processor = Qwen3VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=template,
-    )
-    return config, processor, _generation_config(tokenizer, bos_token_id=pad)
 
 
 def _qwen2_5_vl() -> tuple[Any, Any, Any]:
-    from transformers import (
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-    )
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLVideoProcessor
 
-    template = _trl_template("qwen2_5_vl")
-    tokenizer = _make_tokenizer(_QWEN_SPECIAL, _QWEN25_ADDED, template)
-    pad, start, end, image, video, eos = _ids(
-        tokenizer, "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_end|>"
-    )
-    config = Qwen2_5_VLConfig(
-        text_config={
-            **_TEXT,
-            "vocab_size": _padded_vocab(tokenizer),
-            "hidden_act": "silu",
-            "rms_norm_eps": 1e-6,
-            # head_dim = 64 / 4 = 16; real mrope_section [16, 24, 24] for head_dim 128.
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
-            "bos_token_id": pad,
-            "eos_token_id": eos,
-            "pad_token_id": pad,
-            "tie_word_embeddings": False,
-        },
-        vision_config={
-            "depth": 2,
-            "hidden_size": _VISION_HIDDEN,
-            "intermediate_size": 2 * _VISION_HIDDEN,
-            "num_heads": 2,
+    # 28 px per visual token: a 64x64 frame becomes 56x56, 4 tokens; the cap 112x112 is 16.
+    return _qwen_vl(
+        "qwen2_5_vl",
+        QWEN25_ADDED,
+        (Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLVideoProcessor),
+        # head_dim = 64 / 4 = 16; real mrope_section [16, 24, 24] for head_dim 128.
+        rope={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]},
+        text={},
+        vision={
             "hidden_act": "silu",
             # Qwen2.5-VL's real patch is 14 (28 px per merged token); the
-            # processor below uses the same so grids agree.
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
+            # processor uses the same so grids agree.
             # Window attention over 56 px = 2x2 merged tokens (real: 112 px,
             # 4x4); must be a multiple of patch_size * spatial_merge_size.
             "window_size": 56,
             "fullatt_block_indexes": [1],  # the last block attends globally, as in the real 7/15/23/31 of 32
-            "out_hidden_size": _TEXT["hidden_size"],
             "tokens_per_second": 2,
         },
-        image_token_id=image,
-        video_token_id=video,
-        vision_start_token_id=start,
-        vision_end_token_id=end,
-        tie_word_embeddings=False,
-    )
-    clip_mean = [0.48145466, 0.4578275, 0.40821073]
-    clip_std = [0.26862954, 0.26130258, 0.27577711]
-    # 28 px per visual token: a 64x64 frame becomes 56x56, 4 tokens; the cap 112x112 is 16.
-    image_processor = Qwen2VLImageProcessor(
-        size={"shortest_edge": 28 * 28, "longest_edge": 112 * 112},
-        patch_size=14,
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=clip_mean,
-        image_std=clip_std,
-    )
-    video_processor = Qwen2VLVideoProcessor(
-        size={"shortest_edge": 28 * 28, "longest_edge": 8 * 112 * 112},
-        patch_size=14,
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=clip_mean,
-        image_std=clip_std,
-        fps=2,
-        min_frames=2,
-        max_frames=16,
-        cap_pixels_per_frame=True,  # the reference (qwen-vl-utils) behaviour, and no warning per call
+        patch=14,
+        mean=[0.48145466, 0.4578275, 0.40821073],  # CLIP's
+        std=[0.26862954, 0.26130258, 0.27577711],
         max_video_tokens=128,
     )
-    processor = Qwen2_5_VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=template,
-    )
-    return config, processor, _generation_config(tokenizer, bos_token_id=pad)
 
 
 def _llava_onevision() -> tuple[Any, Any, Any]:
@@ -426,8 +224,8 @@ def _llava_onevision() -> tuple[Any, Any, Any]:
     )
 
     template = (TEMPLATES_DIR / "llava_onevision.jinja").read_text(encoding="utf-8")
-    tokenizer = _make_tokenizer(_LLAVA_SPECIAL, (), template)
-    pad, eos, image, video = _ids(tokenizer, "<|endoftext|>", "<|im_end|>", "<image>", "<video>")
+    tokenizer = make_tokenizer(LLAVA_SPECIAL, (), template)
+    pad, eos, image, video = token_ids(tokenizer, "<|endoftext|>", "<|im_end|>", "<image>", "<video>")
     # SigLIP at 32 px with 8 px patches: a 4x4 feature grid, 16 tokens per crop
     # (real: 384 px / 14 px = 27x27 = 729).
     image_size, patch = 32, 8
@@ -437,15 +235,7 @@ def _llava_onevision() -> tuple[Any, Any, Any]:
     config = LlavaOnevisionConfig(
         text_config={
             "model_type": "qwen2",
-            **_TEXT,
-            "vocab_size": _padded_vocab(tokenizer),
-            "hidden_act": "silu",
-            "rms_norm_eps": 1e-6,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0},
-            "bos_token_id": pad,
-            "eos_token_id": eos,
-            "pad_token_id": pad,
-            "tie_word_embeddings": False,
+            **_text_config(tokenizer, pad, eos, {"rope_type": "default", "rope_theta": 1_000_000.0}),
         },
         vision_config={
             "model_type": "siglip_vision_model",
@@ -489,7 +279,7 @@ def _llava_onevision() -> tuple[Any, Any, Any]:
         vision_aspect_ratio="anyres_max_9",
         chat_template=template,
     )
-    return config, processor, _generation_config(tokenizer, bos_token_id=pad)
+    return config, processor, generation_config(tokenizer, bos_token_id=pad)
 
 
 _BUILDERS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {

@@ -1,0 +1,222 @@
+"""The tokenizer, chat templates and generation config of the tiny checkpoints (``judgetrain.models.tiny``).
+
+A byte-level BPE of a few hundred tokens is trained here, offline and
+deterministically, on a built-in English corpus with Qwen2's own pre-tokenizer,
+and wrapped in a ``Qwen2Tokenizer`` carrying each family's special tokens in their
+real order; chat templates are the ones TRL ships for the real checkpoints.
+README: "Models".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LLAVA_SPECIAL",
+    "QWEN25_ADDED",
+    "QWEN3_ADDED",
+    "QWEN_SPECIAL",
+    "VOCAB_MULTIPLE",
+    "generation_config",
+    "make_tokenizer",
+    "padded_vocab",
+    "tiny_corpus",
+    "token_ids",
+    "train_bpe",
+    "trl_template",
+]
+
+# Embedding rows are padded past len(tokenizer) to a multiple of this (see padded_vocab).
+VOCAB_MULTIPLE = 64
+
+# Qwen2 / Qwen2.5 / Qwen3 special tokens in their real id order (151643 onward
+# in the real vocabularies). The first group is `special=True` (skipped when
+# decoding with skip_special_tokens); the tool/FIM/think markers are plain added tokens.
+QWEN_SPECIAL = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+QWEN25_ADDED = (
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+)
+QWEN3_ADDED = (*QWEN25_ADDED, "<tool_response>", "</tool_response>", "<think>", "</think>")
+# LLaVA-OneVision: Qwen2-Instruct's three specials, then the two tokens the
+# llava-hf conversion adds (ids 151646 and 151647 in the real checkpoint).
+LLAVA_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>")
+
+
+def tiny_corpus() -> list[str]:
+    """Return the built-in English training text for the tiny tokenizers (deterministic, no files).
+
+    It covers the words of the project's prompts and the chat templates, and it
+    repeats the closed answers ("yes", "no", "A", "B", frame numbers) at the start
+    of a line, as they follow ``<|im_start|>assistant\\n``, so each of "yes", "no",
+    "Yes", "No" becomes one token there. Letters and single digits are one byte
+    each, hence one token anyway; numbers of two digits are two tokens, as in
+    every Qwen tokenizer.
+    """
+    sentences = [
+        "You are a helpful assistant.",
+        "You are a careful judge of temporal order in image sequences.",
+        "Here are the frames of a short video, shown in the order given.",
+        "Are these frames in the correct temporal order? Answer yes or no.",
+        "Is the sequence of frames in chronological order? Answer with yes or no.",
+        "Which frame is out of place? Answer with the frame number.",
+        "Which two frames were swapped? Answer with the two frame numbers.",
+        "Does any frame not belong to this sequence? Answer yes or no.",
+        "Which sequence is in the correct order, A or B? Answer with A or B.",
+        "Sequence A and sequence B show the same scene.",
+        "Rate how well the frames follow the physics of the scene from 1 to 5.",
+        "Put the frames in the order in which the events happened.",
+        "The ball falls, hits the ground and bounces up again.",
+        "The cup is filled with water and then it overflows.",
+        "A person opens the door, walks in and closes the door.",
+        "The ice melts and the water spreads across the table.",
+        "Two cubes collide and the red cube moves to the left.",
+        "First the sun rises, then the shadows get shorter.",
+        "The answer is yes because the motion is continuous.",
+        "The answer is no because frame 3 comes before frame 2.",
+        "Picture 1: Picture 2: Picture 3: Picture 4:",
+        "Video 1: at 0.5 seconds, 1.0 seconds and 1.5 seconds.",
+        "Let me think about the order of the events step by step.",
+        "The first frame shows the start and the last frame shows the end.",
+        "The object moves from the left side of the image to the right side.",
+        "Cause comes before effect, so this order is not possible.",
+        "system user assistant tool image video frame frames order answer",
+    ]
+    answers = ["yes", "no", "Yes", "No", "A", "B", *[str(i) for i in range(1, 17)]]
+    numbers = " ".join(f"frame {i}" for i in range(1, 17))
+    pairs = " ".join(f"{i} and {i + 1}" for i in range(1, 16))
+    lines: list[str] = []
+    for _ in range(4):
+        lines.extend(sentences)
+        lines.extend(answers)  # each answer alone on a line: the position after "assistant\n"
+        lines.append(numbers)
+        lines.append(pairs)
+    return lines
+
+
+def train_bpe(vocab_size: int = 640) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Train a byte-level BPE with Qwen2's exact pre-tokenizer; return (vocab, merges)."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    # Same normalizer and pre-tokenizer as Qwen2Tokenizer, which rebuilds its
+    # pipeline from vocab and merges on every load: training with another split
+    # would give merges the loaded tokenizer never applies.
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte encodable
+        show_progress=False,
+        special_tokens=[],
+    )
+    tok.train_from_iterator(tiny_corpus(), trainer)
+    model = json.loads(tok.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    return dict(model["vocab"]), merges  # type: ignore[arg-type]
+
+
+def make_tokenizer(special: Sequence[str], added: Sequence[str], chat_template: str) -> Any:
+    """A ``Qwen2Tokenizer`` over the tiny BPE with ``special`` then ``added`` tokens appended in order."""
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = train_bpe()
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=None,
+        eos_token=None,
+        pad_token=None,
+        errors="replace",
+        clean_up_tokenization_spaces=False,
+        split_special_tokens=False,
+        model_max_length=32768,
+        padding_side="right",  # what the real checkpoints store; batched scoring asks for "left" per call
+    )
+    # One at a time so ids follow the real order exactly.
+    for tok in special:
+        tokenizer.add_tokens([AddedToken(tok, special=True, normalized=False)], special_tokens=True)
+    for tok in added:
+        tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)])
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def trl_template(name: str) -> str:
+    """Read one of TRL's shipped chat templates (``trl/chat_templates/<name>.jinja``) byte for byte.
+
+    These are the templates the real checkpoints ship (TRL stores them to recognise
+    a model by its template), so the tiny processor carries the real one.
+    """
+    from importlib import metadata, util
+
+    # Locate the package without importing it (importing TRL costs half a second).
+    spec = util.find_spec("trl")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("judgetrain needs TRL for the Qwen-VL chat templates: `pip install 'trl>=1.0,<2'`.")
+    path = Path(spec.origin).parent / "chat_templates" / f"{name}.jinja"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"TRL {metadata.version('trl')} does not ship {path.name} (looked in {path.parent}); judgetrain needs "
+            "a TRL whose chat_templates/ holds the Qwen-VL templates: `pip install 'trl>=1.0,<2'`."
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def padded_vocab(tokenizer: Any) -> int:
+    """Embedding rows for ``tokenizer``: the next multiple of ``VOCAB_MULTIPLE`` strictly above ``len(tokenizer)``."""
+    # Strictly more rows than tokens, as every real checkpoint here has (Qwen2.5-VL:
+    # 152064 for 151665), so code that assumes logits.shape[-1] == len(tokenizer) fails here too.
+    return (len(tokenizer) // VOCAB_MULTIPLE + 1) * VOCAB_MULTIPLE
+
+
+def token_ids(tokenizer: Any, *tokens: str) -> list[int]:
+    """The ids of ``tokens`` in order; ``RuntimeError`` when the tiny tokenizer lacks one."""
+    ids = tokenizer.convert_tokens_to_ids(list(tokens))
+    missing = [t for t, i in zip(tokens, ids, strict=True) if i is None or i == tokenizer.unk_token_id]
+    if missing:  # a bug in judgetrain.models.tiny, not a user error
+        raise RuntimeError(f"tiny tokenizer lacks {missing}")
+    return ids
+
+
+def generation_config(tokenizer: Any, **extra: Any) -> Any:
+    """Greedy ``GenerationConfig`` stopping on ``<|im_end|>`` or ``<|endoftext|>`` (the pad), plus ``extra``."""
+    from transformers import GenerationConfig
+
+    eos, pad = token_ids(tokenizer, "<|im_end|>", "<|endoftext|>")
+    # Real Qwen checkpoints stop on either token; greedy so tests are exact.
+    return GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False, **extra)

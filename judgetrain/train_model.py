@@ -1,0 +1,101 @@
+"""What trains: the PEFT LoRA configuration on a family's language-model
+projections, which vision modules join it, and which parameters train in a full
+fine-tune; plus whether DDP must expect parameters without a gradient.
+
+Used by ``judgetrain.train``. README: "`judgetrain train`".
+"""
+
+from __future__ import annotations
+
+from judgetrain.train_config import LoraArguments, ModelArguments
+
+__all__ = ["lora_config", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable"]
+
+
+def prepare_trainable(model, family, model_args: ModelArguments, lora_args: LoraArguments, training_args):
+    """Decide what trains: return the LoRA config (``None`` without LoRA, after
+    setting ``requires_grad`` for a full fine-tune), and set
+    ``training_args.ddp_find_unused_parameters`` when the recipe leaves it unset."""
+    peft_config = lora_config(lora_args, model_args, family, model) if lora_args.use_lora else None
+    if peft_config is None:
+        set_full_finetune_trainable(model, model_args, family)
+    if training_args.ddp_find_unused_parameters is None:
+        # DDP must be told when some trainable parameters may get no gradient
+        # in a step, which happens once training reaches the vision side
+        # (LoRA on vision modules, an unfrozen tower or projector). Saying so
+        # when it is not needed costs a graph walk per step and breaks
+        # reentrant activation checkpointing, so it is on only then.
+        training_args.ddp_find_unused_parameters = vision_is_trainable(model, family, peft_config, model_args)
+    return peft_config
+
+
+def lora_config(lora_args: LoraArguments, model_args: ModelArguments, family, model=None):
+    """PEFT LoRA on the language model's projections; the vision tower and
+    projector join as fully trained ``modules_to_save`` only when unfrozen."""
+    from peft import LoraConfig
+
+    to_save = list(lora_args.lora_modules_to_save or [])
+    if not model_args.freeze_vision_tower:
+        to_save += list(family.vision_modules)
+    if not model_args.freeze_projector:
+        to_save += [m for m in family.projector_modules if not any(m.startswith(v) for v in to_save)]
+    if model is not None:
+        to_save = _expand_module_lists(model, to_save)
+    return LoraConfig(
+        r=lora_args.lora_r,
+        lora_alpha=lora_args.lora_alpha,
+        lora_dropout=lora_args.lora_dropout,
+        target_modules=lora_args.lora_target_modules or family.lora_target_regex,
+        modules_to_save=to_save or None,
+        task_type="CAUSAL_LM",
+    )
+
+
+def _expand_module_lists(model, names: list[str]) -> list[str]:
+    """PEFT cannot copy a ModuleList as a module to save (Qwen3-VL's
+    ``deepstack_merger_list``): name its members instead."""
+    import torch
+
+    modules = dict(model.named_modules())
+    out = []
+    for name in names:
+        found = [m for full, m in modules.items() if full == name or full.endswith("." + name)]
+        if found and isinstance(found[0], (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            out += [f"{name}.{child}" for child, _ in found[0].named_children()]
+        else:
+            out.append(name)
+    return out
+
+
+def vision_is_trainable(model, family, peft_config, model_args: ModelArguments) -> bool:
+    """Whether training will touch the vision tower or projector: unfrozen by
+    the recipe, or reached by the LoRA target pattern."""
+    import re
+
+    if not model_args.freeze_vision_tower or not model_args.freeze_projector:
+        return True
+    if peft_config is None:
+        return False
+    targets = peft_config.target_modules
+    for name, _ in model.named_modules():
+        if not (family.is_vision_tower(name) or family.is_projector(name)):
+            continue
+        if isinstance(targets, str):
+            hit = re.fullmatch(targets, name) is not None
+        else:
+            hit = any(name == t or name.endswith("." + t) for t in targets or ())
+        if hit:
+            return True
+    return False
+
+
+def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> None:
+    """Without LoRA: the language model and head train, the vision tower and
+    projector follow their freeze flags."""
+    for name, p in model.named_parameters():
+        if family.is_projector(name):
+            p.requires_grad_(not model_args.freeze_projector)
+        elif family.is_vision_tower(name):
+            p.requires_grad_(not model_args.freeze_vision_tower)
+        else:
+            p.requires_grad_(True)
