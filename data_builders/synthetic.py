@@ -88,7 +88,7 @@ class PhysicsClip:
 
 
 @dataclass(frozen=True)
-class _Scene:
+class Scene:
     names: tuple[str, ...]       # "<colour> <shape>", distinct within a clip
     shapes: tuple[str, ...]
     colors: tuple[tuple[int, int, int], ...]
@@ -98,7 +98,8 @@ class _Scene:
     height: float                # box height in world units
 
 
-def _make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int | None = None) -> _Scene:
+def make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int | None = None) -> Scene:
+    """A random scene of 2..5 objects (or ``n_objects``) for a ``size`` (width, height) frame, drawn from ``rng``."""
     w, h = size
     height = WORLD_WIDTH * (h - 2 * _BORDER_PX) / (w - 2 * _BORDER_PX)
     combos = [(c, s) for c in COLORS for s in SHAPES]
@@ -117,11 +118,11 @@ def _make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int 
         pos[i] = p
     vel = np.stack([rng.choice([-1.0, 1.0], size=n) * rng.uniform(1.2, 3.0, size=n),
                     rng.uniform(-1.0, 2.0, size=n)], axis=1)
-    return _Scene(tuple(f"{c} {s}" for c, s in picked), tuple(s for _, s in picked),
+    return Scene(tuple(f"{c} {s}" for c, s in picked), tuple(s for _, s in picked),
                   tuple(COLORS[c] for c, _ in picked), radius, pos, vel, height)
 
 
-def _simulate(scene: _Scene, times: Sequence[float], trace: list | None = None):
+def simulate(scene: Scene, times: Sequence[float], trace: list | None = None):
     """Run the physics up to ``times[-1]`` (ascending seconds); return (positions at ``times``, events).
 
     Positions are (len(times), n, 2); each time is rounded to the nearest substep.
@@ -226,7 +227,7 @@ def _background(rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
     return img
 
 
-def _draw(img: Image.Image, scene: _Scene, pos: np.ndarray) -> np.ndarray:
+def _draw(img: Image.Image, scene: Scene, pos: np.ndarray) -> np.ndarray:
     draw = ImageDraw.Draw(img)
     scale = (img.width - 2 * _BORDER_PX) / WORLD_WIDTH
     for shape, rgb, r, (x, y) in zip(scene.shapes, scene.colors, scene.radius, pos):
@@ -255,8 +256,8 @@ def _scene_clip(seed_parts: tuple, times: np.ndarray, size: tuple[int, int], n_o
     """Simulate now, render lazily: returns (scene, positions at ``times``, events, iterator of HxWx3 uint8 frames)."""
     if min(size) < 48:
         raise ValueError(f"size={size}: width and height must be at least 48 pixels, e.g. (160, 120).")
-    scene = _make_scene(np.random.default_rng(derive_seed(*seed_parts, "scene")), size, n_objects)
-    positions, events = _simulate(scene, times, trace)
+    scene = make_scene(np.random.default_rng(derive_seed(*seed_parts, "scene")), size, n_objects)
+    positions, events = simulate(scene, times, trace)
     background = _background(np.random.default_rng(derive_seed(*seed_parts, "texture")), size)
     return scene, positions, events, (_draw(background.copy(), scene, p) for p in positions)
 

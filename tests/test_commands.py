@@ -138,7 +138,7 @@ def test_missing_dataset_and_world_size_problems_fail_before_launching(tmp_path,
 def test_bf16_without_a_bf16_gpu_is_one_message(tmp_path, capsys, dataset):
     from judgetrain import train
 
-    if train._bf16_capable():
+    if train.bf16_capable():
         pytest.skip("this machine has a bf16 GPU")
     err = _error(capsys, ["train", str(RECIPE), *ok_overrides(dataset, tmp_path), "--bf16", "true"])
     assert "bf16: true, but this machine has no GPU that supports bfloat16: set `bf16: false`" in err

@@ -231,7 +231,7 @@ def test_cosine_and_length_difference_and_means():
     gen = ["the cat sat on the mat", "a dog barked at the mailman"]
     ref = ["a cat was sitting on a mat", "stock markets fell sharply today"]
     cos = E.cosine_similarities(gen, ref)
-    model = E._minilm()
+    model = E.minilm()
     emb_g, emb_r = model.encode(gen), model.encode(ref)
     assert cos == pytest.approx([cosine_similarity(emb_g[i:i + 1], emb_r[i:i + 1])[0, 0] for i in range(2)], abs=1e-5)
     assert cos[0] > cos[1]  # a paraphrase is closer than an unrelated sentence

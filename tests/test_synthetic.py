@@ -21,10 +21,10 @@ def _read_manifest(path):
 def _scene_and_trace(seed, index, duration_s, size=(160, 120)):
     """Re-run clip (seed, index)'s physics, keeping every substep's positions."""
     rng = np.random.default_rng(S.derive_seed("physics", seed, index, "scene"))
-    scene = S._make_scene(rng, size)
+    scene = S.make_scene(rng, size)
     trace = []
     times = np.arange(int(round(duration_s * 8))) / 8
-    _, events = S._simulate(scene, times, trace=trace)
+    _, events = S.simulate(scene, times, trace=trace)
     return scene, dict(trace), events
 
 
