@@ -15,16 +15,22 @@ How it fits together (paper 002 §4D, B.1):
   parser is made (``--config FILE.yaml`` sets its fields) and which
   :func:`run_sweep` takes; arguments it does not know are recipe overrides
   for every trial.
-- **Controller** (:func:`run_sweep`): ``study.optimize`` with a seeded TPE
-  sampler; the objective of a trial launches ``accelerate launch -m
+- **Controller** (:func:`run_sweep`): ``study.optimize`` with TPE seeded per
+  trial from (study, ``--seed``, trial number) (:mod:`judgetrain.sweep_sampler`),
+  so that a restarted controller, or a second one with the same ``--seed``,
+  continues the study's sampling instead of replaying it; a parameter set that
+  a finished or running trial already has is skipped (recorded as FAIL with
+  ``duplicate_of``), never trained twice. The objective of a trial launches ``accelerate launch -m
   judgetrain.sweep --config RECIPE <trial overrides>`` (this module's trial
   entry: ``judgetrain.train`` with the trial's callback) as a subprocess and
   waits. DeepSpeed state, GPU memory and out-of-memory errors stay inside the
   trial's process, and LoRA rank or sequence length can differ per trial —
-  which ``Trainer.hyperparameter_search`` (one Python process) cannot do. A
-  ``MaxTrialsCallback`` makes ``--trials`` the size of the *study*, so several
-  controllers (machines) sharing one storage stop together.
-- **Trial side** (:class:`SweepCallback`, which the trial entry
+  which ``Trainer.hyperparameter_search`` (one Python process) cannot do.
+  ``--trials`` is the size of the *study*: a controller starts a trial only
+  while finished + running trials (of every controller) are fewer, and waits
+  for the others' running trials otherwise, so several controllers (machines)
+  sharing one storage end with exactly ``--trials`` finished trials.
+- **Trial side** (:class:`~judgetrain.sweep_reporting.SweepCallback`, which the trial entry
   :func:`trial_main` hands to ``judgetrain.train.main`` as a callback; it reads
   the controller's ``JUDGETRAIN_SWEEP`` variable): at every evaluation
   it computes the objective (validation loss, or a judge metric such as
@@ -42,7 +48,10 @@ How it fits together (paper 002 §4D, B.1):
   re-queues the RUNNING trials of dead controllers of this host at start.
   Finished trials are never rerun.
 
-Storage URLs: ``sqlite:///path.db`` (one machine), ``postgresql://…`` /
+- **Results** (:mod:`judgetrain.sweep_results`): the table of trials, the wandb
+  summary run, and ``sweep best``'s recipe with exactly the winning trial's overrides.
+
+README: "`judgetrain sweep`, `judgetrain dashboard`". Storage URLs: ``sqlite:///path.db`` (one machine), ``postgresql://…`` /
 ``mysql://…`` (many machines), ``journal:path`` or a ``*.journal`` / ``*.log``
 file (a journal file on a shared file system).
 """
@@ -66,13 +75,24 @@ from judgetrain.sweep_space import (  # noqa: F401  (re-exported: the sweep's pu
     DEFAULT_OBJECTIVE, DEFAULT_STORAGE, ENV, PRUNERS, RESULT_FILE, Objective, Param, SearchSpace, SweepError, flag_value,
     make_pruner, parse_objectives, process_alive, storage_from_url,
 )
-from judgetrain.sweep_trial import SweepCallback, lookup_metric, sweep_callback, trial_main  # noqa: F401
+from judgetrain.sweep_results import best_recipe, print_summary, recipe_with_overrides, wandb_summary  # noqa: F401
+from judgetrain.sweep_trial import sweep_callback, trial_main  # noqa: F401
 
-__all__ = [  # with the names re-exported from sweep_space and sweep_trial
+
+def __getattr__(name: str):
+    # the trial's callback imports transformers: loaded on first use, not by `judgetrain sweep --help`
+    if name in ("SweepCallback", "lookup_metric"):
+        from judgetrain import sweep_reporting
+
+        return getattr(sweep_reporting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = [  # with the names re-exported from sweep_space, sweep_trial and sweep_results
     "DEFAULT_OBJECTIVE", "DEFAULT_STORAGE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace",
     "SweepCallback", "SweepConfig", "SweepError", "TRIAL_MODULE", "best_recipe", "dashboard_storage", "flag_value",
     "lookup_metric", "main", "make_parser", "make_pruner", "open_study", "parse_objectives", "process_alive", "run_sweep",
-    "storage_from_url", "sweep_callback", "trial_command", "trial_main", "wandb_summary",
+    "storage_from_url", "sweep_callback", "trial_command", "trial_main", "wandb_summary", "recipe_with_overrides",
+    "print_summary", "skip_reason", "study_room", "trial_overrides",
 ]
 
 # --------------------------------------------------------------------------- orphaned trials
@@ -130,13 +150,15 @@ class SweepConfig:
     pruner: str = arg("median", "median, hyperband or none", choices=PRUNERS)
     warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned")
     startup_trials: int = arg(2, "median pruner: trials that are never pruned")
-    seed: int = arg(42, "TPE sampler seed (give each controller of a shared study its own)")
+    seed: int = arg(42, "sampler seed; each trial's TPE draw is seeded from (study, seed, trial number), so restarted "
+                        "and parallel controllers may keep the same seed without repeating each other")
     accelerate_config: str | None = arg(None, "shipped name (zero3, ddp, …) or accelerate YAML, per trial")
     num_processes: int | None = arg(None, "processes per trial")
     retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
     trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
+    poll: float = arg(5.0, "seconds between looks at the study while other controllers' trials fill it")
     overrides: list[str] = arg([], "recipe overrides for every trial: on the command line, any argument not listed here "
                                    "(--field value); in a --config file, a mapping (field: value)", passthrough=True)
 
@@ -160,6 +182,13 @@ class SweepConfig:
         if self.space is None:
             raise SweepError("--space: give a search space YAML (shipped: recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
         return SearchSpace.load(self.space)
+
+    @cached_property
+    def world_size(self) -> int:
+        """Processes per trial (a searched batch size must divide the recipe's effective batch)."""
+        from judgetrain.accelerate_configs import world_size
+
+        return world_size(self)
 
     @cached_property
     def objectives(self) -> list[Objective]:
@@ -220,54 +249,117 @@ def trial_command(cfg: SweepConfig, overrides: list[str]) -> list[str]:
             "-m", TRIAL_MODULE, "--config", str(cfg.recipe), *overrides]
 
 
+class TrialSkipped(TrialFailed):
+    """A trial that was not trained: its parameters repeat another trial's, or the study
+    was already full when it started (two controllers asked at the same moment)."""
+
+
+MAX_SKIPPED = 50  # duplicates in a row before the space counts as exhausted
+
+
+def skip_reason(study, trial, values: dict[str, Any], size: int) -> str | None:
+    """Why ``trial`` (with sampled ``values``) must not be trained, else ``None``: another
+    finished or running trial has the same parameters, or ``size`` trials numbered before
+    it are finished or running. Marks the trial with ``duplicate_of`` / ``surplus``."""
+    from judgetrain.sweep_sampler import TAKEN, first_duplicate
+
+    others = study.get_trials(deepcopy=False)
+    duplicate = first_duplicate(others, trial.number, values)
+    if duplicate is not None:
+        trial.set_user_attr("duplicate_of", duplicate)
+        return f"same parameters as trial {duplicate}: skipped, never trained twice"
+    ahead = sum(t.number < trial.number and t.state in TAKEN for t in others)
+    if ahead >= size:
+        trial.set_user_attr("surplus", True)
+        return f"{ahead} earlier trials are finished or running (--trials {size}): skipped"
+    return None
+
+
+def _trial_env(cfg: SweepConfig, trial) -> dict[str, str]:
+    env = dict(os.environ)
+    env[ENV] = json.dumps({
+        "storage": cfg.storage, "study": cfg.study, "trial_id": trial._trial_id, "trial_number": trial.number,
+        "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": os.getpid(),
+        # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
+        "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
+    })
+    # wandb: every trial a run in the study's group
+    env.setdefault("WANDB_RUN_GROUP", cfg.study)
+    env["WANDB_JOB_TYPE"] = "trial"
+    return env
+
+
+def trial_overrides(cfg: SweepConfig, values: dict[str, Any]) -> list[str]:
+    """What a trial runs on top of the recipe, as ``--field value`` flags: the space's fixed
+    fields, the sampled values, then the sweep's overrides (which
+    win, as on the command line). Stored with the trial, for ``sweep best``."""
+    return cfg.search_space.overrides(values) + list(cfg.overrides)
+
+
+def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path) -> int:
+    """Run one trial's training process; its output goes to ``out/train.log``."""
+    if "--run_name" not in cfg.overrides:
+        overrides = overrides + ["--run_name", f"{cfg.study}-trial-{trial.number:04d}"]
+    cmd = trial_command(cfg, overrides + ["--output_dir", str(out)])
+    t0 = time.monotonic()
+    with open(out / "train.log", "ab") as fh:
+        fh.write(("$ " + " ".join(cmd) + "\n").encode())
+        fh.flush()
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_trial_env(cfg, trial), cwd=os.getcwd()).returncode
+    trial.set_user_attr("seconds", round(time.monotonic() - t0, 1))
+    return rc
+
+
 def _objective_fn(cfg: SweepConfig, console):
     import optuna
 
+    skipped_in_a_row = [0]
+
     def objective(trial: optuna.Trial):
         values = cfg.search_space.suggest(trial)
+        trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
+        skip = skip_reason(trial.study, trial, values, cfg.trials)
+        if skip:
+            console.print(f"[bold]trial {trial.number}[/]: {json.dumps(values)}: {skip}")
+            trial.set_user_attr("fail_reason", skip)
+            skipped_in_a_row[0] += 1
+            if skipped_in_a_row[0] >= MAX_SKIPPED:
+                raise SweepError(f"the sampler proposed {MAX_SKIPPED} parameter sets in a row that the study already holds: "
+                                 f"the search space {cfg.space} is exhausted; widen it or lower --trials")
+            raise TrialSkipped(skip)
+        skipped_in_a_row[0] = 0
         out = (cfg.out / f"trial-{trial.number:04d}").resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULT_FILE).unlink(missing_ok=True)
-        trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
+        overrides = trial_overrides(cfg, values)
         trial.set_user_attr("output_dir", str(out))
-        overrides = cfg.search_space.overrides(values) + list(cfg.overrides) + ["--output_dir", str(out)]
-        if "--run_name" not in cfg.overrides:
-            overrides += ["--run_name", f"{cfg.study}-trial-{trial.number:04d}"]
-        env = dict(os.environ)
-        env[ENV] = json.dumps({
-            "storage": cfg.storage, "study": cfg.study, "trial_id": trial._trial_id, "trial_number": trial.number,
-            "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": os.getpid(),
-            # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
-            "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
-        })
-        # wandb: every trial a run in the study's group
-        env.setdefault("WANDB_RUN_GROUP", cfg.study)
-        env["WANDB_JOB_TYPE"] = "trial"
-        cmd = trial_command(cfg, overrides)
-        log = out / "train.log"
+        trial.set_user_attr("overrides", overrides)
         console.print(f"[bold]trial {trial.number}[/]: {json.dumps(values)} -> {out}")
-        t0 = time.monotonic()
-        with open(log, "ab") as fh:
-            fh.write(("$ " + " ".join(cmd) + "\n").encode())
-            fh.flush()
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd()).returncode
-        trial.set_user_attr("seconds", round(time.monotonic() - t0, 1))
-        result = _read_result(out)
-        if rc != 0 or result is None or result.get("state") == "orphaned":
-            reason = _reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}"
-            trial.set_user_attr("fail_reason", reason)
-            console.print(f"  [red]trial {trial.number} failed[/]: {reason}")
-            raise TrialFailed(reason)
-        trial.set_user_attr("steps", result.get("step"))
-        trial.set_user_attr("metrics", result.get("metrics", {}))
-        if result["state"] == "pruned":
-            console.print(f"  trial {trial.number} [yellow]pruned[/] at step {result['step']} (value {result['values']})")
-            raise optuna.TrialPruned(f"pruned at step {result['step']}")
-        console.print(f"  trial {trial.number} [green]complete[/]: {result['values']} after {result['step']} steps")
-        vals = [float(v) for v in result["values"]]
-        return vals[0] if len(vals) == 1 else vals
+        rc = _train_trial(cfg, trial, overrides, out)
+        return _trial_outcome(trial, rc, out, console)
 
     return objective
+
+
+def _trial_outcome(trial, rc: int, out: Path, console):
+    """The trial's value(s) from its ``sweep_result.json``; raises TrialPruned or TrialFailed."""
+    import optuna
+
+    log = out / "train.log"
+    result = _read_result(out)
+    if rc != 0 or result is None or result.get("state") == "orphaned":
+        reason = _reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}"
+        trial.set_user_attr("fail_reason", reason)
+        console.print(f"  [red]trial {trial.number} failed[/]: {reason}")
+        raise TrialFailed(reason)
+    trial.set_user_attr("steps", result.get("step"))
+    trial.set_user_attr("metrics", result.get("metrics", {}))
+    if result["state"] == "pruned":
+        console.print(f"  trial {trial.number} [yellow]pruned[/] at step {result['step']} (value {result['values']})")
+        raise optuna.TrialPruned(f"pruned at step {result['step']}")
+    console.print(f"  trial {trial.number} [green]complete[/]: {result['values']} after {result['step']} steps")
+    vals = [float(v) for v in result["values"]]
+    return vals[0] if len(vals) == 1 else vals
 
 
 def _read_result(out: Path) -> dict | None:
@@ -281,9 +373,11 @@ def open_study(cfg: SweepConfig):
     import optuna
 
     storage = storage_from_url(cfg.storage, heartbeat_interval=cfg.heartbeat, retries=cfg.retries)
+    from judgetrain.sweep_sampler import TrialSeededSampler
+
     study = optuna.create_study(
         study_name=cfg.study, storage=storage, load_if_exists=True,
-        sampler=optuna.samplers.TPESampler(seed=cfg.seed),
+        sampler=TrialSeededSampler(cfg.seed),
         pruner=make_pruner(cfg.pruner, cfg.warmup_steps, cfg.startup_trials),
         directions=[o.direction for o in cfg.objectives],
     )
@@ -309,18 +403,48 @@ def _finished(study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
 
+def study_room(study, size: int) -> tuple[str, int, int]:
+    """(``"full"``, ``"room"`` or ``"wait"``, finished, running): full when the study holds
+    ``size`` finished (complete or pruned) trials; room when finished + running trials
+    are fewer, so another may start; wait while running trials could still fill it."""
+    from optuna.trial import TrialState
+
+    finished = _finished(study)
+    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    state = "full" if finished >= size else ("room" if finished + running < size else "wait")
+    return state, finished, running
+
+
+def _wait_for_room(study, cfg: SweepConfig, console) -> bool:
+    """True when this controller should start another trial, False when the study is full;
+    waits (failing stale and orphaned trials as it goes) while others' trials run."""
+    from optuna.storages import fail_stale_trials
+
+    announced = False
+    while True:
+        state, finished, running = study_room(study, cfg.trials)
+        if state != "wait":
+            return state == "room"
+        if not announced:
+            console.print(f"study {cfg.study!r}: {finished} finished and {running} running trial(s) make {cfg.trials} "
+                          "(--trials); waiting for the running ones (other controllers), in case one fails")
+            announced = True
+        time.sleep(cfg.poll)
+        fail_stale_trials(study)  # RDB storage: trials whose controller stopped beating (no-op otherwise)
+        _fail_orphans(study, cfg.retries)
+
+
 def run_sweep(cfg: SweepConfig) -> Any:
     """Run trials until the study holds ``cfg.trials`` finished (complete or pruned) ones."""
     import optuna
     from optuna.storages import RetryHeartbeatStaleTrialCallback
-    from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
     from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.search_space.validate(cfg.recipe, cfg.overrides)
+    cfg.search_space.validate(cfg.recipe, cfg.overrides, world_size=cfg.world_size)
     cfg.out.mkdir(parents=True, exist_ok=True)
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
@@ -329,20 +453,22 @@ def run_sweep(cfg: SweepConfig) -> Any:
                       + (", queued again" if cfg.retries else ""))
     for params in cfg.enqueued:
         study.enqueue_trial(params, skip_if_exists=True)
-    done = _finished(study)
-    if done >= cfg.trials:
-        console.print(f"study {cfg.study!r} already holds {done} finished trials (--trials {cfg.trials}); nothing to run")
+    if not _wait_for_room(study, cfg, console):
+        console.print(f"study {cfg.study!r} already holds {_finished(study)} finished trials (--trials {cfg.trials}); "
+                      "nothing to run")
     else:
         def retry_failed(study, trial):
-            if trial.state == TrialState.FAIL and cfg.retries:
+            skipped = "duplicate_of" in trial.user_attrs or "surplus" in trial.user_attrs
+            if trial.state == TrialState.FAIL and cfg.retries and not skipped:
                 RetryHeartbeatStaleTrialCallback(max_retry=cfg.retries)(study, trial)
 
+        def hold_size(study, trial):
+            if not _wait_for_room(study, cfg, console):
+                study.stop()
+
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study.optimize(
-            _objective_fn(cfg, console), n_trials=None, catch=(TrialFailed,),
-            callbacks=[retry_failed, MaxTrialsCallback(cfg.trials, states=(TrialState.COMPLETE, TrialState.PRUNED))],
-        )
-    _print_summary(study, cfg, console)
+        study.optimize(_objective_fn(cfg, console), n_trials=None, catch=(TrialFailed,), callbacks=[retry_failed, hold_size])
+    print_summary(study, cfg, console)
     if "wandb" in _report_to(cfg):
         wandb_summary(study, cfg.out, [o.name for o in cfg.objectives])
     return study
@@ -356,96 +482,6 @@ def _report_to(cfg: SweepConfig) -> list[str]:
         return [cfg.overrides[len(cfg.overrides) - 1 - cfg.overrides[::-1].index("--report_to") + 1]]
     value = (yaml.safe_load(cfg.recipe.read_text()) or {}).get("report_to") or []
     return [value] if isinstance(value, str) else list(value)
-
-
-def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[str, Any]]:
-    """One wandb run (job type ``study``, in the trials' group) with every trial's
-    state, values and parameters as a table and the best values in its summary.
-    Offline into ``out`` when no API key is configured, as the trials do."""
-    import wandb
-    from optuna.trial import TrialState
-
-    from judgetrain.train import wandb_netrc_configured
-
-    if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
-        os.environ["WANDB_MODE"] = "offline"
-    params = sorted({k for t in study.trials for k in t.params})
-    columns = ["trial", "state", *objectives, "steps", *params]
-    rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
-             *(t.params.get(k) for k in params)] for t in study.trials]
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "judgetrain"), group=study.study_name, job_type="study",
-                     name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
-                     reinit="finish_previous")
-    run.log({"trials": wandb.Table(columns=columns, data=rows)})
-    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in TrialState}
-    summary: dict[str, Any] = {f"trials/{k}": v for k, v in counts.items()}
-    if counts["complete"]:
-        best = study.best_trials[0] if len(objectives) > 1 else study.best_trial
-        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values)},
-                        **{f"best/{k}": v for k, v in best.params.items()}})
-    run.summary.update(summary)
-    run_dir = Path(run.dir).parent
-    run.finish()
-    return run_dir, summary
-
-
-def _print_summary(study, cfg: SweepConfig, console) -> None:
-    from rich.table import Table
-    from optuna.trial import TrialState
-
-    table = Table(title=f"study {cfg.study} ({cfg.storage})")
-    for col in ("trial", "state", "value(s)", "steps", "params", "note"):
-        table.add_column(col)
-    for t in study.get_trials(deepcopy=False):
-        vals = "" if t.values is None else ", ".join(f"{v:.4g}" for v in t.values)
-        table.add_row(str(t.number), t.state.name, vals, str(t.user_attrs.get("steps", "")),
-                      json.dumps(t.params), t.user_attrs.get("fail_reason", "")[:80])
-    console.print(table)
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if complete:
-        best = study.best_trials if len(cfg.objectives) > 1 else [study.best_trial]
-        for b in best:
-            console.print(f"best trial {b.number}: {b.values} {json.dumps(b.params)} in {b.user_attrs.get('output_dir')}")
-    print(f"trial folders in {cfg.out}; `judgetrain sweep best {cfg.study} --storage {cfg.storage}` writes the winning recipe")
-
-
-# --------------------------------------------------------------------------- best configuration
-
-
-def best_recipe(storage: str, study_name: str, trial_number: int | None = None) -> tuple[str, Any]:
-    """The winning trial's recipe as YAML text (the sweep's recipe with the trial's
-    overrides applied), with the launch command as its first line."""
-    import optuna
-    import yaml
-
-    study = optuna.load_study(study_name=study_name, storage=storage_from_url(storage, heartbeat_interval=None))
-    from optuna.trial import TrialState
-
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if not complete:
-        raise SweepError(f"study {study_name!r} has no complete trial yet")
-    if trial_number is not None:
-        pick = [t for t in complete if t.number == trial_number]
-        if not pick:
-            raise SweepError(f"study {study_name!r} has no complete trial {trial_number}")
-        best = pick[0]
-    elif len(study.directions) > 1:
-        front = study.best_trials
-        best = front[0]
-        print(f"multi-objective study: {len(front)} trials on the Pareto front ({[t.number for t in front]}); "
-              f"taking trial {best.number} (pick another with --trial)", file=sys.stderr)
-    else:
-        best = study.best_trial
-    recipe = yaml.safe_load(study.user_attrs["recipe_yaml"]) or {}
-    recipe.update(study.user_attrs.get("fixed") or {})
-    recipe.update(best.params)
-    name = f"{study_name}-trial-{best.number:04d}"
-    recipe["output_dir"] = f"runs/{name}"
-    recipe["run_name"] = name
-    header = (f"# accelerate launch -m judgetrain.train --config runs/{name}.yaml\n"
-              f"# Best trial {best.number} of Optuna study {study_name!r}: {study.user_attrs.get('objectives')} = {best.values}\n"
-              f"# (from {study.user_attrs.get('recipe')} with {json.dumps(best.params)})\n")
-    return header + yaml.safe_dump(recipe, sort_keys=False), best
 
 
 # --------------------------------------------------------------------------- CLI
@@ -472,10 +508,12 @@ def main(cfg: SweepConfig) -> int:
         name = cfg.study_name or cfg.study  # `sweep best STUDY`, or the study of a sweep's --config file
         if not name:
             raise SweepError("usage: judgetrain sweep best STUDY --storage URL [--out FILE]")
-        text, best = best_recipe(cfg.storage, name, cfg.trial)
+        text, best = best_recipe(cfg.storage, name, cfg.trial, cfg.out)
         if cfg.out:
+            from judgetrain.io import write_text
+
             cfg.out.parent.mkdir(parents=True, exist_ok=True)
-            cfg.out.write_text(text)
+            write_text(cfg.out, text)
             print(f"best trial {best.number} ({best.values}) written as a recipe to {cfg.out}", file=sys.stderr)
         else:
             sys.stdout.write(text)

@@ -66,6 +66,7 @@ class Param:
 
 
 _PARAM_KEYS = {"choices", "low", "high", "log", "step", "type"}
+_TOP_KEYS = ("params", "fixed", "description")
 
 
 @dataclass
@@ -88,8 +89,8 @@ class SearchSpace:
         if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict) or not doc["params"]:
             raise SweepError(f"{path}: a search space is a mapping with `params:` (field: {{choices: [...]}} or "
                              "{low: x, high: y, log: true})")
-        unknown = sorted(set(doc) - {"params", "fixed", "description"})
-        problems = [f"{path}: unknown top-level key {k!r} (allowed: params, fixed, description)" for k in unknown]
+        unknown = sorted(set(doc) - set(_TOP_KEYS))
+        problems = [f"{path}: unknown top-level key {k!r} (allowed: {', '.join(_TOP_KEYS)})" for k in unknown]
         params = []
         for name, spec in doc["params"].items():
             where = f"{path}: params.{name}"
@@ -138,9 +139,10 @@ class SearchSpace:
         """``--field value`` flags for the trainer: the fixed overrides, then the trial's values."""
         return [a for k, v in {**self.fixed, **values}.items() for a in (f"--{k}", flag_value(v))]
 
-    def validate(self, recipe: Path, extra: list[str] | None = None) -> None:
+    def validate(self, recipe: Path, extra: list[str] | None = None, world_size: int = 1) -> None:
         """Parse the recipe (with the sweep's ``extra`` overrides) with every probe value
-        through the trainer's parser and cross-field checks; raise one
+        through the trainer's parser and cross-field checks (for ``world_size`` processes
+        per trial: a searched batch size must divide the recipe's effective batch); raise one
         :class:`SweepError` listing every problem."""
         from judgetrain import train
 
@@ -166,7 +168,7 @@ class SearchSpace:
                         problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
                         continue
                     problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
-                                 for m in train.check_config(margs, dargs, largs, targs, world_size=1)]
+                                 for m in train.check_config(margs, dargs, largs, targs, world_size=world_size)]
         if problems:
             raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
 

@@ -19,7 +19,7 @@ LAYERS = {
     "judgetrain.train_outputs": 3, "judgetrain.merge": 3, "judgetrain.accelerate_configs": 0, "judgetrain.errors": 0,
     "judgetrain.jsonl": 0, "judgetrain.plotting": 0, "judgetrain.mcq_manifest": 0,
     "judgetrain.sweep": 4, "judgetrain.sweep_space": 4, "judgetrain.sweep_trial": 4, "judgetrain.sweep_reporting": 4,
-    "judgetrain.sweep_sampler": 4,
+    "judgetrain.sweep_sampler": 4, "judgetrain.sweep_results": 4,
     "judgetrain.cli": 9, "judgetrain.__main__": 9, "judgetrain.launch": 9, "judgetrain.quickstart": 9,
     "judgetrain.dashboard": 9, "judgetrain.deepspeed_configs": 0,
 }

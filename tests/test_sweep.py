@@ -24,7 +24,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from judgetrain import sweep, train
+from judgetrain import sweep, sweep_sampler, train
 from judgetrain.models.tiny import build_tiny
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,6 +85,20 @@ def test_shipped_spaces_fit_their_recipes():
     assert (paper["lora_dropout"].low, paper["lora_dropout"].high) == (0.01, 0.10)
     assert (paper["learning_rate"].low, paper["learning_rate"].high, paper["learning_rate"].log) == (2e-6, 5e-5, True)
     assert paper["max_length"].choices == (4096, 8192, 12000)
+    # §4D: batch size in [4, 16] at the global batch of 128, gradient accumulation following it
+    assert paper["per_device_train_batch_size"].choices == (4, 8, 16)
+    space = sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml")
+    assert space.fixed == {"effective_batch_size": 128}
+    margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
+                                              "--bf16", "false", *space.overrides({"per_device_train_batch_size": 8})])
+    assert train.check_config(margs, dargs, largs, targs, world_size=2) == []
+    # the recipe's effective batch on 2 processes: 128 / (8 x 2)
+    assert dargs.effective_batch_size // (targs.per_device_train_batch_size * 2) == 8
+    with pytest.raises(sweep.SweepError, match=r"per_device_train_batch_size = 16: effective_batch_size: 128 is not a multiple"):
+        space.validate(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml", ["--bf16", "false"], world_size=3)
+    text = (REPO / "recipes" / "spaces" / "paper002.yaml").read_text()
+    assert all(("[paper]" in line or "[ours]" in line) for line in text.splitlines()
+               if line.strip().startswith(tuple(p.name + ":" for p in space.params)))  # every range says whose it is
     wide = {p.name: p for p in sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "lora-wide.yaml").params}
     assert wide["learning_rate"].high == 5e-4
 
@@ -192,6 +206,115 @@ def test_option_errors_are_one_message(tmp_path, capsys):
         assert cli.main(["sweep", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
+
+
+# --------------------------------------------------------------------------- sampling, study size and the best recipe, in process
+
+
+def _sample(study: optuna.Study, cfg: sweep.SweepConfig, n: int) -> None:
+    """``n`` trials as a controller samples them, told complete at once (no training)."""
+    for _ in range(n):
+        trial = study.ask()
+        values = cfg.search_space.suggest(trial)
+        study.tell(trial, float(values["learning_rate"]))
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite"])
+def test_restarted_and_parallel_controllers_continue_the_sampling(tmp_path, kind):
+    """A controller restarted with the same --seed, and a second controller started with
+    the default seed, continue the study's sampling: no parameter set repeats (before,
+    each new TPESampler(seed=42) replayed the first start-up draws)."""
+    storage = journal(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}"
+    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--storage", storage, "--study", "s", "--objective", "eval_loss"])
+    first = sweep.open_study(cfg)
+    _sample(first, cfg, 3)
+    restarted = sweep.open_study(cfg)  # the same command again, after a kill
+    _sample(restarted, cfg, 3)
+    a, b = sweep.open_study(cfg), sweep.open_study(cfg)  # two controllers on the same study, same seed
+    for _ in range(2):
+        _sample(a, cfg, 1)
+        _sample(b, cfg, 1)
+    params = [tuple(sorted(t.params.items())) for t in load(storage, "s").trials]
+    assert len(params) == 10 and len(set(params)) == 10
+    # the draw is a function of (study, seed, trial number): a fresh study with the same seed draws the same sequence
+    cfg2 = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--storage", journal(tmp_path / "t.journal"),
+                        "--study", "s", "--objective", "eval_loss"])
+    _sample(sweep.open_study(cfg2), cfg2, 3)
+    assert [t.params for t in load(cfg2.storage, "s").trials] == [t.params for t in load(storage, "s").trials[:3]]
+    assert sweep_sampler.trial_seed("s", 42, 3) != sweep_sampler.trial_seed("s", 42, 4) != sweep_sampler.trial_seed("t", 42, 4)
+
+
+def test_a_repeated_or_surplus_trial_is_skipped_not_trained(tmp_path):
+    dist = {"lora_r": optuna.distributions.CategoricalDistribution([4, 8, 16, 32])}
+    study = optuna.create_study(storage=sweep.storage_from_url(journal(tmp_path / "s.journal")), study_name="d")
+    study.add_trial(optuna.create_trial(value=1.0, params={"lora_r": 4}, distributions=dist))
+    study.add_trial(optuna.create_trial(state=TrialState.FAIL, params={"lora_r": 8}, distributions=dist))
+    study.enqueue_trial({"lora_r": 16})
+    running = study.ask(dist)  # trial 2, another controller's, being trained
+    new = study.ask()  # trial 3
+    assert (running.number, running.params, new.number) == (2, {"lora_r": 16}, 3)
+    trials = study.get_trials(deepcopy=False)
+    assert sweep_sampler.first_duplicate(trials, 3, {"lora_r": 4}) == 0  # a finished trial has it
+    assert sweep_sampler.first_duplicate(trials, 3, {"lora_r": 16}) == 2  # a running one has it
+    assert sweep_sampler.first_duplicate(trials, 3, {"lora_r": 8}) is None  # a failed trial's re-run may repeat it
+    assert sweep.skip_reason(study, new, {"lora_r": 4}, size=10) == "same parameters as trial 0: skipped, never trained twice"
+    assert study.get_trials()[3].user_attrs["duplicate_of"] == 0
+    # trials 0 (complete) and 2 (running) come before trial 3: a study of size 2 is full
+    assert sweep.skip_reason(study, new, {"lora_r": 32}, size=2) == "2 earlier trials are finished or running (--trials 2): skipped"
+    assert study.get_trials()[3].user_attrs["surplus"] is True
+    assert sweep.skip_reason(study, new, {"lora_r": 32}, size=3) is None
+
+
+def test_study_room_counts_finished_and_running_trials_of_every_controller():
+    dist = {"lora_r": optuna.distributions.CategoricalDistribution([4, 8])}
+    study = optuna.create_study()
+    assert sweep.study_room(study, 2) == ("room", 0, 0)
+    study.add_trial(optuna.create_trial(value=1.0, params={"lora_r": 4}, distributions=dist))
+    study.add_trial(optuna.create_trial(state=TrialState.FAIL, params={"lora_r": 8}, distributions=dist))
+    assert sweep.study_room(study, 2) == ("room", 1, 0)  # a failed trial leaves room
+    running = study.ask()
+    assert sweep.study_room(study, 2) == ("wait", 1, 1)  # another controller's trial may still fill the study
+    study.tell(running, state=TrialState.PRUNED)
+    assert sweep.study_room(study, 2) == ("full", 2, 0)
+
+
+def test_best_recipe_is_exactly_what_the_winning_trial_ran(tmp_path):
+    """The recipe + the sweep's --field value overrides + the space's fixed fields + the
+    sampled values, with the types the trainer gives them; the header names --out."""
+    storage = journal(tmp_path / "s.journal")
+    space = write_space(tmp_path, "params:\n  lora_r: {choices: [4, 8]}\n  learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}\n"
+                                  "fixed:\n  gradient_checkpointing: false\n")
+    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(space), "--storage", storage, "--study", "b", "--objective", "eval_loss",
+                       "--max_steps", "4", "--model_name_or_path", str(tmp_path / "my-model"), "--report_to", "none",
+                       "--learning_rate", "3e-4"])
+    study = sweep.open_study(cfg)
+    for value in (0.5, 0.25, 0.75):
+        trial = study.ask()
+        values = cfg.search_space.suggest(trial)
+        trial.set_user_attr("overrides", sweep.trial_overrides(cfg, values))
+        study.tell(trial, value)
+    out = tmp_path / "elsewhere" / "best.yaml"
+    text, best = sweep.best_recipe(storage, "b", out=out)
+    assert best.number == 1 and text.startswith(f"# accelerate launch -m judgetrain.train --config {out}\n")
+    doc = yaml.safe_load(text)
+    base = yaml.safe_load(TINY_RECIPE.read_text())
+    assert doc["max_steps"] == 4 and doc["model_name_or_path"] == str(tmp_path / "my-model") and doc["report_to"] == "none"
+    assert doc["gradient_checkpointing"] is False and doc["lora_r"] == best.params["lora_r"]
+    assert doc["learning_rate"] == 3e-4  # the sweep's override came after the sampled value, as on the trial's command line
+    assert (doc["output_dir"], doc["run_name"]) == ("runs/b-trial-0001", "b-trial-0001")
+    assert {k: v for k, v in doc.items() if k not in ("max_steps", "model_name_or_path", "report_to", "gradient_checkpointing",
+                                                      "lora_r", "learning_rate", "output_dir", "run_name")} == \
+        {k: v for k, v in base.items() if k not in ("max_steps", "model_name_or_path", "report_to", "gradient_checkpointing",
+                                                    "lora_r", "learning_rate", "output_dir", "run_name")}
+    with pytest.raises(sweep.SweepError, match="override --lora_rank: not a recipe field"):
+        sweep.recipe_with_overrides({}, ["--lora_rank", "4"])
+
+
+def test_sweep_help_does_not_import_the_trainer():
+    code = ("import sys\nfrom judgetrain import cli\ntry:\n    cli.main(['sweep', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('transformers', 'torch', 'peft', 'optuna') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "--space" in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]"
 
 
 # --------------------------------------------------------------------------- the trial callback, in process
@@ -314,8 +437,12 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     slow = [{"lora_r": 4, "lora_alpha": 8, "learning_rate": 1e-4}, {"lora_r": 8, "lora_alpha": 16, "learning_rate": 1e-4}]
     enqueue.write_text(yaml.safe_dump(good + slow))
     storage, out = f"sqlite:///{tmp_path / 'sweeps.db'}", tmp_path / "trials"  # the one-machine storage of the README
+    # the model comes as a sweep override, as a user points a shipped recipe at their checkpoint
+    doc = yaml.safe_load(recipe.read_text())
+    model = doc.pop("model_name_or_path")
+    recipe.write_text(yaml.safe_dump(doc))
     run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials", "4",
-                     "--max_steps", "6"))
+                     "--max_steps", "6", "--model_name_or_path", model))
     study = load(storage, "e2e")
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4 + [TrialState.PRUNED] * 2
@@ -333,40 +460,60 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
             assert result["state"] == "complete" and list(evals) == [2, 4, 6]
             assert t.value == pytest.approx(evals[6], abs=1e-6)
     best = min((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.value)
-    run_ok([str(BIN / "judgetrain"), "sweep", "best", "e2e", "--storage", storage, "--out", str(tmp_path / "best.yaml")])
-    text = (tmp_path / "best.yaml").read_text()
-    assert text.startswith("# accelerate launch -m judgetrain.train --config ")
+    best_yaml = tmp_path / "recipes" / "best.yaml"
+    run_ok([str(BIN / "judgetrain"), "sweep", "best", "e2e", "--storage", storage, "--out", str(best_yaml)])
+    text = best_yaml.read_text()
+    assert text.startswith(f"# accelerate launch -m judgetrain.train --config {best_yaml}\n")
     doc = yaml.safe_load(text)
     assert {k: doc[k] for k in best.params} == best.params
-    margs, dargs, largs, targs = train.parse(["--config", str(tmp_path / "best.yaml")])
+    assert (doc["max_steps"], doc["model_name_or_path"]) == (6, model)  # the sweep's overrides are part of the winner
+    margs, dargs, largs, targs = train.parse(["--config", str(best_yaml)])
     assert (largs.lora_r, largs.lora_alpha, targs.learning_rate) == (best.params["lora_r"], best.params["lora_alpha"],
                                                                      best.params["learning_rate"])
+    # retrained from the written recipe alone, the winner reaches the same objective
+    again = tmp_path / "retrained"
+    run_ok([str(BIN / "judgetrain"), "train", str(best_yaml), "--output_dir", str(again)])
+    evals = [h["eval_loss"] for h in json.loads((again / "trainer_state.json").read_text())["log_history"] if "eval_loss" in h]
+    assert evals[-1] == pytest.approx(best.value, abs=1e-6)
+
+
+def assert_no_repeats(study: optuna.Study) -> None:
+    """No finished trial repeats another's parameter set; every trial that was not
+    finished was skipped for a stated reason (or is a failure under test)."""
+    finished = [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    params = [tuple(sorted(t.params.items())) for t in finished]
+    assert len(set(params)) == len(params), [t.params for t in finished]
 
 
 def _two_controllers(tmp_path: Path, recipe: Path, storage: str) -> None:
+    """Two controllers with the same (default) --seed, started together on one study."""
     out = tmp_path / "trials"
-    procs = [subprocess.Popen(sweep_cmd(recipe, storage, "shared", out, "--trials", "4", "--seed", str(seed), "--pruner", "none",
+    procs = [subprocess.Popen(sweep_cmd(recipe, storage, "shared", out, "--trials", "4", "--pruner", "none", "--poll", "0.5",
                                         "--max_steps", "2"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for seed in (1, 2)]
+             for _ in range(2)]
     for p in procs:
         log = p.communicate(timeout=1200)[0]
         assert p.returncode == 0, log[-3000:]
     study = load(storage, "shared")
     numbers = [t.number for t in study.trials]
     assert numbers == list(range(len(numbers)))  # no trial lost or written twice
-    states = [t.state for t in study.trials]
-    # each controller stops once the study holds 4 finished trials; one may be mid-trial then
-    assert states.count(TrialState.COMPLETE) in (4, 5) and set(states) == {TrialState.COMPLETE}
-    owners = {t.user_attrs["controller"]["pid"] for t in study.trials}
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 4  # the study at its size: a controller waits rather than start a fifth trial
+    # anything else was skipped before training (two controllers asking at the same moment), never trained
+    assert all(t.state == TrialState.FAIL and ("surplus" in t.user_attrs or "duplicate_of" in t.user_attrs)
+               for t in study.trials if t.state != TrialState.COMPLETE)
+    assert_no_repeats(study)
+    owners = {t.user_attrs["controller"]["pid"] for t in complete}
     assert len(owners) == 2  # both controllers ran trials
-    for t in study.trials:  # every trial has its own folder holding its own result
+    for t in complete:  # every trial has its own folder holding its own result
         result = json.loads((out / f"trial-{t.number:04d}" / sweep.RESULT_FILE).read_text())
         assert result["trial_number"] == t.number and result["values"] == pytest.approx([t.value])
 
 
 @pytest.mark.slow
-def test_two_controllers_share_a_journal_file_study(tmp_path, recipe):
-    _two_controllers(tmp_path, recipe, journal(tmp_path / "shared.journal"))
+@pytest.mark.parametrize("kind", ["journal", "sqlite"])
+def test_two_controllers_share_a_study(tmp_path, recipe, kind):
+    _two_controllers(tmp_path, recipe, journal(tmp_path / "shared.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}")
 
 
 @pytest.fixture(scope="module")
@@ -448,8 +595,10 @@ def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
 
 
 @pytest.mark.slow
-def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp_path, recipe):
-    storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
+@pytest.mark.parametrize("kind", ["journal", "sqlite"])
+def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp_path, recipe, kind):
+    storage = journal(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}"
+    out = tmp_path / "trials"
     cmd = sweep_cmd(recipe, storage, "kill-ctl", out, "--trials", "3", "--retries", "1", "--pruner", "none", "--max_steps", "20",
                     "--eval_steps", "10")
     ctl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -470,6 +619,7 @@ def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp
     assert "controller pid" in trials[1].user_attrs["fail_reason"]
     assert trials[2].system_attrs["failed_trial"] == 1 and trials[2].params == trials[1].params
     assert (out / "trial-0000" / sweep.RESULT_FILE).read_bytes() == first  # the finished trial was not run again
+    assert_no_repeats(load(storage, "kill-ctl"))  # the restarted controller did not replay trial 0's draw
 
 
 def test_wandb_study_summary_offline(tmp_path, monkeypatch):

@@ -1,0 +1,148 @@
+"""What a sweep leaves behind: the table of trials printed at the end, the wandb summary run,
+and the winning configuration as a recipe (``judgetrain sweep best``), written with exactly
+the overrides its trial ran. README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from judgetrain.sweep_space import SweepError, flag_value, storage_from_url
+
+__all__ = ["best_recipe", "print_summary", "recipe_with_overrides", "wandb_summary"]
+
+
+def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[str, Any]]:
+    """One wandb run (job type ``study``, in the trials' group) with every trial's
+    state, values and parameters as a table and the best values in its summary.
+    Offline into ``out`` when no API key is configured, as the trials do."""
+    import wandb
+    from optuna.trial import TrialState
+
+    from judgetrain.train import wandb_netrc_configured
+
+    if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
+        os.environ["WANDB_MODE"] = "offline"
+    params = sorted({k for t in study.trials for k in t.params})
+    columns = ["trial", "state", *objectives, "steps", *params]
+    rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
+             *(t.params.get(k) for k in params)] for t in study.trials]
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "judgetrain"), group=study.study_name, job_type="study",
+                     name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
+                     reinit="finish_previous")
+    run.log({"trials": wandb.Table(columns=columns, data=rows)})
+    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in TrialState}
+    summary: dict[str, Any] = {f"trials/{k}": v for k, v in counts.items()}
+    if counts["complete"]:
+        best = study.best_trials[0] if len(objectives) > 1 else study.best_trial
+        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values)},
+                        **{f"best/{k}": v for k, v in best.params.items()}})
+    run.summary.update(summary)
+    run_dir = Path(run.dir).parent
+    run.finish()
+    wandb.teardown()  # finish() returns before the service has written the offline file; teardown waits for it
+    return run_dir, summary
+
+
+def print_summary(study, cfg, console) -> None:
+    """The study's trials as a table on the console, the best trial(s), and where the folders are."""
+    from rich.table import Table
+    from optuna.trial import TrialState
+
+    table = Table(title=f"study {cfg.study} ({cfg.storage})")
+    for col in ("trial", "state", "value(s)", "steps", "params", "note"):
+        table.add_column(col)
+    for t in study.get_trials(deepcopy=False):
+        vals = "" if t.values is None else ", ".join(f"{v:.4g}" for v in t.values)
+        table.add_row(str(t.number), t.state.name, vals, str(t.user_attrs.get("steps", "")),
+                      json.dumps(t.params), t.user_attrs.get("fail_reason", "")[:80])
+    console.print(table)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if complete:
+        best = study.best_trials if len(cfg.objectives) > 1 else [study.best_trial]
+        for b in best:
+            console.print(f"best trial {b.number}: {b.values} {json.dumps(b.params)} in {b.user_attrs.get('output_dir')}")
+    print(f"trial folders in {cfg.out}; `judgetrain sweep best {cfg.study} --storage {cfg.storage}` writes the winning recipe")
+
+
+def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``recipe`` with ``--field value`` flags applied as the trainer applies them: each
+    value converted by the trainer's parser to its field's type (``--max_steps 4`` is the
+    number 4, ``--bf16 false`` is False, a list field takes every value up to the next
+    flag), later flags winning. Unknown fields raise a SweepError."""
+    from judgetrain import train
+    from judgetrain.config import jsonable
+
+    actions = {opt: a for a in train.make_parser()._actions for opt in a.option_strings}
+    out = dict(recipe)
+    i = 0
+    while i < len(overrides):
+        flag = overrides[i]
+        values = []
+        i += 1
+        while i < len(overrides) and not overrides[i].startswith("--"):
+            values.append(overrides[i])
+            i += 1
+        action = actions.get(flag)
+        if action is None:
+            raise SweepError(f"override {flag}: not a recipe field")
+        convert = action.type if callable(action.type) else (lambda v: v)
+        if not values:
+            if action.const is None:
+                raise SweepError(f"override {flag}: give a value")
+            out[action.dest] = action.const
+        elif action.nargs in ("+", "*"):
+            out[action.dest] = jsonable([convert(v) for v in values])
+        elif len(values) == 1:
+            out[action.dest] = jsonable(convert(values[0]))
+        else:
+            raise SweepError(f"override {flag}: takes one value, got {values}")
+    return out
+
+
+def _pick_trial(study, study_name: str, trial_number: int | None):
+    from optuna.trial import TrialState
+
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        raise SweepError(f"study {study_name!r} has no complete trial yet")
+    if trial_number is not None:
+        pick = [t for t in complete if t.number == trial_number]
+        if not pick:
+            raise SweepError(f"study {study_name!r} has no complete trial {trial_number}")
+        return pick[0]
+    if len(study.directions) > 1:
+        front = study.best_trials
+        print(f"multi-objective study: {len(front)} trials on the Pareto front ({[t.number for t in front]}); "
+              f"taking trial {front[0].number} (pick another with --trial)", file=sys.stderr)
+        return front[0]
+    return study.best_trial
+
+
+def best_recipe(storage: str, study_name: str, trial_number: int | None = None, out: Path | None = None) -> tuple[str, Any]:
+    """The winning trial's recipe as YAML text: the sweep's recipe with exactly the
+    overrides that trial ran (the space's fixed fields, its sampled values and the sweep's
+    ``--field value`` overrides), a new ``output_dir``/``run_name``, and as its first line
+    the command that retrains it from ``out``."""
+    import optuna
+    import yaml
+
+    study = optuna.load_study(study_name=study_name, storage=storage_from_url(storage, heartbeat_interval=None))
+    best = _pick_trial(study, study_name, trial_number)
+    overrides = best.user_attrs.get("overrides")
+    if overrides is None:  # a trial of a study started before trials stored their overrides
+        fixed = [a for k, v in (study.user_attrs.get("fixed") or {}).items() for a in (f"--{k}", flag_value(v))]
+        overrides = fixed + [a for k, v in best.params.items() for a in (f"--{k}", flag_value(v))] + list(study.user_attrs.get("extra") or [])
+    recipe = recipe_with_overrides(yaml.safe_load(study.user_attrs["recipe_yaml"]) or {}, overrides)
+    name = f"{study_name}-trial-{best.number:04d}"
+    recipe["output_dir"] = f"runs/{name}"
+    recipe["run_name"] = name
+    header = (f"# accelerate launch -m judgetrain.train --config {out or 'THIS_FILE.yaml'}\n"
+              f"# Best trial {best.number} of Optuna study {study_name!r}: {study.user_attrs.get('objectives')} = {best.values}\n"
+              f"# {study.user_attrs.get('recipe')} with the trial's overrides: {' '.join(overrides)}\n"
+              f"# (the trial trained in {best.user_attrs.get('output_dir')}; output_dir and run_name here are new)\n")
+    return header + yaml.safe_dump(recipe, sort_keys=False), best
