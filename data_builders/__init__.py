@@ -1,1 +1,3 @@
-"""Dataset builders (installed as ``judgetrain.data_builders``): one module per dataset family."""
+"""Dataset builders (installed as ``judgetrain.data_builders``): one module per dataset family.
+README: "Commands".
+"""

@@ -1,6 +1,8 @@
 """What every builder shares: the build error, skipped-input entries, and the
 rule that manifest paths stay inside the manifest's folder. Kept free of heavy
-imports so that reading a manifest never pulls in torch."""
+imports so that reading a manifest never pulls in torch.
+README: "Commands".
+"""
 
 from __future__ import annotations
 

@@ -1,1 +1,3 @@
-"""Evaluations (installed as ``judgetrain.eval``): one module per evaluation."""
+"""Evaluations (installed as ``judgetrain.eval``): one module per evaluation.
+README: "Run folders".
+"""

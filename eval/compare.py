@@ -6,6 +6,7 @@
 are differences in percentage points (paper 000 Tables 4–5). Runs of different
 evaluations are refused; runs on different data (dataset content hashes), splits or
 item sets are refused too unless ``--allow-different-data``, which marks them.
+README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ report is recomputable from that file alone. The fields read are ``task``,
 Accuracy is scikit-learn's ``accuracy_score`` over (label, prediction) pairs;
 confusion matrices are its ``confusion_matrix``. Accuracies are fractions in
 0..1 here; reports print them as percentages with one decimal (paper 000 Table 2).
+README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
 from __future__ import annotations

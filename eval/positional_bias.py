@@ -32,6 +32,7 @@ into ``--out`` for several). Everything comes from the prediction rows:
 - **Ordering probe** (App. G, Table S21): exact match, invalid rate and the
   "answers by position" signature, the share of items answered in the label
   order 1, 2, …, n or its reverse (:func:`judgetrain.eval.judge.ordering_cell`).
+README: "`judgetrain eval judge`, `eval bias`".
 """
 
 from __future__ import annotations

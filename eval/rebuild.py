@@ -4,6 +4,7 @@
 ``run.json["evaluation"]`` and calls that evaluation's own report
 (:mod:`judgetrain.eval.registry`), so a judge run gets a judge report and a TimeCatch
 run a TimeCatch one. Nothing is scored.
+README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Each entry names the module whose ``report(run_dir) -> metrics`` rebuilds a run'
 ``metrics.json``, ``report.md`` and figures from ``predictions.jsonl`` + ``run.json``, and
 whose ``cells(metrics) -> {label: value}`` gives the numbers ``eval compare`` puts side
 by side. Modules are imported only when used.
+README: "Run folders".
 """
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+"""``python -m judgetrain``: the ``judgetrain`` command. README: "Commands"."""
+
 import sys
 
 from judgetrain.cli import main

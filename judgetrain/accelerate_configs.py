@@ -4,6 +4,7 @@
 `accelerate launch`; a shipped config is named by its file in `deepspeed_configs/`
 (`zero3`, `ddp`, …) or given as a path. Used by :mod:`judgetrain.launch` and
 :mod:`judgetrain.sweep`, so it sits below both.
+README: "`judgetrain train`".
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ implements it. A module exposes ``make_parser()`` (its typed config, see
 :mod:`judgetrain.config`) and ``main(cfg)``, the shape of TRL's ``scripts/sft.py``;
 only the module of the command being run is imported. Modules not yet moved to a
 typed config expose ``configure_parser(parser)`` and ``main(args)`` instead.
+README: "Commands".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ counts it in ``build.json`` and goes on (or fails under ``--strict``).
 
 :func:`text` and :func:`optional_text` check the common field shapes with messages
 of the form ``field: what is wrong; how to fix``.
+README: "Commands" (each builder's manifest format).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ overrides are parsed and checked here first, so a bad field, a missing dataset o
 The accelerate side (:class:`~judgetrain.accelerate_configs.LaunchArgs`, the shipped
 configs, the `accelerate launch` options) is :mod:`judgetrain.accelerate_configs`, which
 `judgetrain sweep` shares.
+README: "`judgetrain train`".
 """
 
 from __future__ import annotations

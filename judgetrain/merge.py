@@ -4,6 +4,7 @@
 adapter's config (or `--base`), applies the adapter with PEFT, folds it in
 with `merge_and_unload()` and saves model (safetensors) and processor, so the
 folder loads like any checkpoint (`judgetrain.models.load_model_and_processor`).
+README: "`judgetrain merge`".
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ pass. The AlexNet backbone needs torchvision's ImageNet weights, which the
 package downloads on first use; offline they must already be in torch's hub
 cache (see :data:`ALEXNET_HELP`). Tests use the same code path with
 ``pretrained_backbone=False`` (``pnet_rand=True``: a random backbone).
+README: "LPIPS weights", "`judgetrain build timecatch`".
 """
 
 from __future__ import annotations

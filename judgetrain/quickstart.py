@@ -4,6 +4,7 @@ Everything is built locally (no downloads). A tiny random model learns
 little; the point is that every stage runs end to end. With a GPU and hub
 access the same pipeline takes a real model, e.g.
 `judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config zero3`.
+README: "What the quickstart does".
 """
 
 from __future__ import annotations

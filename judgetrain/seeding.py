@@ -1,5 +1,7 @@
 """Hash-based seeding: the same parts give the same seed in every process and
-on every machine (Python's ``hash()`` is salted per process, so never that)."""
+on every machine (Python's ``hash()`` is salted per process, so never that).
+README: "Layout".
+"""
 
 from __future__ import annotations
 

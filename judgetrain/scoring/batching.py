@@ -3,6 +3,7 @@ item and its peak memory sets the size from the free memory, on CPU it is
 :data:`CPU_BATCH_SIZE`) and the loop that runs a scoring or generation step over
 batches in input order, halving the batch (then the continuation rows per pass) and
 retrying after an out-of-memory error.
+README: "Scoring (Python)".
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ M-RoPE, whose positions after an image are not the token index: the suffix
 positions continue from the prompt's largest position id (all three M-RoPE
 components equal for text), which is what the model computes itself for
 prompt + choice in one pass.
+README: "Scoring (Python)".
 """
 
 from __future__ import annotations
