@@ -2,7 +2,7 @@
 
 This module is the run (config, records → prediction rows, the resumable loop, the CLI); the
 metrics are :mod:`judgetrain.eval.judge_metrics` and the report :mod:`judgetrain.eval.judge_report`,
-whose public names are re-exported here. README: "judgetrain eval judge".
+whose public names are re-exported here. README: "`judgetrain eval judge`, `eval bias`".
 
 Two modes (``--mode``):
 

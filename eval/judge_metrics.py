@@ -2,7 +2,7 @@
 with invalid answers counted, pointwise agreement (Pearson r, MAE, RMSE against gold, teacher and
 human scores), the ordering probe, explanation metrics, and one number by name for sweeps
 (:func:`metric_value`). The run that writes the rows is :mod:`judgetrain.eval.judge`; the report
-that shows them is :mod:`judgetrain.eval.judge_report`. See the README's "eval judge" section.
+that shows them is :mod:`judgetrain.eval.judge_report`. README: "`judgetrain eval judge`, `eval bias`".
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ the same folder resumes only when the identity blocks are equal; otherwise
 :func:`check_resume` names each differing field (old → new) and the two ways out.
 It also records the package versions, the git commit of a checkout, start and
 finish times and the exact command line. See the README's "Run folders" section.
+README: "Run folders".
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ A field whose value changes results is marked with ``identity=True`` in its
 metadata (:func:`arg`); :func:`identity` restricts ``asdict(cfg)`` to those fields,
 which is what a run folder must agree on before it resumes. See the README's
 "Configuration files" section.
+README: "Configuration files".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 fields to Optuna distributions, checked against the trainer's own parser) and the objectives
 (``eval_loss`` or ``judge:SUBSET/METRIC``), and where the study lives (storage URLs,
 pruners). Shared by the controller (:mod:`judgetrain.sweep`)
-and the trial side (:mod:`judgetrain.sweep_trial`). README: "judgetrain sweep".
+and the trial side (:mod:`judgetrain.sweep_trial`). README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
 
 from __future__ import annotations

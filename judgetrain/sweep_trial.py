@@ -2,7 +2,7 @@
 (``accelerate launch -m judgetrain.sweep …``) runs :func:`trial_main`, which is
 ``judgetrain.train`` with :class:`~judgetrain.sweep_reporting.SweepCallback` added
 (the callback that reports, prunes and writes ``sweep_result.json``).
-README: "`judgetrain sweep`".
+README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
 
 from __future__ import annotations

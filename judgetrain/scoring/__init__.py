@@ -22,6 +22,7 @@ the submodules hold, each, one job:
 - :mod:`~judgetrain.scoring.parsers`: :class:`Parser`, the parser factories and
   :func:`parser_for_record`.
 - :mod:`~judgetrain.scoring.scorer`: :class:`Scorer`.
+README: "Scoring (Python)".
 """
 
 from __future__ import annotations
