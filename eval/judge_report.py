@@ -1,6 +1,7 @@
 """The judge run's report: metrics.json, report.md and the figures, recomputed from
 ``predictions.jsonl`` + ``run.json`` (``judgetrain eval report RUN``), and the cells
 ``judgetrain eval compare`` puts side by side. The metrics are :mod:`judgetrain.eval.judge_metrics`.
+README: "`judgetrain eval judge`, `eval bias`".
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.io import no_nan, write_json, write_text
-from judgetrain.plotting import pyplot
+from judgetrain.plotting import pyplot, save_figure
 
 from .judge_metrics import SCORES, compute_judge_metrics
 from .report import display_name, figures_markdown, run_header
 from .runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 
-__all__ = ["cells", "fmt", "plot_pairwise_layouts", "plot_score_distribution", "report", "rows_markdown"]
+__all__ = ["cells", "fmt", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report",
+           "rows_markdown"]
 
 
 def fmt(x: Any, digits: int = 3) -> str:
@@ -88,26 +90,32 @@ def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) ->
     plt.close(fig)
 
 
-def plot_pairwise_layouts(pairwise: Mapping[str, Any], path: str | os.PathLike) -> None:
-    """Accuracy (valid) and macro-F1 per layout, one panel per benchmark, chance at 0.5."""
+def pairwise_layouts_figure(pairwise: Mapping[str, Any]):
+    """Accuracy (valid answers) and macro-F1 per layout, one panel per benchmark, 0.5 marked
+    (chance for both on the builders' balanced A/B items)."""
     plt = pyplot()
     benches = list(pairwise["by_benchmark"])
-    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.0), squeeze=False, layout="constrained")
     for ax, bench in zip(axes[0], benches):
         block = pairwise["by_benchmark"][bench]["by_layout"]
         layouts = list(block)
         xs = range(len(layouts))
         for off, key, color in ((-0.2, "accuracy", "#4C72B0"), (0.2, "f1", "#DD8452")):
             ax.bar([x + off for x in xs], [block[lay][key] or 0.0 for lay in layouts], width=0.4, color=color,
-                   label="Acc" if key == "accuracy" else "macro-F1")
+                   label="Acc (valid answers)" if key == "accuracy" else "macro-F1")
         ax.axhline(0.5, color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(list(xs), layouts, fontsize=8)
+        ax.set_xlabel("prompt layout", fontsize=8)
+        ax.set_ylabel("accuracy / macro-F1 (0–1)", fontsize=8)
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{bench} pairwise by layout", fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot_pairwise_layouts(pairwise: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """:func:`pairwise_layouts_figure` saved to ``path``."""
+    save_figure(pairwise_layouts_figure(pairwise), path)
 
 
 def report(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -324,19 +324,11 @@ def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], pat
 
 
 def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.PathLike) -> bool:
-    """Heatmap (run · task) × true frame of the anomaly: accuracy, n below."""
-    rows = [(f"{n} · {task}", t) for n, tc in named for task, t in (tc or {}).items()]
-    if not rows:
-        return False
-    plt = pyplot()
-    cols, values, notes = _table_grid([t for _, t in rows], second="n")
-    fig, ax = plt.subplots(figsize=(2.5 + 0.5 * len(cols), 1.4 + 0.42 * len(rows)), layout="constrained")
-    im = _heatmap(ax, values, notes, [n for n, _ in rows], cols, "TimeCatch accuracy by true frame of the anomaly (n below)")
-    ax.set_xlabel("frame (1-based; swap: earlier frame)")
-    fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return True
+    """Heatmap (run · task) × true frame of the anomaly: accuracy, n below; the frame axis
+    holds every frame 1…max (a frame no item has stays blank), never skipping one."""
+    from .timecatch_plots import plot_timecatch_positions
+
+    return plot_timecatch_positions(named, path)
 
 
 # --------------------------------------------------------------------------- the command

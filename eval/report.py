@@ -14,6 +14,7 @@ A run folder holds:
 
 ``judgetrain eval compare RUN1 RUN2 …`` (:func:`compare`) puts runs side by side
 per task × source with each run's difference to the first (paper 000 Tables 4–5).
+README: "Run folders", "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.io import no_nan, write_json, write_rows, write_text  # noqa: F401  (write_rows: re-exported)
-from judgetrain.plotting import pyplot
 
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS, compute_metrics
 from .runs import (  # noqa: F401  (re-exported: the run-folder names evaluations import from here)
     METRICS, PREDICTIONS, REPORT, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, items_count,
     read_predictions, read_run, repair_predictions,
 )
+from .timecatch_plots import plot_confusion, plot_lpips
+from .timecatch_tables import lpips_class_bins, table2
 
 __all__ = [
     "METRICS",
@@ -97,54 +99,6 @@ def load_human(path: str | os.PathLike) -> dict[str, dict[str, float]]:
     return table
 
 
-# --------------------------------------------------------------------------- plots
-
-
-def plot_confusion(conf: Mapping[str, Any], task: str, path: str | os.PathLike) -> None:
-    """Row-normalised confusion matrix (true position down, predicted across), counts annotated."""
-    plt = pyplot()
-    labels, counts, norm = conf["labels"], conf["counts"], conf["normalized"]
-    k = len(labels)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * k, 1.0 + 0.45 * k))
-    im = ax.imshow(norm, cmap="Blues", vmin=0.0, vmax=1.0)
-    for i in range(k):
-        for j in range(k):
-            if counts[i][j]:
-                ax.text(j, i, str(counts[i][j]), ha="center", va="center", fontsize=7,
-                        color="white" if norm[i][j] > 0.5 else "black")
-    ax.set_xticks(range(k), [str(x) for x in labels], fontsize=7)
-    ax.set_yticks(range(k), [str(x) for x in labels], fontsize=7)
-    what = "first frame of predicted pair" if task == "temporal_localize" else "predicted frame"
-    ax.set_xlabel(what)
-    ax.set_ylabel("true frame" if task == "frame_localize" else "true swap (first frame)")
-    ax.set_title(f"{TASK_TITLES.get(task, task)}: row-normalised (counts annotated)", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def plot_lpips(bins: Sequence[Mapping[str, Any]], path: str | os.PathLike, chance: float = 0.5) -> None:
-    """Temporal-detection accuracy per LPIPS bin of the swapped pair; n on each bar."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(bins) + 1.5), 3.2))
-    xs = range(len(bins))
-    accs = [0.0 if b["accuracy"] is None or math.isnan(b["accuracy"]) else 100 * b["accuracy"] for b in bins]
-    bars = ax.bar(xs, accs, color="#4C72B0")
-    for bar, b in zip(bars, bins):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1, f"n={b['n']}", ha="center", fontsize=7)
-    ax.axhline(100 * chance, color="grey", linestyle="--", linewidth=1, label="chance")
-    ax.set_xticks(list(xs), [f"{b['lo']:.1f}–{b['hi']:.1f}" for b in bins], fontsize=7, rotation=30)
-    ax.set_ylim(0, 110)
-    ax.set_xlabel("LPIPS distance of the swapped frames")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title("Temporal detection accuracy by LPIPS bin (swapped sequences)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 # --------------------------------------------------------------------------- report
 
 
@@ -170,10 +124,11 @@ def _header(cols: Sequence[tuple[str, str]]) -> str:
     return "| | " + " | ".join(cells) + " |\n|---|" + "---:|" * len(cols) + "\n"
 
 
-def table2_markdown(metrics: Mapping[str, Any], name: str, human: Mapping[str, Mapping[str, float]] | None = None) -> str:
-    """Accuracy (%) per task × source, paper 000 Table 2 layout: Random, the model,
-    n, and the human reference when given."""
-    table = metrics["by_task_source"]
+def table2_markdown(table: Mapping[str, Mapping[str, Any]], name: str,
+                    human: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """Accuracy (%) per task × source of one ``accuracy_table`` in paper 000 Table 2
+    layout: Random (from this table's own items), the model, the human reference when
+    given, n."""
     cols = _columns(table)
     out = _header(cols)
     out += "| Random | " + " | ".join(_pct(table[t][s]["random"]) for t, s in cols) + " |\n"
@@ -201,17 +156,73 @@ def _subset_markdown(metrics: Mapping[str, Any]) -> str:
 
 
 def _lpips_markdown(bins: Sequence[Mapping[str, Any]]) -> str:
-    out = "| LPIPS bin | accuracy (%) | n |\n|---|---:|---:|\n"
+    out = ("| LPIPS bin | swapped: said anomalous (%) | swapped n | intact partner: said intact (%) | intact n "
+           "| balanced accuracy (%) |\n|---|---:|---:|---:|---:|---:|\n")
     for b in bins:
-        out += f"| {b['lo']:.1f}–{b['hi']:.1f} | {_pct(b['accuracy'])} | {b['n']} |\n"
+        sw, it = b["swapped"], b["intact"]
+        out += (f"| {b['lo']:.1f}–{b['hi']:.1f} | {_pct(sw['accuracy'])} | {sw['n']} | {_pct(it['accuracy'])} | {it['n']} "
+                f"| {_pct(b['balanced_accuracy'])} |\n")
     return out
+
+
+_TABLE2_NOTE = ("Random: the expected accuracy of a uniform guess over each item's own choices, averaged over the "
+                "table's own items.\n\n")
+_LPIPS_NOTE = ("0.1-wide bins of the LPIPS distance of the swapped pair. Each bin holds its swapped items and their "
+               "intact partners (same sequence and prompt, unswapped): accuracy per class, and the balanced accuracy "
+               "(their mean; scikit-learn `balanced_accuracy_score`), whose chance level is 50%. A swapped item "
+               "alone has no chance level: a model that always answers \"anomaly\" is right on every one.\n\n")
+
+
+def _figures(metrics: Mapping[str, Any], run_dir: Path) -> list[tuple[str, str]]:
+    figures: list[tuple[str, str]] = []
+    for task, conf in metrics["confusion"].items():
+        name = f"confusion_{task}.png"
+        plot_confusion(conf, task, run_dir / name)
+        figures.append((f"{TASK_TITLES[task]}: predicted vs true position", name))
+    if bins := metrics["lpips_bins"].get("temporal_detect"):
+        name = "lpips_temporal_detect.png"
+        plot_lpips(bins, run_dir / name)
+        figures.append(("Temporal detection by LPIPS bin of the swapped pair: each class and balanced accuracy", name))
+    return figures
+
+
+def _markdown(run_dir: Path, metrics: Mapping[str, Any], info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+              human: Mapping[str, Mapping[str, float]] | None, figures: Sequence[tuple[str, str]]) -> str:
+    name = display_name(info, rows)
+    md = [f"# TimeCatch evaluation: {name}\n\n",
+          run_header(info, rows, f"items: {len(rows)} of the {metrics['items']['selected']} the run selects")]
+    tables = metrics["table2"]
+    md.append("\n## Table 2: accuracy (%) per task and source, main set (4–8 frames)\n\n")
+    md.append(_TABLE2_NOTE)
+    md.append(table2_markdown(tables["main"], name, human) if "main" in tables else "No main-set item in this run.\n")
+    if "long" in tables:
+        md.append("\n## Long set (9–16 frames): accuracy (%) per task and source\n\n")
+        md.append("Reported apart from Table 2, as paper 000 does (§3.3, §6.5); Random from the long items alone.\n\n")
+        md.append(table2_markdown(tables["long"], name))
+    md.append("\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames; all sources together.\n\n")
+    md.append(_subset_markdown(metrics))
+    if bins := metrics["lpips_bins"].get("temporal_detect"):
+        md.append("\n## Temporal detection by LPIPS distance of the swapped pair\n\n")
+        md.append(_LPIPS_NOTE)
+        md.append(_lpips_markdown(bins))
+    md.append(figures_markdown(figures))
+    md.append("\n## Reproduce\n\n```bash\n")
+    if info.get("command"):
+        md.append(info["command"] + "\n")
+    md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n```\n")
+    return "".join(md)
 
 
 def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json``, ``report.md`` and the figures of a run folder from its
     ``predictions.jsonl`` (``run.json``, when present, names the model and the
     command). ``human``: a reference file (see :func:`load_human`) or table; by
-    default the one recorded in ``run.json``. Returns the metrics."""
+    default the one recorded in ``run.json``. Returns the metrics.
+
+    ``metrics["table2"]`` is ``{"main": …, "long": …}``, one accuracy table per length set
+    (:func:`~judgetrain.eval.timecatch_tables.table2`); ``by_task_source`` is the same over
+    all lengths together; ``lpips_bins.temporal_detect`` holds both classes per bin
+    (:func:`~judgetrain.eval.timecatch_tables.lpips_class_bins`)."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval timecatch --out {run_dir} …` first")
     if human is None:
@@ -220,44 +231,18 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
         human_table = dict(human)
     else:
         human_table = load_human(human)
-    metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "world_size")},
+    metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "split_chosen", "world_size")},
                "items": items_count(rows, info)}
     metrics.update(compute_metrics(rows))
+    metrics["table2"] = table2(rows)
+    metrics["lpips_bins"] = {"temporal_detect": lpips_class_bins(rows, "temporal_detect")}
     if human_table:
         metrics["human"] = human_table
-
-    figures: list[tuple[str, str]] = []
-    for task, conf in metrics["confusion"].items():
-        name = f"confusion_{task}.png"
-        plot_confusion(conf, task, run_dir / name)
-        figures.append((f"{TASK_TITLES[task]}: predicted vs true position", name))
-    bins = metrics["lpips_bins"].get("temporal_detect") or []
-    if bins:
-        name = "lpips_temporal_detect.png"
-        plot_lpips(bins, run_dir / name)
-        figures.append(("Temporal detection accuracy by LPIPS bin of the swapped pair", name))
+    figures = _figures(metrics, run_dir)
     metrics["figures"] = [f for _, f in figures]
     metrics = no_nan(metrics)
     write_json(run_dir / METRICS, metrics)
-
-    model_name = display_name(info, rows)
-    md = [f"# TimeCatch evaluation: {model_name}\n\n",
-          run_header(info, rows, f"items: {len(rows)} of the {metrics['items']['selected']} the run selects")]
-    md.append("\n## Accuracy (%) per task and source\n\n")
-    md.append("Random: the expected accuracy of a uniform guess over each item's own choices, averaged over items.\n\n")
-    md.append(table2_markdown(metrics, model_name, human_table))
-    md.append("\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames.\n\n")
-    md.append(_subset_markdown(metrics))
-    if bins:
-        md.append("\n## Temporal detection by LPIPS distance of the swapped pair\n\n")
-        md.append("Swapped sequences only (intact ones have no swapped pair); 0.1-wide bins.\n\n")
-        md.append(_lpips_markdown(bins))
-    md.append(figures_markdown(figures))
-    md.append("\n## Reproduce\n\n```bash\n")
-    if info.get("command"):
-        md.append(info["command"] + "\n")
-    md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n```\n")
-    write_text(run_dir / REPORT, "".join(md))
+    write_text(run_dir / REPORT, _markdown(run_dir, metrics, info, rows, human_table, figures))
     return metrics
 
 
@@ -274,7 +259,8 @@ def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items
     md = (f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
           + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
     if info.get("data"):
-        md += f"- data: `{info['data']}`, split `{info.get('split')}`\n"
+        chosen = f" ({info['split_chosen']})" if info.get("split_chosen") else ""
+        md += f"- data: `{info['data']}`, split `{info.get('split')}`{chosen}\n"
     return md + f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
 
 
@@ -293,15 +279,19 @@ def display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
 
 
 def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
-    """What ``eval compare`` shows of a TimeCatch run: accuracy (%) per task × source
-    (``"TD clevrer"``, …), tasks in paper order."""
+    """What ``eval compare`` shows of a TimeCatch run: accuracy (%) per task × source of
+    Table 2's main set (``"TD clevrer"``, …), then of the long set (``"TD craft long"``),
+    tasks in paper order. A metrics.json written before the sets were split has one
+    table over all lengths; its cells carry no suffix."""
     order = {t: i for i, t in enumerate(TIMECATCH_TASKS)}
-    cols = sorted(((task, s) for task, by in metrics["by_task_source"].items() for s in by if s != ALL),
-                  key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+    tables = metrics.get("table2") or {"main": metrics["by_task_source"]}
     out: dict[str, float | None] = {}
-    for task, source in cols:
-        acc = metrics["by_task_source"][task][source].get("accuracy")
-        out[f"{TASK_ABBREV.get(task, task)} {source}"] = None if acc is None or (isinstance(acc, float) and math.isnan(acc)) \
-            else 100 * acc
+    for subset, table in tables.items():
+        suffix = "" if subset == "main" else f" {subset}"
+        cols = sorted(((task, s) for task, by in table.items() for s in by if s != ALL),
+                      key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+        for task, source in cols:
+            acc = table[task][source].get("accuracy")
+            out[f"{TASK_ABBREV.get(task, task)} {source}{suffix}"] = \
+                None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else 100 * acc
     return out
-

@@ -4,10 +4,13 @@ Every record is scored over its own ``choices`` by the scoring engine
 (:class:`judgetrain.scoring.Scorer`): yes/no for detection, the frame numbers
 1…n for frame localization, the candidate frame pairs for temporal
 localization; the prediction is the choice with the highest renormalised
-probability. Accuracy per task × source, with a Random row computed per item
-from its choices, goes to ``report.md`` (paper 000 Table 2 layout), beside
-``metrics.json``, localization confusion matrices and temporal-detection
-accuracy by LPIPS bin of the swapped pair (§6).
+probability. Accuracy per task × source goes to ``report.md`` as paper 000
+reports it: Table 2 on the main set (4–8 frames), the long set (9–16) in a table
+of its own, each with a Random row computed per item from its choices
+(:mod:`judgetrain.eval.timecatch_tables`); beside them ``metrics.json``,
+localization confusion matrices and temporal detection per class by LPIPS bin
+of the swapped pair (§6). Without ``--split`` the build's held-out split is read
+(test, else validation) and ``run.json`` says so (``split_chosen``).
 
 Results (``judgetrain.eval.report``): ``predictions.jsonl`` gets one line per
 record, appended, flushed and fsync'd per batch. A rerun of the same command
@@ -22,12 +25,15 @@ merges them into ``predictions.jsonl`` in dataset order and writes the report::
 
     accelerate launch --num_processes 8 -m judgetrain.eval.timecatch --model M --data DIR --out results/RUN
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m judgetrain.eval.timecatch ...  # CPU, gloo
+
+README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +47,7 @@ from .report import EvalInputError, METRICS, PREDICTIONS, REPORT, load_human, re
 from .runs import dataset_identity, run_info
 from .sharded import parse_batch_size, process_state, run_as_module, run_sharded
 
-__all__ = ["TimeCatchEvalConfig", "evaluate", "main", "make_parser", "prediction_row"]
+__all__ = ["HELD_OUT_SPLITS", "TimeCatchEvalConfig", "evaluate", "held_out_split", "main", "make_parser", "prediction_row"]
 EVALUATION = "timecatch"
 
 
@@ -50,7 +56,9 @@ class TimeCatchEvalConfig(EvalArgs):
     """``judgetrain eval timecatch``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     data: Path = arg(help="a TimeCatch dataset folder (judgetrain build timecatch --out)")
-    split: str = arg("test", "split to evaluate", identity=True)
+    split: str | None = arg(None, "split to evaluate (default: the held-out split the build wrote: test, or validation "
+                                  "when the build wrote no test split, as `build timecatch` does by default)",
+                            identity=True)
     tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to evaluate (space- or comma-separated)")
     human: Path | None = arg(None, "human reference accuracies for the report: JSON {task: {source: acc}} or CSV "
                                    "task,source,accuracy")
@@ -93,8 +101,22 @@ def prediction_row(record: dict[str, Any], scores: Any, model: str, adapter: str
     }
 
 
-def _select(data: Path, split: str, tasks: list[str], limit: int | None):
-    ds = records.load(data)
+HELD_OUT_SPLITS = ("test", "validation")  # in order of preference
+
+
+def held_out_split(splits: Sequence[str], data: Path | str = "the data") -> str:
+    """The split a default ``eval timecatch`` reads: ``test`` if the build wrote one, else
+    ``validation`` (``build timecatch`` writes train/validation unless ``--splits`` says
+    otherwise). An error naming the splits when there is neither."""
+    for name in HELD_OUT_SPLITS:
+        if name in splits:
+            return name
+    raise EvalInputError(f"{data} has no held-out split (test or validation), only {sorted(splits)}: pass --split "
+                         f"{sorted(splits)[0] if len(splits) else 'NAME'} to evaluate on it anyway, or rebuild with "
+                         "--splits train=0.8,validation=0.2")
+
+
+def _select(ds: Any, data: Path, split: str, tasks: list[str], limit: int | None):
     if split not in ds:
         raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds)} (pass --split)")
     ds = ds[split]
@@ -125,10 +147,13 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     """
     state = process_state("judgetrain.eval.timecatch")
     human_table = load_human(cfg.human) if cfg.human else None
-    ds, idx, order = _select(cfg.data, cfg.split, cfg.tasks, cfg.limit)
+    splits = records.load(cfg.data)
+    chosen = _choose_split(cfg, list(splits), state.is_main_process)
+    ds, idx, order = _select(splits, cfg.data, cfg.split, cfg.tasks, cfg.limit)
     info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
                     world_size=state.num_processes)
     info["data"] = str(cfg.data.resolve())
+    info["split_chosen"] = chosen
     if human_table:
         info["human"] = human_table
     adapter = str(cfg.adapter) if cfg.adapter else None
@@ -142,6 +167,19 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
                        progress=cfg.progress, overwrite=cfg.overwrite, always_report=bool(human_table))
 
 
+def _choose_split(cfg: TimeCatchEvalConfig, splits: list[str], announce: bool) -> str:
+    """Set ``cfg.split`` when it was left out (so the run's identity holds the split read)
+    and say how it was chosen; the words go to run.json's ``split_chosen``."""
+    if cfg.split is not None:
+        return "--split"
+    cfg.split = held_out_split(splits, cfg.data)
+    why = "" if cfg.split == "test" else ", as the build wrote no test split"
+    chosen = f"default: the build's held-out split{why}; its splits: {', '.join(sorted(splits))}"
+    if announce:
+        print(f"eval timecatch: no --split given; evaluating split {cfg.split!r}, {chosen}", flush=True)
+    return chosen
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -151,7 +189,8 @@ def make_parser():
         "Evaluate a model (optionally + LoRA adapter) on TimeCatch's four tasks with constrained scoring.",
         "examples:\n"
         "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data data/timecatch --split validation --out results/qw3-2b\n"
-        "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --adapter runs/lora --data data/timecatch --out results/qw3-2b-ft\n"
+        "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --adapter runs/lora --data data/timecatch --out results/qw3-2b-ft"
+        "   # split: test, else validation\n"
         "  judgetrain eval timecatch --config eval.yaml --limit 100      # YAML keys are the fields below\n"
         "  accelerate launch --num_processes 8 -m judgetrain.eval.timecatch --model M --data DIR --out results/RUN\n"
         "  judgetrain eval report results/qw3-2b        # recompute metrics, report and figures\n")
@@ -171,18 +210,21 @@ def _print_summary(result: dict[str, Any]) -> None:
     from .metrics import ALL, TASK_TITLES
 
     m, out = result["metrics"], result["out"]
-    t = Table(title=f"TimeCatch accuracy (%) — {m['n']} items")
-    t.add_column("task")
-    t.add_column("source")
-    for c in ("accuracy", "random", "n"):
-        t.add_column(c, justify="right")
-    for task, cells in m["by_task_source"].items():
-        for source, c in cells.items():
-            if source == ALL and len(cells) == 2:
-                continue  # one source: its row already is the total
-            acc = "–" if c["accuracy"] is None else f"{100 * c['accuracy']:.1f}"
-            t.add_row(TASK_TITLES.get(task, task), source, acc, f"{100 * c['random']:.1f}", str(c["n"]))
-    Console().print(t)
+    titles = {"main": "Table 2, main set (4–8 frames)", "long": "long set (9–16 frames)"}
+    for subset, table in m["table2"].items():
+        n = sum(cells[ALL]["n"] for cells in table.values())
+        t = Table(title=f"TimeCatch accuracy (%), {titles.get(subset, subset)}: {n} items")
+        t.add_column("task")
+        t.add_column("source")
+        for c in ("accuracy", "random", "n"):
+            t.add_column(c, justify="right")
+        for task, cells in table.items():
+            for source, c in cells.items():
+                if source == ALL and len(cells) == 2:
+                    continue  # one source: its row already is the total
+                acc = "–" if c["accuracy"] is None else f"{100 * c['accuracy']:.1f}"
+                t.add_row(TASK_TITLES.get(task, task), source, acc, f"{100 * c['random']:.1f}", str(c["n"]))
+        Console().print(t)
     if result["n_scored"] == 0:
         print("Nothing left to score: every selected item was already in predictions.jsonl.", flush=True)
     print(f"Predictions in {out / PREDICTIONS}; metrics in {out / METRICS}; report in {out / REPORT}", flush=True)

@@ -172,6 +172,63 @@ def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
         C.compare([base, tuned], names=["a"])
 
 
+def _section(md, heading):
+    """The markdown under ``heading`` up to the next ``## `` heading."""
+    start = md.index(heading) + len(heading)
+    end = md.find("\n## ", start)
+    return md[start:] if end < 0 else md[start:end]
+
+
+def test_table2_holds_the_main_set_and_the_long_set_has_its_own_table(tmp_path):
+    # A CRAFT-like source built with both sets, CLEVRER with the main set only (paper 000 §3.3).
+    rows = [
+        _row("temporal_detect", "yes", "yes", YN, source="clevrer"),
+        _row("temporal_detect", "no", "yes", YN, source="clevrer"),
+        _row("temporal_localize", "1 and 2", "1 and 2", _pairs(4), source="craft", position=0, n_frames=4),   # 1/C(4,2)
+        _row("temporal_localize", "2 and 3", "1 and 2", _pairs(5), source="craft", position=1, n_frames=5),   # 1/C(5,2)
+        _row("temporal_localize", "1 and 2", "5 and 6", _pairs(9), source="craft", subset="long", position=0, n_frames=9),
+        _row("temporal_localize", "3 and 4", "1 and 2", _pairs(12), source="craft", subset="long", position=2,
+             n_frames=12),
+        _row("frame_localize", "2", "2", _frames(4), source="craft", position=1, n_frames=4),
+        _row("frame_localize", "5", "5", _frames(6), source="craft", position=4, n_frames=6),
+        _row("frame_localize", "9", "9", _frames(10), source="craft", subset="long", position=8, n_frames=10),
+        # no subset field (an older predictions.jsonl): 16 frames is the long set
+        _row("frame_localize", "3", "1", _frames(16), source="craft", subset=None, position=2, n_frames=16),
+    ]
+    rows = [dict(r, id=f"r{i}") for i, r in enumerate(rows)]
+    _write_run(tmp_path / "run", rows)
+    m = R.report(tmp_path / "run")
+    main, long = m["table2"]["main"], m["table2"]["long"]
+    # Random per table from its own items
+    assert main["temporal_localize"]["craft"]["random"] == pytest.approx((1 / 6 + 1 / 10) / 2)     # 13.3%
+    assert long["temporal_localize"]["craft"]["random"] == pytest.approx((1 / 36 + 1 / 66) / 2)    # 2.1%
+    assert main["frame_localize"]["craft"]["random"] == pytest.approx((1 / 4 + 1 / 6) / 2)         # 20.8%
+    assert long["frame_localize"]["craft"]["random"] == pytest.approx((1 / 10 + 1 / 16) / 2)       # 8.1%
+    # what one table over both sets gave (and by_task_source still gives, over all lengths)
+    assert m["by_task_source"]["temporal_localize"]["craft"]["random"] == pytest.approx((1 / 6 + 1 / 10 + 1 / 36 + 1 / 66) / 4)
+    assert set(main) == {"temporal_detect", "temporal_localize", "frame_localize"} and set(long) == {"temporal_localize",
+                                                                                                    "frame_localize"}
+    md = (tmp_path / "run" / R.REPORT).read_text()
+    t2 = _section(md, "## Table 2: accuracy (%) per task and source, main set (4–8 frames)")
+    assert "| Random | 50.0 | 13.3 | 20.8 |" in t2 and "| m | 50.0 | 50.0 | 100.0 |" in t2 and "| n | 2 | 2 | 2 |" in t2
+    assert "7.7" not in t2 and "14.5" not in t2  # the mixed Random values of the old single table
+    lt = _section(md, "## Long set (9–16 frames): accuracy (%) per task and source")
+    assert "| Random | 2.1 | 8.1 |" in lt and "| m | 0.0 | 50.0 |" in lt and "| n | 2 | 2 |" in lt
+    assert md.index("## Table 2") < md.index("## Long set")
+    # eval compare: Table 2's cells, then the long set's, marked
+    assert R.cells(m) == {"TD clevrer": 50.0, "TL craft": 50.0, "FL craft": 100.0, "TL craft long": 0.0,
+                          "FL craft long": 50.0}
+
+
+def test_held_out_split_prefers_test_then_validation():
+    assert T.held_out_split(["train", "validation", "test"]) == "test"
+    assert T.held_out_split(["validation", "train"]) == "validation"
+    with pytest.raises(R.EvalInputError, match="no held-out split.*pass --split train"):
+        T.held_out_split(["train"], "data/tc")
+    cfg, = config.parse(T.make_parser(), ["--model", "m", "--data", "d", "--out", "o"])
+    assert cfg.split is None  # no fixed "test" default that a default build does not have
+
+
 # --------------------------------------------------------------------------- the real scoring engine on a tiny model
 
 
@@ -220,6 +277,27 @@ def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
     assert m["n"] == LIMIT and m["run"]["world_size"] == 1
     assert m == R.report(out)  # recomputable from predictions.jsonl alone
     assert "temporal_localize" in m["confusion"] and m["lpips_bins"]["temporal_detect"]
+
+
+def test_default_command_works_on_a_default_build(reference_run, tiny_qwen, timecatch_build, tmp_path, capsys):
+    data, info, _ = timecatch_build
+    assert set(info["splits"]) == {"train", "validation"}  # what `build timecatch` writes by default
+    out = tmp_path / "default"
+    argv = [a for a in _argv(tiny_qwen, data, out) if a not in ("--split", "validation")]
+    capsys.readouterr()
+    assert _cli(*argv) == 0
+    said = capsys.readouterr().out
+    assert "no --split given; evaluating split 'validation'" in said and "no test split" in said
+    run = json.loads((out / R.RUN_INFO).read_text())
+    assert run["split"] == "validation" and run["identity"]["split"] == "validation"
+    assert run["split_chosen"].startswith("default: the build's held-out split, as the build wrote no test split")
+    assert json.loads((out / R.METRICS).read_text())["run"]["split_chosen"] == run["split_chosen"]
+    assert "split `validation` (default: the build's held-out split" in (out / R.REPORT).read_text()
+    # the same items and predictions as the run that named the split, and that run's folder resumes with nothing to do
+    assert R.read_predictions(out / R.PREDICTIONS) == R.read_predictions(reference_run / R.PREDICTIONS)
+    result = T.evaluate(str(tiny_qwen), data, out, split="validation", batch_size=2, limit=LIMIT, progress=False)
+    assert result["n_scored"] == 0
+    assert json.loads((out / R.RUN_INFO).read_text())["split_chosen"] == "--split"
 
 
 def test_finished_run_is_never_rescored(reference_run, tiny_qwen, timecatch_build, capsys):
