@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from pathlib import Path
+
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +25,14 @@ from judgetrain.models.tiny import build_tiny, main
 FAMILY_NAMES = list(FAMILIES)
 LM_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 SINGLE_TOKEN_ANSWERS = ["yes", "no", "Yes", "No", "A", "B", *[str(i) for i in range(1, 10)]]
+# Per family: (video token, eos, pad, the text that opens the assistant's answer).
+TOKENS = {
+    "qwen3-vl": ("<|video_pad|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>assistant\n"),
+    "qwen2.5-vl": ("<|video_pad|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>assistant\n"),
+    "llava-onevision": ("<video>", "<|im_end|>", "<|endoftext|>", "<|im_start|>assistant\n"),
+    "internvl": ("<video>", "<|im_end|>", "<|endoftext|>", "<|im_start|>assistant\n"),
+    "gemma-4": ("<|video|>", "<eos>", "<pad>", "<|turn>model\n"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +68,17 @@ def _user_message(images: list[Image.Image], text: str) -> dict:
 
 
 def test_registry_entries_are_frozen_and_complete() -> None:
-    assert set(FAMILIES) == {"qwen3-vl", "qwen2.5-vl", "llava-onevision"}
-    assert {t for f in FAMILIES.values() for t in f.model_types} == {"qwen3_vl", "qwen2_5_vl", "llava_onevision"}
+    assert set(FAMILIES) == {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "gemma-4"} == set(TOKENS)
+    assert {t for f in FAMILIES.values() for t in f.model_types} == {
+        "qwen3_vl", "qwen2_5_vl", "llava_onevision", "internvl", "gemma4"}
     fam = FAMILIES["qwen3-vl"]
     with pytest.raises(AttributeError):
         fam.name = "x"  # type: ignore[misc]
     assert all(f.think_prefill is None for f in FAMILIES.values())  # instruct checkpoints only
     assert get_family("llava-critic") is FAMILIES["llava-onevision"]
     assert get_family("Qwen2_5_VL") is FAMILIES["qwen2.5-vl"]  # a model_type works too
+    assert get_family("InternVL3_5") is get_family("internvl3") is FAMILIES["internvl"]
+    assert get_family("gemma4") is FAMILIES["gemma-4"]
 
 
 def test_unknown_family_suggests_the_closest() -> None:
@@ -72,7 +86,7 @@ def test_unknown_family_suggests_the_closest() -> None:
         get_family("qwen3vl")
     msg = str(info.value)
     assert "Did you mean" in msg and "'qwen3-vl'" in msg
-    assert "Available: llava-onevision, qwen2.5-vl, qwen3-vl" in msg
+    assert "Available: gemma-4, internvl, llava-onevision, qwen2.5-vl, qwen3-vl" in msg
 
 
 def test_unsupported_model_type_lists_supported() -> None:
@@ -102,13 +116,16 @@ def test_tiny_loads_back_and_is_detected(name: str, tiny_root: Path, loaded: dic
     tok = processor.tokenizer
     cfg = model.config
     # The ids the model looks for are the tokenizer's.
+    video, eos, pad, _ = TOKENS[name]
     assert cfg.image_token_id == tok.convert_tokens_to_ids(family.image_token)
-    assert cfg.video_token_id == tok.convert_tokens_to_ids("<video>" if name == "llava-onevision" else "<|video_pad|>")
-    if name != "llava-onevision":
+    # InternVL shows video frames as images (no video id of its own); the processor knows the token.
+    assert getattr(cfg, "video_token_id", tok.convert_tokens_to_ids(video)) == tok.convert_tokens_to_ids(video)
+    assert processor.video_token == video
+    if name.startswith("qwen"):
         assert cfg.vision_start_token_id == tok.convert_tokens_to_ids("<|vision_start|>")
     text = cfg.get_text_config()
-    assert tok.eos_token == "<|im_end|>" and text.eos_token_id == tok.eos_token_id
-    assert tok.pad_token == "<|endoftext|>" and text.pad_token_id == tok.pad_token_id
+    assert tok.eos_token == eos and text.eos_token_id == tok.eos_token_id
+    assert tok.pad_token == pad and text.pad_token_id == tok.pad_token_id
     assert tok.padding_side == "right"  # as real checkpoints store it; scoring asks for left per call
     assert text.vocab_size % 64 == 0 and text.vocab_size > len(tok)  # unused rows, as in real checkpoints
 
@@ -123,17 +140,20 @@ def test_forward_with_four_images(name: str, loaded: dict) -> None:
     )
     with torch.no_grad():
         out = model(**enc)
-        vision_keys = ("pixel_values", "image_grid_thw", "image_sizes", "batch_num_images")
+        vision_keys = ("pixel_values", "image_grid_thw", "image_sizes", "batch_num_images", "image_position_ids")
         vision_kwargs = {k: enc[k] for k in vision_keys if k in enc}
         features = model.get_image_features(**vision_kwargs).pooler_output
     assert out.logits.shape == (1, enc["input_ids"].shape[1], model.config.get_text_config().vocab_size)
     assert torch.isfinite(out.logits).all()
-    per_image = [f.shape[0] for f in features]
+    # One run of placeholders per image in the prompt; as many as the vision features
+    # (per image, or per InternVL crop: rows of every feature tensor together).
+    is_image = (enc["input_ids"][0] == model.config.image_token_id).tolist()
+    per_image = [len(list(run)) for flag, run in itertools.groupby(is_image) if flag]
     assert len(per_image) == 4
-    n_placeholders = int((enc["input_ids"] == model.config.image_token_id).sum())
-    assert n_placeholders == sum(per_image)
-    # The tiny processors keep frames cheap: Qwen 64x64 -> 4 tokens; LLaVA multi-image -> 16 + newline.
-    assert per_image[0] == (17 if name == "llava-onevision" else 4)
+    assert sum(per_image) == sum(f.reshape(-1, f.shape[-1]).shape[0] for f in features)
+    # The tiny processors keep frames cheap: Qwen 64x64 -> 4 tokens; LLaVA multi-image -> 16 + newline;
+    # InternVL 2x2 crops + thumbnail of 4 tokens each; Gemma-4 its smallest budget (8x8 pooled patches).
+    assert per_image[0] == {"llava-onevision": 17, "internvl": 20, "gemma-4": 64}.get(name, 4)
 
 
 def test_same_seed_same_bytes(tmp_path: Path, tiny_root: Path) -> None:
@@ -182,8 +202,12 @@ def test_lora_regex_selects_language_model_projections_only(name: str, tiny_root
     family = FAMILIES[name]
     model, _ = load_model_and_processor(tiny_root / name)  # fresh: get_peft_model edits in place
     n_layers = model.config.get_text_config().num_hidden_layers
+    decoder = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
+               and re.search(r"\.language_model\.layers\.\d+\.", n) and n.rsplit(".", 1)[1] in LM_PROJECTIONS}
     wrapped = _lora_wrapped(model, family.lora_target_regex)
-    assert len(wrapped) == n_layers * len(LM_PROJECTIONS)
+    assert {n.removeprefix("base_model.model.") for n in wrapped} == decoder  # every decoder projection, nothing else
+    # Gemma-4's KV-sharing layers (the last 2 of 4 here) have no k_proj / v_proj of their own.
+    assert len(wrapped) == n_layers * len(LM_PROJECTIONS) - (2 * 2 if name == "gemma-4" else 0)
     assert {n.rsplit(".", 1)[1] for n in wrapped} == LM_PROJECTIONS
     for n in wrapped:
         assert ".language_model.layers." in n, n
@@ -192,7 +216,8 @@ def test_lora_regex_selects_language_model_projections_only(name: str, tiny_root
 
 # A bare name list, the usual LoRA recipe, reaches into the vision tower where
 # the tower reuses decoder names: SigLIP's q/k/v_proj, Qwen2.5-VL's MLP projections.
-NAIVE = {"llava-onevision": ["q_proj", "k_proj", "v_proj"], "qwen2.5-vl": ["gate_proj", "up_proj", "down_proj"]}
+NAIVE = {"llava-onevision": ["q_proj", "k_proj", "v_proj"], "qwen2.5-vl": ["gate_proj", "up_proj", "down_proj"],
+         "internvl": ["q_proj", "k_proj", "v_proj"]}  # InternViT's attention
 
 
 @_PEFT_DEPRECATION
@@ -213,8 +238,10 @@ def test_vision_and_projector_patterns_partition_the_parameters(name: str, loade
         (vision if family.is_vision_tower(n) else projector if family.is_projector(n) else rest).append(n)
     assert vision and projector
     assert all(n.startswith(("model.language_model.", "lm_head.")) for n in rest), rest
-    tower = "model.vision_tower." if name == "llava-onevision" else "model.visual."
-    assert all(n.startswith(tower) for n in vision)
+    towers = {"llava-onevision": ("model.vision_tower.",), "internvl": ("model.vision_tower.",),
+              "gemma-4": ("model.vision_tower.", "model.audio_tower.")}.get(name, ("model.visual.",))
+    assert all(n.startswith(towers) for n in vision)
+    assert {t for t in towers if any(n.startswith(t) for n in vision)} == set(towers)
 
 
 # --------------------------------------------------------------------------- tokenizer and templates
@@ -229,7 +256,7 @@ def test_closed_answers_are_single_tokens_after_the_assistant_cue(name: str, loa
     _, processor, _ = loaded[name]
     tok = processor.tokenizer
     prompt = _render(processor, [_user_message(_images()[:2], "Answer yes or no.")], add_generation_prompt=True)
-    assert prompt.endswith("<|im_start|>assistant\n")
+    assert prompt.endswith(TOKENS[name][3])
     base = tok(prompt, add_special_tokens=False)["input_ids"]
     for answer in SINGLE_TOKEN_ANSWERS:
         ids = tok(prompt + answer, add_special_tokens=False)["input_ids"]
@@ -241,7 +268,10 @@ def test_closed_answers_are_single_tokens_after_the_assistant_cue(name: str, loa
     assert ids[len(base):] == tok.convert_tokens_to_ids(["1", "2"])
 
 
-@pytest.mark.parametrize("name", FAMILY_NAMES)
+# TRL 1.16 has no training (generation-marker) variant of Gemma 4's or InternVL's template, so
+# assistant_only_loss is for these three; judgetrain's prompt-completion records train on the
+# completion through TRL's completion mask, which needs no markers.
+@pytest.mark.parametrize("name", ["qwen3-vl", "qwen2.5-vl", "llava-onevision"])
 def test_assistant_mask_marks_exactly_the_answer(name: str, loaded: dict) -> None:
     from trl.chat_template_utils import get_training_chat_template, has_generation_markers
 
@@ -282,9 +312,15 @@ def test_chat_templates_are_the_real_ones(loaded: dict) -> None:
     shipped = Path(trl.__file__).parent / "chat_templates"
     for name, trl_file in (("qwen3-vl", "qwen3_vl.jinja"), ("qwen2.5-vl", "qwen2_5_vl.jinja")):
         assert loaded[name][1].chat_template == (shipped / trl_file).read_text(encoding="utf-8")
+    assert loaded["gemma-4"][1].chat_template == (shipped / "gemma4_v5.jinja").read_text(encoding="utf-8")
     _, processor, _ = loaded["llava-onevision"]
     text = _render(processor, [_user_message(_images()[:2], "Q?")], add_generation_prompt=True)
     assert text == "<|im_start|>user\n<image>\n<image>\nQ?<|im_end|>\n<|im_start|>assistant\n"
+    # InternVL: the template transformers' conversion script writes into every -hf checkpoint.
+    text = _render(loaded["internvl"][1], [_user_message(_images()[:2], "Q?")], add_generation_prompt=True)
+    assert text == "<|im_start|>user\n<IMG_CONTEXT>\n<IMG_CONTEXT>\nQ?<|im_end|>\n<|im_start|>assistant\n"
+    text = _render(loaded["gemma-4"][1], [_user_message(_images()[:2], "Q?")], add_generation_prompt=True)
+    assert text == "<bos><|turn>user\n<|image|><|image|>Q?<turn|>\n<|turn>model\n"
 
 
 # --------------------------------------------------------------------------- missing models

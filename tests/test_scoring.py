@@ -34,7 +34,7 @@ from judgetrain.scoring import (
     yes_no,
 )
 
-FAMILIES = ["qwen3-vl", "qwen2.5-vl", "llava-onevision"]
+FAMILIES = ["qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "internvl3.5", "gemma-4"]
 ATOL = 1e-5
 THINK = "<think>\n\n</think>\n\n"
 
@@ -85,14 +85,17 @@ def items() -> list[dict]:
 
 def _full_forward_logprobs(model, processor, item: dict, prefill: str | None = None) -> list[float]:
     """Reference: each choice scored from scratch, prompt + choice in one forward pass and
-    positions computed by the model itself; the sum of the choice tokens' log-probs."""
+    positions computed by the model itself; the sum of the choice tokens' log-probs. The
+    template's text is encoded as transformers' own ``apply_chat_template(tokenize=True)``
+    encodes it: no special tokens added when the text already starts with BOS (Gemma)."""
     text = processor.apply_chat_template(item["prompt"], tokenize=False, add_generation_prompt=True) + (prefill or "")
     tok = processor.tokenizer
     n_prompt = len(tok(text, add_special_tokens=False)["input_ids"])
     out = []
     for choice in item["choices"]:
         n = len(tok(text + choice, add_special_tokens=False)["input_ids"]) - n_prompt
-        kwargs = {"text": [text + choice], "return_tensors": "pt"}
+        kwargs = {"text": [text + choice], "return_tensors": "pt",
+                  "add_special_tokens": not (tok.bos_token and text.startswith(tok.bos_token))}
         if item["images"]:
             kwargs["images"] = [item["images"]]
         inputs = processor(**kwargs)

@@ -200,6 +200,38 @@ FAMILIES: dict[str, ModelFamily] = {
         projector_modules=("multi_modal_projector",),  # image_newline is a bare parameter: it stays frozen
         image_token="<image>",
     ),
+    # Transformers-native checkpoints only (the `-hf` / `-HF` conversions, model_type
+    # "internvl"); OpenGVLab's original repos need trust_remote_code and another layout.
+    # InternVL3 has a Qwen2 decoder, InternVL3.5 a Qwen3 one: same module names, one family.
+    "internvl": ModelFamily(
+        name="internvl",
+        model_types=("internvl",),
+        description="InternVL3 / InternVL3.5, transformers-native -hf checkpoints (InternViT + MLP projector + Qwen2/Qwen3)",
+        example_checkpoints=("OpenGVLab/InternVL3-8B-hf", "OpenGVLab/InternVL3_5-8B-HF", "OpenGVLab/InternVL3-1B-hf"),
+        aliases=("internvl3", "internvl3.5", "internvl3-5"),
+        # InternViT's attention has q/k/v_proj of its own (encoder.layer.N.attention.*).
+        vision_tower_regex=r"(?:^|\.)vision_tower\.",
+        projector_regex=r"(?:^|\.)multi_modal_projector(?:\.|$)",
+        vision_modules=("vision_tower",),
+        projector_modules=("multi_modal_projector",),
+        image_token="<IMG_CONTEXT>",
+    ),
+    # Gemma 4 (E2B/E4B: per-layer embeddings, shared KV in the last layers, an audio tower).
+    # The vision and audio encoders reuse q/k/v/o_proj and gate/up/down_proj (wrapped in
+    # Gemma4ClippableLinear), so only the anchored regex keeps LoRA in the decoder; KV-sharing
+    # layers have no k_proj/v_proj, which the regex simply does not find there.
+    "gemma-4": ModelFamily(
+        name="gemma-4",
+        model_types=("gemma4",),
+        description="Gemma 4 instruct (E2B/E4B: SigLIP-style ViT with pooling, PLE, sliding/full attention, audio tower)",
+        example_checkpoints=("google/gemma-4-E4B-it", "google/gemma-4-E2B-it"),
+        aliases=("gemma4",),
+        vision_tower_regex=r"(?:^|\.)(?:vision_tower|audio_tower)\.",
+        projector_regex=r"(?:^|\.)embed_(?:vision|audio)(?:\.|$)",
+        vision_modules=("vision_tower",),
+        projector_modules=("embed_vision",),
+        image_token="<|image|>",
+    ),
 }
 
 # Every accepted spelling -> registry key.

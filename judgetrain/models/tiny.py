@@ -24,7 +24,9 @@ decoding in ``generation_config.json``.
 
 The tokenizer, chat templates and generation config are made in
 ``judgetrain.models.tiny_tokenizer``; this module builds each family's config,
-processor and random weights around them. README: "Models".
+processor and random weights around them (InternVL and Gemma-4 in
+``judgetrain.models.tiny_families``). ``build_all`` builds the quickstart's three
+families unless told otherwise; the command line builds every family. README: "Models".
 
 Usage::
 
@@ -40,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import tiny_families
 from .registry import FAMILIES, get_family
 from .tiny_tokenizer import (
     LLAVA_SPECIAL,
@@ -54,7 +57,17 @@ from .tiny_tokenizer import (
     trl_template,
 )
 
-__all__ = ["REAL_WIDTHS", "TEMPLATES_DIR", "build_all", "build_tiny", "main", "random_real_width", "tiny_corpus"]
+__all__ = [
+    "QUICKSTART_FAMILIES",
+    "REAL_WIDTHS",
+    "TEMPLATES_DIR",
+    "VARIANTS",
+    "build_all",
+    "build_tiny",
+    "main",
+    "random_real_width",
+    "tiny_corpus",
+]
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -286,7 +299,15 @@ _BUILDERS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
     "qwen3-vl": _qwen3_vl,
     "qwen2.5-vl": _qwen2_5_vl,
     "llava-onevision": _llava_onevision,
+    "internvl": tiny_families.internvl3,
+    "gemma-4": tiny_families.gemma4,
 }
+# Other checkpoints of a family whose build differs (InternVL3.5's Qwen3 decoder); built by
+# name (build_tiny("internvl3.5", ...)), loaded as their family.
+VARIANTS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {"internvl3.5": tiny_families.internvl3_5}
+# What build_all makes by default, so the quickstart (which builds every default) stays as
+# fast as it was; the other families are built by name or with the CLI's default.
+QUICKSTART_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision")
 if set(_BUILDERS) != set(FAMILIES):  # a family added to the registry without a tiny builder
     raise RuntimeError(f"judgetrain.models.tiny has builders for {sorted(_BUILDERS)}, registry has {sorted(FAMILIES)}")
 
@@ -306,7 +327,8 @@ def _instantiate(config: Any, generation_config: Any, seed: int, dtype: Any, dev
 
 
 def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
-    """Build a tiny random checkpoint of ``family`` into ``out_dir`` and return the folder.
+    """Build a tiny random checkpoint of ``family`` (a registry name or alias, or a key of
+    ``VARIANTS``) into ``out_dir`` and return the folder.
 
     ``out_dir`` is created if needed; files of the same names are overwritten. The
     same ``family`` and ``seed`` give byte-identical ``model.safetensors``. The
@@ -316,8 +338,9 @@ def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
     import torch
     from transformers.utils import logging as hf_logging
 
-    fam = get_family(family)
-    config, processor, generation_config = _BUILDERS[fam.name]()
+    key = family.strip().lower()
+    builder = VARIANTS[key] if key in VARIANTS else _BUILDERS[get_family(family).name]
+    config, processor, generation_config = builder()
     # CPU tests run in float32; real checkpoints store bfloat16
     model = _instantiate(config, generation_config, seed, torch.float32)
     out = Path(out_dir)
@@ -397,10 +420,18 @@ def random_real_width(name: str, *, text_layers: int | None = None, vision_layer
     return model.eval(), processor
 
 
+def _build_name(name: str) -> str:
+    key = name.strip().lower()
+    return key if key in VARIANTS else get_family(name).name
+
+
 def build_all(out_root: str | Path, seed: int = 0, families: Iterable[str] | None = None) -> dict[str, Path]:
-    """Build every family (or ``families``) into ``out_root/<family>``; return family name -> folder."""
+    """Build ``families`` (default: ``QUICKSTART_FAMILIES``) into ``out_root/<name>``; return name -> folder.
+
+    A family alias builds the family (``"llava-critic"`` -> ``llava-onevision``); a ``VARIANTS``
+    key builds that variant under its own name."""
     root = Path(out_root)
-    names = [get_family(f).name for f in families] if families is not None else list(FAMILIES)
+    names = [_build_name(f) for f in families] if families is not None else list(QUICKSTART_FAMILIES)
     return {name: build_tiny(name, root / name, seed=seed) for name in names}
 
 
@@ -421,12 +452,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--family",
         action="append",
         metavar="NAME",
-        help=f"family to build, repeatable; default: all ({', '.join(FAMILIES)})",
+        help=f"family (or variant: {', '.join(VARIANTS)}) to build, repeatable; default: every family "
+        f"({', '.join(FAMILIES)})",
     )
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
     args = parser.parse_args(argv)
     try:
-        built = build_all(args.out, seed=args.seed, families=args.family)
+        built = build_all(args.out, seed=args.seed, families=args.family or list(FAMILIES))
     except ValueError as err:  # unknown family: the message already says what exists
         parser.error(str(err))
     for name, path in built.items():

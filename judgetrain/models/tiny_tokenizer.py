@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "GEMMA4_NAMED",
+    "GEMMA4_SPECIAL",
+    "INTERNVL_NAMED",
+    "INTERNVL_SPECIAL",
     "LLAVA_SPECIAL",
     "QWEN25_ADDED",
     "QWEN3_ADDED",
@@ -65,6 +69,25 @@ QWEN3_ADDED = (*QWEN25_ADDED, "<tool_response>", "</tool_response>", "<think>", 
 # LLaVA-OneVision: Qwen2-Instruct's three specials, then the two tokens the
 # llava-hf conversion adds (ids 151646 and 151647 in the real checkpoint).
 LLAVA_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>")
+# InternVL3 / 3.5 (-hf): the Qwen2.5-VL vocabulary, then the special tokens transformers'
+# conversion script (models/internvl/convert_internvl_weights_to_hf.py) appends in this
+# order, so <IMG_CONTEXT> is 151667 in the real InternVL3 checkpoints; <video> is the
+# tokenizer's named video token (InternVLProcessor reads tokenizer.video_token).
+INTERNVL_SPECIAL = ("<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>", "<video>")
+INTERNVL_NAMED = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+                  "video_token": "<video>"}
+# Gemma 4: <pad> <eos> <bos> first (ids 0, 1, 2 in the real vocabulary), the turn and
+# channel markers of its chat template, then the multimodal markers in the relative order
+# of Gemma4Config's ids (boi 255999 < boa 256000 < image 258880 < audio 258881 < eoi 258882
+# < eoa 258883 < video 258884). Gemma4Processor reads the image/audio ones by name.
+GEMMA4_SPECIAL = (
+    "<pad>", "<eos>", "<bos>", "<unk>", "<mask>",
+    "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>",
+    "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>',
+    "<|image>", "<|audio>", "<|image|>", "<|audio|>", "<image|>", "<audio|>", "<|video|>",
+)
+GEMMA4_NAMED = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
+                "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"}
 
 
 def tiny_corpus() -> list[str]:
@@ -146,8 +169,24 @@ def train_bpe(vocab_size: int = 640) -> tuple[dict[str, int], list[tuple[str, st
     return dict(model["vocab"]), merges  # type: ignore[arg-type]
 
 
-def make_tokenizer(special: Sequence[str], added: Sequence[str], chat_template: str) -> Any:
-    """A ``Qwen2Tokenizer`` over the tiny BPE with ``special`` then ``added`` tokens appended in order."""
+def make_tokenizer(
+    special: Sequence[str],
+    added: Sequence[str],
+    chat_template: str,
+    *,
+    extra_special: Sequence[str] = (),
+    named: dict[str, str] | None = None,
+    eos: str = "<|im_end|>",
+    pad: str = "<|endoftext|>",
+    bos: str | None = None,
+) -> Any:
+    """A ``Qwen2Tokenizer`` over the tiny BPE with ``special``, then ``added``, then
+    ``extra_special`` tokens appended in order.
+
+    ``named`` gives tokens an attribute name (``tokenizer.image_token``…) as a checkpoint's
+    ``extra_special_tokens`` does; ``bos`` makes the tokenizer prepend that token to every
+    encoding, as Gemma's does.
+    """
     from tokenizers import AddedToken
     from transformers import Qwen2Tokenizer
 
@@ -170,10 +209,30 @@ def make_tokenizer(special: Sequence[str], added: Sequence[str], chat_template: 
         tokenizer.add_tokens([AddedToken(tok, special=True, normalized=False)], special_tokens=True)
     for tok in added:
         tokenizer.add_tokens([AddedToken(tok, special=False, normalized=False)])
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.pad_token = "<|endoftext|>"
+    for tok in extra_special:
+        tokenizer.add_tokens([AddedToken(tok, special=True, normalized=False)], special_tokens=True)
+    tokenizer.eos_token = eos
+    tokenizer.pad_token = pad
+    if bos is not None:
+        tokenizer.bos_token = bos
+        tokenizer.add_bos_token = True  # rewrites the post-processor, which tokenizer.json keeps
     tokenizer.chat_template = chat_template
+    if named:
+        tokenizer = _with_named_tokens(tokenizer, named)
     return tokenizer
+
+
+def _with_named_tokens(tokenizer: Any, named: dict[str, str]) -> Any:
+    """``tokenizer`` reloaded with ``extra_special_tokens=named``: the public way to name
+    tokens. Passing the names to the constructor would add those tokens first and shift
+    every id after them out of the real order."""
+    import tempfile
+
+    from transformers import Qwen2Tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save_pretrained(tmp)
+        return Qwen2Tokenizer.from_pretrained(tmp, extra_special_tokens=dict(named))
 
 
 def trl_template(name: str) -> str:
@@ -213,10 +272,14 @@ def token_ids(tokenizer: Any, *tokens: str) -> list[int]:
     return ids
 
 
-def generation_config(tokenizer: Any, **extra: Any) -> Any:
-    """Greedy ``GenerationConfig`` stopping on ``<|im_end|>`` or ``<|endoftext|>`` (the pad), plus ``extra``."""
+def generation_config(tokenizer: Any, stop: Sequence[str] = ("<|im_end|>", "<|endoftext|>"),
+                      pad: str = "<|endoftext|>", **extra: Any) -> Any:
+    """Greedy ``GenerationConfig`` stopping on any of ``stop`` and padding with ``pad``, plus ``extra``.
+
+    The defaults are Qwen's: ``<|im_end|>`` or ``<|endoftext|>`` (the pad)."""
     from transformers import GenerationConfig
 
-    eos, pad = token_ids(tokenizer, "<|im_end|>", "<|endoftext|>")
-    # Real Qwen checkpoints stop on either token; greedy so tests are exact.
-    return GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False, **extra)
+    eos = token_ids(tokenizer, *stop)
+    [pad_id] = token_ids(tokenizer, pad)
+    # Real checkpoints stop on either token; greedy so tests are exact.
+    return GenerationConfig(eos_token_id=eos, pad_token_id=pad_id, do_sample=False, **extra)

@@ -5,7 +5,9 @@ An item is a task record (a dict with ``prompt``, ``images``, ``choices``; see
 becomes a :class:`NormalizedItem`. The prompt is rendered with the processor's chat
 template and ``add_generation_prompt=True``, followed by the prefill text (by default
 the model family's ``think_prefill`` (:data:`FAMILY_PREFILL`), e.g. an empty think
-block for reasoning checkpoints).
+block for reasoning checkpoints). A BOS token the template writes is left to the tokenizer
+when the tokenizer prepends one itself (Gemma), so it is never doubled.
+README: "Scoring (Python)".
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "describe_item",
     "render_prompt",
     "resolve_prefill",
+    "strip_template_bos",
     "to_item",
 ]
 
@@ -96,6 +99,21 @@ def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | N
 def render_prompt(processor: Any, prompt: Sequence[Mapping[str, Any]], prefill: str | None = None) -> str:
     """The text the model is scored on or generates after: ``prompt`` through the
     processor's chat template with ``add_generation_prompt=True``, then ``prefill``
-    verbatim (``None``: nothing). Images stay placeholders; the processor expands them."""
+    verbatim (``None``: nothing). Images stay placeholders; the processor expands them.
+
+    Quirk: a template that writes the BOS token itself (Gemma's ``<bos>``) for a tokenizer
+    that also prepends it (Gemma's does) would give two; the template's is dropped here, so
+    the processor's own encoding of the text starts with exactly one, as
+    ``apply_chat_template(..., tokenize=True)`` does it."""
     text = processor.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
-    return text + prefill if prefill else text
+    text = text + prefill if prefill else text
+    return strip_template_bos(getattr(processor, "tokenizer", processor), text)
+
+
+def strip_template_bos(tokenizer: Any, text: str) -> str:
+    """``text`` without its leading BOS token when ``tokenizer`` prepends one itself; else ``text``."""
+    bos = getattr(tokenizer, "bos_token", None)
+    if not bos or not text.startswith(bos):
+        return text
+    adds_bos = tokenizer("")["input_ids"][:1] == [tokenizer.bos_token_id]
+    return text[len(bos):] if adds_bos else text
