@@ -124,9 +124,7 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
             else:
                 rows.extend((b, v, c, rests[b][v] + cid[:-1], len(cid)) for c, cid in enumerate(ids))
     raw = [[[0.0] * len(c) for c in per_variant] for per_variant in choices]
-    cap = batcher.rows or len(rows)
-    for start in range(0, len(rows), cap):
-        chunk = rows[start:start + cap]
+    for chunk in _row_chunks(m, rows, batcher.rows or len(rows)):
         try:
             _score_rest_rows(m, chunk, choice_ids, cache, inputs["attention_mask"], nxt, raw)
         except torch.OutOfMemoryError as err:
@@ -134,6 +132,26 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
             raise
     return [[finish_scores(c, r, [len(x) for x in ids], reduction) for c, r, ids in zip(cs, rs, idss, strict=True)]
             for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)]
+
+
+def has_sliding_window(model: Any) -> bool:
+    """Whether some decoder layer attends through a sliding window (Gemma-3/4's ``layer_types``;
+    Qwen2's ``sliding_window`` counts only with ``use_sliding_window``)."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "get_text_config", lambda: config)()
+    return "sliding_attention" in (getattr(config, "layer_types", None) or ())
+
+
+def _row_chunks(m: ScoringModel, rows: list, cap: int) -> list[list]:
+    """The rows in forward-pass chunks of at most ``cap``. A row's pads sit between the cached
+    prefix and its rest; a sliding window counts those slots and would see fewer real tokens,
+    so with one, rows of equal length share a chunk and there are no pads at all."""
+    if not has_sliding_window(m.model):
+        return [rows[i:i + cap] for i in range(0, len(rows), cap)]
+    by_length: dict[int, list] = {}
+    for row in rows:
+        by_length.setdefault(len(row[3]), []).append(row)
+    return [same[i:i + cap] for same in by_length.values() for i in range(0, len(same), cap)]
 
 
 def _score_rest_rows(m: ScoringModel, chunk: list[tuple[int, int, int | None, list[int], int]],
