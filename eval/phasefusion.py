@@ -10,7 +10,6 @@ scoring in :mod:`judgetrain.eval.phasefusion_passes`, metrics and the report in
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,14 +18,12 @@ from typing import Any
 
 from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
-from judgetrain.io import write_rows
 
 from .phasefusion_views import INSTRUCTION, LETTERS, PREAMBLE, Arm, Grid, inverse_permutation, mcq_prompt, \
     ordering_permutation, orderings, parse_arms, parse_origins, pool, to_content
-from .runs import METRICS, PREDICTIONS, EvalInputError, PredictionsError, PredictionWriter, check_resume, \
-    file_identity, finish_run, read_predictions, repair_predictions, run_info, write_run_info
+from .runs import EvalInputError, file_identity, run_info
 
-__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "main", "make_parser", "run",
+__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "run",
            # re-exported from phasefusion_views
            "INSTRUCTION", "LETTERS", "PREAMBLE", "Arm", "Grid", "inverse_permutation", "mcq_prompt",
            "ordering_permutation", "orderings", "parse_arms", "parse_origins", "pool", "to_content"]
@@ -114,18 +111,6 @@ class PhaseFusionConfig(EvalArgs):
 # --------------------------------------------------------------------------- the run
 
 
-def _done_and_clean(pred: Path) -> set[str]:
-    """Ids whose closing ``question`` row is in ``pred``; rows of any other question (a kill
-    mid-question, or a question that failed) are removed, atomically, so it is redone."""
-    repair_predictions(pred)
-    rows = read_predictions(pred)
-    done = {r["id"] for r in rows if r.get("kind") == "question"}
-    kept = [r for r in rows if r["id"] in done]
-    if len(kept) != len(rows):
-        write_rows(pred, kept)
-    return done
-
-
 def evaluate(model: str, manifest: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
     """Score the manifest's questions under every arm, origin and ordering into run folder
     ``out``; ``fields`` are the other :class:`PhaseFusionConfig` fields (``n_orderings=`` is
@@ -138,133 +123,100 @@ def evaluate(model: str, manifest: str | os.PathLike, out: str | os.PathLike, **
     return run(PhaseFusionConfig(model=str(model), manifest=manifest, out=out, **fields))
 
 
-class _RunFolder:
-    """The run folder, opened for writing once the run is real (manifest and model loaded,
-    or nothing left that needs the model): the old run is replaced (``--overwrite``) or
-    resumed, ``run.json`` written, and prediction rows appended from then on."""
-
-    def __init__(self, cfg: PhaseFusionConfig, info: dict[str, Any], old: dict[str, Any] | None):
-        self.cfg, self.info, self.old = cfg, info, old
-        self.writer: PredictionWriter | None = None
-        self.pending: list[dict[str, Any]] = []  # rows of questions that failed before the run began
-
-    def begin(self, device: dict[str, Any] | None) -> None:
-        if self.writer is not None:
-            return
-        old = check_resume(self.cfg.out, self.info, overwrite=self.cfg.overwrite)  # clears a replaced run
-        if device is None:  # no model loaded in this call: what the first run learnt of the device stays
-            device = {k: old[k] for k in _DEVICE_KEYS if k in old}
-        self.info.update(device)
-        if old.get("rerun_of"):  # `eval report --rerun-of`: later reports keep the comparison
-            self.info["rerun_of"] = old["rerun_of"]
-        self.info = write_run_info(self.cfg.out, self.info, old)
-        self.writer = PredictionWriter(self.cfg.out / PREDICTIONS)
-        self.write(self.pending)
-        self.pending = []
-
-    def write(self, rows: list[dict[str, Any]]) -> None:
-        if self.writer is None:
-            self.pending += rows
-        elif rows:
-            self.writer.write(rows)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+def finished_questions(rows: list[dict[str, Any]]) -> set[str]:
+    """Ids whose closing ``question`` row is among ``rows``: the rows of any other question
+    (a kill mid-question, or a question whose video failed) are redone on the next run."""
+    return {r["id"] for r in rows if r.get("kind") == "question"}
 
 
-def _resumable(out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
-    """The run.json this run resumes (``{}`` for a new folder), or ``None`` when ``--overwrite``
-    will replace the folder's run (only once this run is real). A folder holding another
-    run is refused here, before anything loads."""
-    try:
-        return check_resume(out, info)
-    except PredictionsError:
-        if not overwrite:
-            raise
-        return None
+class _Questions:
+    """This process's share of a run: one frame cache (so each video it scores is decoded
+    once), the scorer's loader and memory meter, and the questions that failed."""
+
+    def __init__(self, cfg: PhaseFusionConfig):
+        from judgetrain.video import FrameCache
+
+        self.cfg = cfg
+        _, self.grids = parse_arms(cfg.arms, cfg.budget, cfg.phases)
+        self.origins = parse_origins(cfg.origins, cfg.phases)
+        self.cache = FrameCache(cfg.max_side, cache_dir=cfg.frame_cache)
+        self.memory: Any = None
+        self.n_errors = 0
+
+    def load(self, device: str | None) -> Any:
+        from .phasefusion_passes import load_scorer
+        from .sharded import parse_batch_size
+
+        cfg = self.cfg
+        scorer, self.memory = load_scorer(cfg.model, cfg.adapter, cfg.dtype, parse_batch_size(cfg.batch_size),
+                                          cfg.prefill, self.grids, cfg.budget, device=device)
+        return scorer
+
+    def describe(self, scorer: Any) -> dict[str, Any]:
+        """What run.json records of the device the model ran on."""
+        return {"device": str(scorer.device), "model_dtype": str(scorer.dtype).replace("torch.", ""),
+                "memory_kind": self.memory.kind, "family": scorer.family.name if scorer.family else None}
+
+    def predict(self, scorer: Any, questions: list[Any]) -> list[dict[str, Any]]:
+        """Every row of ``questions``; a video that cannot be decoded gives that question an error row."""
+        from judgetrain.video import VideoDecodeError
+
+        from .phasefusion_passes import decode_question, score_question
+
+        rows: list[dict[str, Any]] = []
+        for q in questions:
+            try:
+                decoded = decode_question(q, self.cache, self.grids, self.origins, self.cfg.budget)
+            except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
+                rows.append({"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
+                             "line": q.line, "error": str(e)})
+                self.n_errors += 1
+                continue
+            rows += score_question(q, decoded, scorer, self.cfg.orderings, self.memory)
+        return rows
 
 
 def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     """Score the questions ``cfg`` selects under every arm, origin and ordering into ``cfg.out``.
 
-    Resumable: questions whose rows are complete in ``out/predictions.jsonl`` are
-    skipped; a folder holding a run of another identity (settings marked identity, the
-    manifest's content, the model, the adapter) is refused, naming what differs, unless
-    ``cfg.overwrite``. ``run.json`` is written once the manifest and the model have
-    loaded, so a run that fails before that leaves the folder as it was. A question
-    whose video cannot be decoded gets an ``error`` row (counted in ``metrics.json``)
-    and is retried on the next run. ``cfg.prefill``: ``"family"`` (the model family's,
-    e.g. an empty think block for reasoning checkpoints), ``"none"``, or literal text.
-    Returns ``{"out", "n_questions", "n_scored", "n_errors", "metrics"}``
-    (``n_questions``: the questions selected).
+    Resumable: questions whose rows are complete in the folder's predictions are
+    skipped, the rows of unfinished ones removed and redone; a folder holding a run of
+    another identity (settings marked identity, the manifest's content, the model, the
+    adapter) is refused, naming what differs, unless ``cfg.overwrite``. ``run.json`` is
+    written once the manifest and the model have loaded, so a run that fails before
+    that leaves the folder as it was. A question whose video cannot be decoded gets an
+    ``error`` row (counted in ``metrics.json``) and is retried on the next run. Under
+    ``accelerate launch`` with several processes the questions still to score are
+    strided over processes (each decodes its own videos once), and the main process
+    merges their rows in manifest order and reports (:func:`~judgetrain.eval.sharded.run_sharded`).
+    ``cfg.prefill``: ``"family"`` (the model family's, e.g. an empty think block for
+    reasoning checkpoints), ``"none"``, or literal text. Returns ``{"out",
+    "n_questions", "n_scored", "n_errors", "world_size", "metrics"}`` (``n_questions``:
+    the questions selected; ``n_scored`` / ``n_errors``: this process's, in this call;
+    ``metrics`` on the main process only).
     """
     from judgetrain.mcq_manifest import load_manifest
 
     from .phasefusion_report import report
+    from .sharded import process_state, run_sharded
 
-    _, grids = parse_arms(cfg.arms, cfg.budget, cfg.phases)
-    origin_list = parse_origins(cfg.origins, cfg.phases)
-    out = cfg.out
+    state = process_state("judgetrain.eval.phasefusion")
     questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
-    if cfg.limit is not None:
-        questions = questions[:cfg.limit]
+    idx = list(range(len(questions) if cfg.limit is None else min(cfg.limit, len(questions))))
+    order = [q.id for q in questions]
     # the manifest's bytes: one rewritten in place is other data, never mixed with its old predictions
-    info = run_info(EVALUATION, cfg, data={"sha256": file_identity(cfg.manifest)}, items=[q.id for q in questions])
+    info = run_info(EVALUATION, cfg, data={"sha256": file_identity(cfg.manifest)}, items=order[:len(idx)],
+                    world_size=state.num_processes)
     info["manifest"] = str(cfg.manifest.resolve())
-    old = _resumable(out, info, cfg.overwrite)
-    done = _done_and_clean(out / PREDICTIONS) if old else set()
-    todo = [q for q in questions if q.id not in done]
-
-    folder = _RunFolder(cfg, info, old)
-    try:
-        n_scored, n_errors = _score_questions(cfg, todo, grids, origin_list, folder)
-        folder.begin(None)  # no model was needed: every question done before, or no video decoded
-    finally:
-        folder.close()
-    changed = (old or {}).get("items") != info["items"]
-    if n_scored or n_errors or changed or not (out / METRICS).is_file():
-        metrics = report(out)
-    else:  # finished before: nothing scored, nothing to recompute
-        metrics = json.loads((out / METRICS).read_text())
-    finish_run(out)
-    return {"out": out, "n_questions": len(questions), "n_scored": n_scored, "n_errors": n_errors, "metrics": metrics}
-
-
-def _score_questions(cfg: PhaseFusionConfig, todo: list[Any], grids: dict[str, Grid], origin_list: list[Fraction],
-                     folder: _RunFolder) -> tuple[int, int]:
-    """Decode and score each question of ``todo`` into ``folder``; returns (scored, errors)."""
-    if not todo:
-        return 0, 0
-    from tqdm.auto import tqdm
-
-    from judgetrain.video import FrameCache, VideoDecodeError
-
-    from .phasefusion_passes import decode_question, load_scorer, score_question
-    from .sharded import parse_batch_size
-
-    n_scored = n_errors = 0
-    cache = FrameCache(cfg.max_side, cache_dir=cfg.frame_cache)
-    scorer = memory = None
-    with tqdm(total=len(todo), desc="PhaseFusion", unit="question", disable=not cfg.progress) as bar:
-        for q in todo:
-            try:
-                decoded = decode_question(q, cache, grids, origin_list, cfg.budget)
-            except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
-                folder.write([{"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
-                               "line": q.line, "error": str(e)}])
-                n_errors += 1
-                bar.update(1)
-                continue
-            if scorer is None:  # loaded once the first video decodes: a bad manifest fails in seconds
-                scorer, memory = load_scorer(cfg.model, cfg.adapter, cfg.dtype, parse_batch_size(cfg.batch_size),
-                                             cfg.prefill, grids, cfg.budget)
-                folder.begin({"device": str(scorer.device), "model_dtype": str(scorer.dtype).replace("torch.", ""),
-                              "memory_kind": memory.kind, "family": scorer.family.name if scorer.family else None})
-            folder.write(score_question(q, decoded, scorer, cfg.orderings, memory))
-            n_scored += 1
-            bar.update(1)
-    return n_scored, n_errors
+    shard = _Questions(cfg)
+    # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
+    result = run_sharded(state, cfg.out, info, questions, idx, order, shard.predict, report, model=cfg.model,
+                         adapter=str(cfg.adapter) if cfg.adapter else None, dtype=cfg.dtype,
+                         batch_size=cfg.batch_size, desc="PhaseFusion", progress=cfg.progress,
+                         overwrite=cfg.overwrite, load=shard.load, describe=shard.describe,
+                         carry=("rerun_of", *_DEVICE_KEYS), finished=finished_questions, chunk=1, unit="question")
+    return {"out": result["out"], "n_questions": len(idx), "n_scored": result["n_scored"] - shard.n_errors,
+            "n_errors": shard.n_errors, "world_size": result["world_size"], "metrics": result["metrics"]}
 
 
 # --------------------------------------------------------------------------- CLI
@@ -290,6 +242,8 @@ def main(cfg: PhaseFusionConfig) -> int:
     from .phasefusion_report import print_summary
 
     result = run(cfg)
+    if result["metrics"] is None:  # a process other than the main one of a multi-process launch
+        return 0
     if result["n_scored"] == 0 and result["n_errors"] == 0:
         print("Nothing left to score: every selected question was already in predictions.jsonl.", flush=True)
     print_summary(result["metrics"], result["out"])

@@ -92,7 +92,8 @@ def arm_specs(info: Mapping[str, Any], grids: Mapping[str, tuple[int, int]]) -> 
 
 
 def per_question_answers(col: Mapping[str, Any], arm: Mapping[str, Any], origin: str) -> dict[str, dict[str, Any]]:
-    """Per question id: answers per ordering, identity posterior, correctness, consensus, flip, margin."""
+    """Per question id: answers per ordering, identity posterior (``None`` for a vote), correctness,
+    consensus, flip, margin and top-1 probability."""
     out = {}
     for qid, block in col["posteriors"].get((origin, arm["grid"]), {}).items():
         gold = int(col["questions"][qid]["answer"])
@@ -102,5 +103,6 @@ def per_question_answers(col: Mapping[str, Any], arm: Mapping[str, Any], origin:
                     "order_avg": float(np.mean([a == gold for a in answers])), "consensus": consensus,
                     "consensus_correct": consensus == gold, "flip": stats.flipped(answers),
                     "margin": stats.answer_margin(post[0]) if post is not None else None,
-                    "top1": float(max(post[0])) if post is not None else None}
+                    "top1": float(max(post[0])) if post is not None else None,
+                    "posterior": post[0] if post is not None else None}
     return out

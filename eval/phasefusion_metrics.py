@@ -1,10 +1,12 @@
 """Every PhaseFusion measure, from a run's prediction rows: what ``metrics.json`` holds.
 
 :func:`compute_metrics` (paper 001 §2–4, App. A, E, F, H): per arm accuracy, ordering
-flips and cost; Table 1A (difference to the largest single pass: bootstrap CI, exact
-McNemar; TOST of ``fusion`` within ±2.5 points); Table 1B (answers changed under an
-origin shift); one Benjamini–Hochberg family over both; phase sensitivity, deployed
-samplers, accuracy per benchmark, and margin flagging with Learn-then-Test thresholds.
+flips and cost (Table S8: scoring only, and decoding + scoring at batch 1); Table 1A
+(difference to the largest single pass: bootstrap CI, exact McNemar; TOST of ``fusion``
+within ±2.5 points); Table 1B (answers changed under an origin shift); the confirmatory
+Benjamini–Hochberg family of Table S2 (every other p uncorrected); phase sensitivity,
+deployed samplers, accuracy per benchmark, margin flagging and Table S10's in-cell
+Learn-then-Test. Rates carry Wilson 95% intervals, as the paper's brackets do.
 Unless a measure says otherwise it is read at the identity ordering and the first
 origin, on the questions that carry every arm it compares. :func:`rerun_floor` compares
 two runs. Statistics come from :mod:`judgetrain.eval.stats`. README: "`judgetrain eval phasefusion`".
@@ -20,12 +22,16 @@ import numpy as np
 
 from . import stats
 from .phasefusion_answers import arm_answers, arm_specs, collect_rows, per_question_answers
+from .phasefusion_family import LTT_ALPHAS, certified_selection, confirmatory_family
 
-__all__ = ["FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "compute_metrics", "flagged_fifth", "rerun_floor"]
+__all__ = ["FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
+           "identity_differences", "rerun_floor"]
 
 # The lowest-margin fifth is flagged (paper 001 §4.3).
 FLAG_FRACTION = 0.2
-LTT_ALPHAS = (0.30, 0.25)
+# The interval of every flip / change / disagreement rate: the paper's brackets are Wilson's
+# (App. A: 136 of 593 is 22.9 % [19.7, 26.5]); Clopper–Pearson stays where App. H uses it (LTT).
+RATE_INTERVAL = "Wilson score"
 POSTERIOR_POOLS = ("single", "arithmetic", "geometric")
 
 
@@ -64,7 +70,7 @@ def _attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
-    ci = stats.clopper_pearson(k, n) if n else (None, None)
+    ci = stats.wilson(k, n) if n else (None, None)
     return {"rate": k / n if n else None, "count": int(k), "n": int(n), "ci95": list(ci)}
 
 
@@ -93,10 +99,19 @@ def _cost(col: Mapping[str, Any], grid: str, origins: Sequence[str]) -> dict[str
     if not rows:
         return {}
     lat = [float(r["latency_s"]) for r in rows]
-    return {"median_latency_s": float(np.median(lat)), "mean_latency_s": float(np.mean(lat)),
-            "peak_memory_bytes": int(max(int(r["peak_memory_bytes"]) for r in rows)),
-            "memory_kind": rows[0].get("memory_kind"), "passes_per_question": int(rows[0]["passes"]),
-            "n_measurements": len(rows)}
+    out = {"median_latency_s": float(np.median(lat)), "mean_latency_s": float(np.mean(lat)),
+           "peak_memory_bytes": int(max(int(r["peak_memory_bytes"]) for r in rows)),
+           "memory_kind": rows[0].get("memory_kind"), "passes_per_question": int(rows[0]["passes"]),
+           "n_measurements": len(rows)}
+    # Table S8's measure: this grid's frames decoded alone, then its views scored one at a
+    # time at the identity ordering (batch 1); timed at the first origin on some questions
+    b1 = [r for r in rows if r.get("batch1_score_s") is not None]
+    if b1:
+        total = [float(r["batch1_decode_s"]) + float(r["batch1_score_s"]) for r in b1]
+        out.update(median_batch1_s=float(np.median(total)), mean_batch1_s=float(np.mean(total)),
+                   median_batch1_decode_s=float(np.median([float(r["batch1_decode_s"]) for r in b1])),
+                   n_batch1=len(b1))
+    return out
 
 
 def _table_a(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[str]) -> dict[str, Any]:
@@ -186,7 +201,7 @@ def _phases(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, ord
     if views >= 2 and ids:
         consensus = {v: [pq[q]["consensus"] for q in ids] for v, pq in per_view.items()}
         pairs = stats.pairwise_disagreement(consensus)
-        out["pairwise_disagreement"] = [{**p, "ci95": list(stats.clopper_pearson(p["changed"], p["n"]))} for p in pairs]
+        out["pairwise_disagreement"] = [{**p, "ci95": list(stats.wilson(p["changed"], p["n"]))} for p in pairs]
         out["mean_pairwise_disagreement"] = float(np.mean([p["rate"] for p in pairs]))
         anyc = stats.any_change_rate(consensus)
         out["any_change"] = _rate(round(anyc * len(ids)), len(ids))
@@ -217,6 +232,27 @@ def rerun_floor(rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[
     return _rate(sum(consensus[0][q] != consensus[1][q] for q in ids), len(ids))
 
 
+def identity_differences(info: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """What differs between two runs' ``run.json`` identity blocks (``field: old → new``), empty
+    when the re-run floor may compare them. A model or adapter named differently (another
+    path, another machine) is the same when its content hashes are recorded and equal."""
+    if not info.get("identity") or not other.get("identity"):
+        missing = [w for w, x in (("this run", info), ("the other run", other)) if not x.get("identity")]
+        return [f"identity: not recorded for {' and '.join(missing)} (no run.json, or one of an older judgetrain)"]
+
+    def flat(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in block.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
+        return out
+
+    a, b = flat(info["identity"]), flat(other["identity"])
+    for part, digest in (("model", "config_sha256"), ("adapter", "adapter_model.safetensors")):
+        if a.get(f"{part}.{digest}") is not None and a.get(f"{part}.{digest}") == b.get(f"{part}.{digest}"):
+            a.pop(f"{part}.name", None), b.pop(f"{part}.name", None)
+    return [f"{k}: {b.get(k)!r} → {a.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
 def _samplers(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, order: Sequence[str]) -> dict[str, Any] | None:
     conventions = [a for a in arms if a["origin_free"]]
     if len(conventions) < 2:
@@ -228,7 +264,7 @@ def _samplers(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, o
     consensus = {a: [pq[a][q]["consensus"] for q in ids] for a in pq}
     pairs = stats.pairwise_disagreement(consensus)
     return {"n": len(ids), "accuracy": {a: _accuracy_cell(pq[a], ids) for a in pq},
-            "pairwise_disagreement": [{**p, "ci95": list(stats.clopper_pearson(p["changed"], p["n"]))} for p in pairs],
+            "pairwise_disagreement": [{**p, "ci95": list(stats.wilson(p["changed"], p["n"]))} for p in pairs],
             "any_change": _rate(round(stats.any_change_rate(consensus) * len(ids)), len(ids))}
 
 
@@ -246,12 +282,7 @@ def _margins(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence
         entry = {"n": len(ids), "median_margin": float(np.median(m)), "flip_rate": float(np.mean(flips)),
                  "auroc_flip": _attempt(stats.auroc, [-x for x in m], flips),
                  "auroc_correct": _attempt(stats.auroc, m, correct),
-                 "flagged_fifth": flagged_fifth(m, flips), "ltt": []}
-        for alpha in LTT_ALPHAS:
-            res = _attempt(stats.learn_then_test, m, [not c for c in correct], alpha)
-            if res is not None:
-                entry["ltt"].append({k: res[k] for k in ("alpha", "delta", "threshold", "coverage", "answered",
-                                                         "errors", "upper", "n")})
+                 "flagged_fifth": flagged_fifth(m, flips)}
         out[a["name"]] = entry
     return out
 
@@ -282,30 +313,6 @@ def _phase_offset_split(col: Mapping[str, Any], pq: Mapping[str, dict], order: S
     return out or None
 
 
-def _bh(table_a: dict, table_b: list[dict], tost: list[dict]) -> dict[str, Any]:
-    """One Benjamini–Hochberg family over Table 1A, 1B and the equivalence tests; q-values are written back."""
-    entries: list[tuple[str, dict, str]] = []
-    for r in table_a["rows"]:
-        if r.get("mcnemar_p") is not None:
-            entries.append((f"A: {r['arm']} vs {table_a['reference']} (McNemar)", r, "mcnemar_p"))
-    for block in table_b:
-        for r in block["rows"]:
-            if r.get("mcnemar_p_vs_fusion") is not None:
-                entries.append((f"B {block['origins'][0]}→{block['origins'][1]}: {r['arm']} vs fusion (McNemar)", r,
-                                "mcnemar_p_vs_fusion"))
-    for t in tost:
-        if t.get("pvalue") is not None:
-            entries.append((f"TOST: {t['a']} vs {t['b']} (±{100 * t['margin']:.1f} points)", t, "pvalue"))
-    if not entries:
-        return {"alpha": 0.05, "tests": []}
-    reject, q = stats.benjamini_hochberg([e[1][e[2]] for e in entries], 0.05)
-    q_key = {"mcnemar_p": "mcnemar_q", "mcnemar_p_vs_fusion": "mcnemar_q_vs_fusion", "pvalue": "qvalue"}
-    for (_, row, key), qv in zip(entries, q):
-        row[q_key[key]] = qv
-    return {"alpha": 0.05, "tests": [{"test": name, "pvalue": row[key], "qvalue": qv, "reject": rj}
-                                     for (name, row, key), qv, rj in zip(entries, q, reject)]}
-
-
 def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every PhaseFusion measure from prediction rows (and ``run.json``'s ``info`` for the arm list)."""
     info = dict(info or {})
@@ -319,7 +326,8 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
     table_a = _table_a(arms, pq, order) if arms else {"n": 0, "reference": None, "rows": []}
     tost = _tost(arms, pq, order, table_a["reference"])
     table_b = _table_b(arms, col, origins, order) if len(origins) > 1 else []
-    bh = _bh(table_a, table_b, tost)
+    # the family is Table S2's, fixed in advance: which arms ran never adds a test to it
+    bh = confirmatory_family(col, arms, pq, origins, order, table_a["reference"]) if arms else {}
     metrics: dict[str, Any] = {
         "n_questions": len(order),
         "n_errors": len(col["errors"]),
@@ -336,6 +344,9 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         "phases": _phases(col, arms, first, order),
         "samplers": _samplers(col, arms, first, order),
         "margin": _margins(arms, pq, order),
+        "certified_selection": certified_selection(col, {a["name"]: pq[a["name"]] for a in arms
+                                                         if a["pool"] in POSTERIOR_POOLS}, order),
+        "rate_interval": RATE_INTERVAL,
         "cost": {a["name"]: {"attention_units": a["attention_units"], **_cost(col, a["grid"], origins)} for a in arms},
     }
     qs = list(col["questions"].values())

@@ -3,14 +3,15 @@ option ordering, and measure what that cost (latency, peak memory).
 
 :func:`decode_question` plans every grid at every origin and decodes the union of their
 frames in one pass; :func:`score_question` turns one question into its ``pass``, ``cost``
-and closing ``question`` rows; :func:`load_scorer` loads and warms up the model. The run
+and closing ``question`` rows (on the first :data:`BATCH1_LINES` manifest lines also timing
+Table S8's decoding + scoring at batch 1); :func:`load_scorer` loads and warms up the model. The run
 loop that calls them is :mod:`judgetrain.eval.phasefusion`. README: "`judgetrain eval phasefusion`".
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -19,7 +20,11 @@ import numpy as np
 from .phasefusion_views import LETTERS, Grid, mcq_prompt, orderings, to_content
 from .runs import EvalInputError
 
-__all__ = ["Decoded", "PeakMemory", "decode_question", "load_scorer", "score_question"]
+__all__ = ["BATCH1_LINES", "Decoded", "PeakMemory", "decode_question", "load_scorer", "score_question"]
+
+# Paper 001 Table S8 times 100 questions at batch 1: questions on the manifest's first 100
+# lines get that timing too (it re-decodes and re-scores, so it is not done for every question).
+BATCH1_LINES = 100
 
 
 # --------------------------------------------------------------------------- measuring cost
@@ -91,6 +96,8 @@ class Decoded:
     plan: list[tuple[Fraction, Grid, list[list[int]]]]
     images: dict[int, Any]
     row: dict[str, Any]  # the question's closing row (its facts and the decoding cost)
+    # per grid, seconds to decode its first-origin frames alone (Table S8's batch-1 timing)
+    batch1_decode_s: dict[str, float] = field(default_factory=dict)
 
 
 def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int) -> Decoded:
@@ -112,12 +119,32 @@ def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fr
     t0 = time.perf_counter()
     frames = cache.get(q.video, wanted)
     decode_s = time.perf_counter() - t0
+    batch1 = _time_grid_decodes(q, plan, cache.max_side) if 0 < getattr(q, "line", 0) <= BATCH1_LINES else {}
     row = {"id": q.id, "benchmark": q.benchmark, "kind": "question", "answer": q.answer, "n_options": len(q.options),
            "options": list(q.options), "question": q.question, "video": str(q.video), "n_frames": info.n_frames,
            "segment_frames": [lo, hi],
            "fps": info.fps, "duration": q.duration if q.duration is not None else info.duration_s,
-           "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before}
-    return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames)}, row)
+           "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before,
+           "batch1_timing_decodes": len(batch1)}
+    return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames)}, row, batch1)
+
+
+def _time_grid_decodes(q: Any, plan: list[tuple[Fraction, Grid, list[list[int]]]], max_side: int | None) -> dict[str, float]:
+    """Seconds to decode each grid's first-origin frames from the video by themselves, as a
+    harness scoring only that arm would (the frames are thrown away: the run uses the shared decode)."""
+    from PIL import Image
+
+    from judgetrain.video import decode_frames
+
+    first = plan[0][0]
+    out = {}
+    for origin, grid, views in plan:
+        if origin != first:
+            continue
+        t0 = time.perf_counter()
+        [Image.fromarray(a) for a in decode_frames(q.video, sorted({i for v in views for i in v}), max_side=max_side)]
+        out[grid.name] = time.perf_counter() - t0
+    return out
 
 
 def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
@@ -138,6 +165,10 @@ def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
         scores = scorer.score_shared_prefix(groups, progress=False)
         peak = memory.peak()  # synchronises CUDA before the clock stops
         latency = time.perf_counter() - t0
+        batch1 = {}
+        if grid.name in decoded.batch1_decode_s and origin == decoded.plan[0][0]:
+            batch1 = {"batch1_decode_s": decoded.batch1_decode_s[grid.name],
+                      "batch1_score_s": _time_batch1(q, views, decoded.images, scorer, perms[0], letters)}
         for s, (view, per_ordering) in enumerate(zip(views, scores, strict=True)):
             for k, (perm, sc) in enumerate(zip(perms, per_ordering, strict=True)):
                 posterior = to_content(sc.probs, perm)
@@ -149,9 +180,23 @@ def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
         rows.append({**base, "kind": "cost", "origin": str(origin), "grid": grid.name,
                      "views": grid.views, "budget": grid.budget, "attention_units": grid.attention_units,
                      "passes": len(views) * len(perms), "latency_s": latency, "peak_memory_bytes": peak,
-                     "memory_kind": memory.kind})
+                     "memory_kind": memory.kind, **batch1})
     rows.append(decoded.row)
     return rows
+
+
+def _time_batch1(q: Any, views: list[list[int]], images: dict[int, Any], scorer: Any, identity: list[int],
+                 letters: list[str]) -> float:
+    """Seconds to score each view alone at the identity ordering, one forward pass after
+    another (batch 1, serial: Table S8's setting)."""
+    from judgetrain.scoring import PrefixGroup
+
+    t0 = time.perf_counter()
+    for view in views:
+        scorer.score_shared_prefix([PrefixGroup([images[i] for i in view],
+                                                [mcq_prompt(q.question, q.options, identity, len(view))], letters)],
+                                   progress=False)
+    return time.perf_counter() - t0
 
 
 def _warm_up(scorer: Any, budget: int) -> None:
@@ -167,16 +212,18 @@ def _warm_up(scorer: Any, budget: int) -> None:
 
 
 def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: int | str, prefill: str,
-                grids: dict[str, Grid], budget: int) -> tuple[Any, PeakMemory]:
+                grids: dict[str, Grid], budget: int, device: str | None = None) -> tuple[Any, PeakMemory]:
     """The scorer (warmed up, batching a question's phase grids together under ``"auto"``)
-    and the peak-memory meter of its device. ``prefill``: ``"family"``, ``"none"`` or literal text."""
+    and the peak-memory meter of its device. ``prefill``: ``"family"``, ``"none"`` or literal text;
+    ``device``: this process's device under a multi-process launch (``None``: CUDA when available)."""
     from judgetrain.scoring import FAMILY_PREFILL, Scorer
 
     pre: Any = FAMILY_PREFILL if prefill == "family" else (None if prefill == "none" else prefill)
     # A grid family is one scoring call of at most S frame grids: "auto" batches all of them
     # together (the engine halves the batch on out-of-memory).
     groups_per_pass = max(g.views for g in grids.values()) if batch_size == "auto" else batch_size
-    scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, batch_size=groups_per_pass, prefill=pre, progress=False)
+    scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=groups_per_pass, prefill=pre,
+                                    progress=False)
     _warm_up(scorer, budget)
     return scorer, PeakMemory(scorer.device)
 

@@ -17,8 +17,12 @@ from judgetrain.plotting import pyplot
 __all__ = ["plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement"]
 
 
-def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -> None:
-    """Identity-ordering accuracy (±1 SE) against attention units per arm; pooled arms starred."""
+def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -> dict[str, tuple[float, float]]:
+    """Identity-ordering accuracy (±1 SE) against attention units per arm; pooled arms starred.
+
+    Pooled arms read the same S passes, so they share one cost: each is drawn a little to the
+    side of that cost (the tick is the true one), so none hides another. Returns where each
+    arm's marker was drawn, ``{arm: (x, accuracy %)}``."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     rows = {r["arm"]: r for r in metrics["table_a"]["rows"]}
@@ -33,26 +37,47 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
             at.setdefault((a["attention_units"], 100 * rows[a["name"]]["accuracy"]), []).append(a["name"])
         for xy, names in at.items():
             ax.annotate(", ".join(names), xy, fontsize=7, xytext=(4, 4), textcoords="offset points")
-    styles = {"arithmetic": ("*", "#C44E52", 14), "geometric": ("P", "#8172B2", 9), "vote": ("D", "#55A868", 7)}
-    for a in metrics["arms"].values():
-        if a["pool"] in styles and rows.get(a["name"], {}).get("accuracy") is not None:
-            marker, color, size = styles[a["pool"]]
-            ax.errorbar([a["attention_units"]], [100 * rows[a["name"]]["accuracy"]], yerr=[100 * rows[a["name"]]["se"]],
-                        marker=marker, color=color, markersize=size, capsize=3, linestyle="none",
-                        label=f"{a['name']} ({a['frames']})")
+    drawn = {a["name"]: (float(a["attention_units"]), 100 * rows[a["name"]]["accuracy"]) for a in singles}
+    styles = {"arithmetic": ("*", "#C44E52", 13), "geometric": ("P", "#8172B2", 9), "vote": ("D", "#55A868", 7)}
+    pooled = [a for a in metrics["arms"].values()
+              if a["pool"] in styles and rows.get(a["name"], {}).get("accuracy") is not None]
+    for a, x in zip(pooled, _dodged([a["attention_units"] for a in pooled])):
+        marker, color, size = styles[a["pool"]]
+        y = 100 * rows[a["name"]]["accuracy"]
+        ax.errorbar([x], [y], yerr=[100 * rows[a["name"]]["se"]], marker=marker, color=color, markersize=size,
+                    capsize=3, linestyle="none", markeredgecolor="black", markeredgewidth=0.6, zorder=3,
+                    label=f"{a['name']} ({a['frames']})")
+        drawn[a["name"]] = (x, y)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("visual-prefix attention units (views · frames²)")
     ax.set_ylabel("accuracy at the identity ordering (%)")
     ax.set_title(f"Accuracy vs cost (n = {metrics['table_a']['n']} paired questions)", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
+    if len(pooled) > 1:
+        ax.text(0.01, 0.01, "pooled arms of one cost drawn side by side", transform=ax.transAxes, fontsize=6,
+                color="grey", va="bottom")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return drawn
 
 
-def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike) -> None:
+def _dodged(costs: Sequence[float]) -> list[float]:
+    """x positions for markers at ``costs``: those sharing a cost spread symmetrically around
+    it, 0.12 of a doubling apart on the log-2 axis."""
+    out = []
+    for i, c in enumerate(costs):
+        same = [j for j, d in enumerate(costs) if d == c]
+        k = same.index(i) - (len(same) - 1) / 2
+        out.append(float(c) * 2 ** (0.12 * k))
+    return out
+
+
+def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Left: pairwise phase disagreement of consensus answers, any-of-S and the re-run floor.
-    Right: answers changed under each origin shift per arm."""
+    Right: answers changed under each origin shift per arm. Every bar is labelled with its
+    value (a 0% bar is otherwise invisible), and a panel whose bars are all 0 says so.
+    Returns per panel what was drawn: ``{"left"|"right": {"labels", "values", "note"}}``."""
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4))
     ph = metrics.get("phases") or {}
@@ -61,35 +86,50 @@ def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike)
         bars.append((f"any of {ph['views']}", ph["any_change"]["rate"], ph["any_change"]["ci95"]))
     if ph.get("rerun_floor"):
         bars.append(("re-run", ph["rerun_floor"]["rate"], ph["rerun_floor"]["ci95"]))
-    if metrics.get("rerun_floor_across_runs"):
+    if (metrics.get("rerun_floor_across_runs") or {}).get("rate") is not None:
         rr = metrics["rerun_floor_across_runs"]
         bars.append(("re-run\n(2 runs)", rr["rate"], rr["ci95"]))
-    _bars(left, bars, "#4C72B0")
+    drawn = {"left": _bars(left, bars, "#4C72B0", "no consensus answer differs")}
     left.set_title("Consensus answers that differ (phases)", fontsize=9)
     b_rows = []
     for block in metrics.get("table_b", []):
         for r in block["rows"]:
             b_rows.append((f"{r['arm']}\n{block['origins'][0]}→{block['origins'][1]}", r["changed"]["rate"], r["changed"]["ci95"]))
-    _bars(right, b_rows, "#C44E52")
+    drawn["right"] = _bars(right, b_rows, "#C44E52", "no answer changed")
     right.set_title("Answers changed under an origin shift", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return drawn
 
 
-def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None]]], color: str) -> None:
+def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None]]], color: str,
+          all_zero: str) -> dict[str, Any]:
     if not bars:
         ax.text(0.5, 0.5, "not measured in this run", ha="center", va="center", transform=ax.transAxes, fontsize=8)
         ax.set_axis_off()
-        return
+        return {"labels": [], "values": [], "note": "not measured in this run"}
     vals = [100 * (v or 0.0) for _, v, _ in bars]
     lo = [max(0.0, v - 100 * (ci[0] if ci[0] is not None else v / 100)) for v, (_, _, ci) in zip(vals, bars)]
     hi = [max(0.0, 100 * (ci[1] if ci[1] is not None else v / 100) - v) for v, (_, _, ci) in zip(vals, bars)]
-    xs = range(len(bars))
-    ax.bar(xs, vals, yerr=[lo, hi], color=color, capsize=3)
-    ax.set_xticks(list(xs), [b[0] for b in bars], fontsize=7)
-    ax.set_ylabel("% of questions (95% CI)")
-    ax.set_ylim(0, max(10.0, min(100.0, max(v + h for v, h in zip(vals, hi)) * 1.15)))
+    xs = list(range(len(bars)))
+    ax.bar(xs, vals, yerr=[lo, hi], color=color, capsize=3, ecolor="#888888", error_kw={"elinewidth": 1})
+    # a bar at 0 has no height: a marker on the axis and the printed value show it is there
+    ax.scatter([x for x, v in zip(xs, vals) if v == 0], [0.0] * vals.count(0.0), marker="_", s=400, color=color,
+               linewidths=3, zorder=3, clip_on=False)
+    labels = [f"{v:.1f}%" for v in vals]
+    for x, v, h, text in zip(xs, vals, hi, labels):
+        ax.annotate(text, (x, v), xytext=(3, 2), textcoords="offset points", ha="left", va="bottom", fontsize=7)
+    ax.set_xticks(xs, [b[0] for b in bars], fontsize=7)
+    ax.set_ylabel("% of questions (95% CI, Wilson)")
+    top = max(10.0, min(100.0, max(v + h for v, h in zip(vals, hi)) * 1.15))
+    ax.set_ylim(0, top)
+    note = None
+    if not any(vals):
+        note = f"all 0%: {all_zero}\n(whiskers: the 95% CI of a rate of 0 in n)"
+        ax.text(0.5, 0.55, note, ha="center", va="center", transform=ax.transAxes, fontsize=8, zorder=4,
+                bbox={"facecolor": "white", "edgecolor": "#BBBBBB", "boxstyle": "round,pad=0.4"})
+    return {"labels": labels, "values": vals, "note": note}
 
 
 def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -21,8 +21,8 @@ from typing import Any
 from judgetrain.io import write_json
 
 from .phasefusion_answers import arm_answers, collect_rows, per_question_answers
-from .phasefusion_metrics import FLAG_FRACTION, LTT_ALPHAS, POSTERIOR_POOLS, compute_metrics, flagged_fifth, \
-    rerun_floor
+from .phasefusion_metrics import FLAG_FRACTION, LTT_ALPHAS, POSTERIOR_POOLS, RATE_INTERVAL, compute_metrics, \
+    flagged_fifth, identity_differences, rerun_floor
 from .phasefusion_plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
 from .runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
 
@@ -65,11 +65,15 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
     first = metrics["origins"][0] if metrics["origins"] else "0"
     sections = [_md_header(metrics, info), _md_table_a(metrics, first),
                 _when(metrics["equivalence"], _md_equivalence), _md_table_b(metrics["table_b"]),
+                _when(metrics.get("bh_family"), _md_family),
                 _when(metrics.get("phases"), _md_phases, first),
                 _when(metrics.get("rerun_floor_across_runs"), _md_rerun_across_runs),
                 _md_by_benchmark(metrics.get("by_benchmark") or {}),
                 _when(metrics.get("phase_offset_split"), _md_phase_offset_split),
                 _when(metrics.get("samplers"), _md_samplers), _when(metrics["margin"], _md_margin),
+                _when((metrics.get("certified_selection") or {}).get("rows") and metrics["certified_selection"],
+                      _md_certified),
+                _when(metrics["table_a"]["rows"] and metrics, _md_latency),
                 _when(metrics["cost"].get("decode"), _md_decoding, metrics["n_questions"]),
                 _when(metrics["errors"], _md_errors), _md_figures(run_dir), _md_reproduce(info, run_dir)]
     return "".join(part for section in sections for part in section)
@@ -100,14 +104,15 @@ def _md_header(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]
 def _md_table_a(metrics: Mapping[str, Any], first: str) -> list[str]:
     ta = metrics["table_a"]
     md = [f"\n## A. Cost and accuracy per arm (identity ordering, δ = {first}, n = {ta['n']} paired questions)\n\n"]
-    md.append("Attention units: views · frames² of the visual prefix. Latency: median model time per question "
-              "(all orderings; frame decoding excluded, see below). Peak memory: "
+    md.append("Attention units: views · frames² of the visual prefix. Scoring s/q: median model time per question "
+              "summed over all orderings, views batched, frame decoding excluded (Table S8's decoding + scoring at "
+              "batch 1 is under Cost). Peak memory: "
               f"{_memory_words(metrics)}. Δ, 95% CI (question bootstrap) and exact McNemar p: against "
-              f"`{ta['reference'] or '–'}`; q: Benjamini–Hochberg over this report's tests. Order-avg.: accuracy "
-              "averaged over the orderings; consensus: of the plurality answer over orderings; flip: the answer "
-              "is not the same under every ordering.\n\n")
-    md.append("| arm | frames | attn. | s/q | peak MiB | acc. % | Δ vs ref. | 95% CI | p | q | order-avg. % | consensus % | flip % |\n")
-    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+              f"`{ta['reference'] or '–'}`; p† is uncorrected (outside the confirmatory family, see Multiplicity). "
+              "Order-avg.: accuracy averaged over the orderings; consensus: of the plurality answer over orderings; "
+              "flip: the answer is not the same under every ordering.\n\n")
+    md.append("| arm | frames | attn. | scoring s/q | peak MiB | acc. % | Δ vs ref. | 95% CI | p† | order-avg. % | consensus % | flip % |\n")
+    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in ta["rows"]:
         a, c = metrics["arms"][r["arm"]], metrics["cost"].get(r["arm"], {})
         delta = r.get("delta_vs_reference")
@@ -115,19 +120,21 @@ def _md_table_a(metrics: Mapping[str, Any], first: str) -> list[str]:
                   f"{'–' if 'median_latency_s' not in c else format(c['median_latency_s'], '.3f')} | "
                   f"{_mib(c.get('peak_memory_bytes'))} | {_pct(r['accuracy'])} | "
                   f"{'–' if delta is None else format(100 * delta, '+.2f')} | {_ci(r.get('delta_ci95'))} | "
-                  f"{_p(r.get('mcnemar_p'))} | {_p(r.get('mcnemar_q'))} | {_pct(r['order_avg_accuracy'])} | "
+                  f"{_p(r.get('mcnemar_p'))} | {_pct(r['order_avg_accuracy'])} | "
                   f"{_pct(r['consensus_accuracy'])} | {_pct(r['flip_rate'])} |\n")
     return md
 
 
 def _md_equivalence(tests: Sequence[Mapping[str, Any]]) -> list[str]:
-    md = ["\nEquivalence (two one-sided tests, ±2.5 points, 90% CI):\n\n| test | n | Δ points | 90% CI | p | q | equivalent |\n|---|---:|---:|---:|---:|---:|---|\n"]
+    md = ["\nEquivalence (two one-sided tests, ±2.5 points, 90% CI; p uncorrected here, the test against Table A's "
+          "reference is corrected under Multiplicity):\n\n| test | n | Δ points | 90% CI | p | equivalent |\n"
+          "|---|---:|---:|---:|---:|---|\n"]
     for t in tests:
         if t.get("pvalue") is None:
-            md.append(f"| {t['a']} vs {t['b']} | {t['n']} | – | – | – | – | {t.get('note', '')} |\n")
+            md.append(f"| {t['a']} vs {t['b']} | {t['n']} | – | – | – | {t.get('note', '')} |\n")
         else:
             md.append(f"| {t['a']} vs {t['b']} | {t['n']} | {100 * t['difference']:+.2f} | {_ci(t['ci90'])} | "
-                      f"{_p(t['pvalue'])} | {_p(t.get('qvalue'))} | {'yes' if t['equivalent'] else 'no'} |\n")
+                      f"{_p(t['pvalue'])} | {'yes' if t['equivalent'] else 'no'} |\n")
     return md
 
 
@@ -136,15 +143,85 @@ def _md_table_b(table_b: Sequence[Mapping[str, Any]]) -> list[str]:
     for block in table_b:
         o0, o1 = block["origins"]
         md.append(f"\n## B. Answers changed under an origin shift (δ = {o0} → {o1}, identity ordering, n = {block['n']})\n\n")
-        md.append("Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. p: exact "
-                  "McNemar of the changed indicators against `fusion`.\n\n")
-        md.append("| arm | changed % | 95% CI | p vs fusion | q | consensus changed % | acc. % at δ = "
-                  f"{o0} | acc. % at δ = {o1} |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+        md.append("Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. 95% CI: "
+                  f"{RATE_INTERVAL}. p†: exact McNemar of the changed indicators against `fusion`, uncorrected (union "
+                  "vs fusion at the first shift is corrected under Multiplicity).\n\n")
+        md.append("| arm | changed % | 95% CI | p† vs fusion | consensus changed % | acc. % at δ = "
+                  f"{o0} | acc. % at δ = {o1} |\n|---|---:|---:|---:|---:|---:|---:|\n")
         for r in block["rows"]:
             md.append(f"| {r['arm']} | {_pct(r['changed']['rate'])} | {_ci(r['changed']['ci95'])} | "
-                      f"{_p(r.get('mcnemar_p_vs_fusion'))} | {_p(r.get('mcnemar_q_vs_fusion'))} | "
+                      f"{_p(r.get('mcnemar_p_vs_fusion'))} | "
                       f"{_pct(r['consensus_changed']['rate'])} | {_pct(r['accuracy_first'])} | {_pct(r['accuracy_shifted'])} |\n")
     return md
+
+
+def _md_family(bh: Mapping[str, Any]) -> list[str]:
+    """The confirmatory family of Table S2: what it is, then each cell's tests with p and q."""
+    o = bh.get("origins") or []
+    md = [f"\n## Multiplicity: the confirmatory family (paper 001 Table S2; Benjamini–Hochberg, q = {bh['alpha']})\n\n"
+          "The family is fixed in advance, as the paper's: its eight pre-registered comparisons, of which one run of "
+          "one model computes the rows below, one family per benchmark × scoring cell (scoring: "
+          f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
+          "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
+          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}.\n\n"
+          "| Table S2 row | how this run tests it |\n|---|---|\n"]
+    for m in bh["members"]:
+        md.append(f"| {m['row']} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")
+    md.append("\n| cell | test | against | n | Δ points | p | q | rejected |\n|---|---|---|---:|---:|---:|---:|---|\n")
+    for cell, c in bh["cells"].items():
+        for t in c["tests"]:
+            diff = t.get("difference")
+            md.append(f"| {cell} | {t['row']} | {t.get('against', '–')} | {t.get('n', '–')} | "
+                      f"{'–' if diff is None else format(100 * diff, '+.2f')} | {_p(t.get('pvalue'))} | "
+                      f"{_p(t.get('qvalue'))} | {'yes' if t.get('reject') else ('no' if 'reject' in t else t.get('note', '–'))} |\n")
+    return md
+
+
+def _md_certified(cs: Mapping[str, Any]) -> list[str]:
+    """Table S10: certified coverage and test-half violations over seeded calibration / test splits."""
+    md = [f"\n## Certified selective risk (App. H, Table S10: {cs['n_splits']} splits per cell)\n\n"
+          "Per (model, benchmark) cell: the items are split in half at random (calibration / test, seeded by "
+          "sha256, the same on every machine); fixed-sequence Learn-then-Test walks the thresholds of the "
+          "calibration half from strict to permissive, starting at its "
+          f"{cs['min_answered']} highest-scoring items, accepting each while the one-sided Clopper–Pearson upper "
+          f"bound (confidence 1 − δ, δ = {cs['delta']:.2f}) on its selective error is at most α, and stops at the "
+          "first failure. The test half is answered at the selected threshold: cov. is its mean coverage over "
+          "splits, viol. the share of splits whose test-half selective error exceeds α (a split answering nothing "
+          "does not violate). Pooled: the mean over cells "
+          f"({', '.join(f'`{c}`' for c in cs['cells'])}).\n\n"]
+    md.append("| arm | signal |" + "".join(f" α={a:.2f} viol. % | α={a:.2f} cov. % |" for a in cs["alphas"]) + " n per cell |\n")
+    md.append("|---|---|" + "---:|---:|" * len(cs["alphas"]) + "---|\n")
+    by = {}
+    for r in cs["rows"]:
+        by.setdefault((r["arm"], r["signal"]), {})[r["alpha"]] = r
+    for (arm, signal), per_alpha in by.items():
+        cells = ", ".join(f"{k} {v['n']}" for k, v in next(iter(per_alpha.values()))["cells"].items())
+        md.append(f"| {arm} | {signal} |" + "".join(
+            f" {_pct(per_alpha[a]['violation_rate'])} | {_pct(per_alpha[a]['coverage'])} |" if a in per_alpha else " – | – |"
+            for a in cs["alphas"]) + f" {cells} |\n")
+    return md
+
+
+def _md_latency(metrics: Mapping[str, Any]) -> list[str]:
+    """Table S8 beside this run's own scoring time: both measures, labelled."""
+    md = ["\n## Cost (Table S8)\n\n"
+          "Two measures per arm, medians over questions. Decoding + scoring at batch 1 (the paper's Table S8): "
+          "this grid's frames decoded from the video alone, then each view scored by itself at the identity "
+          "ordering, one after another; measured at the first origin on the questions of the manifest's first "
+          "100 lines. Scoring only: the model time this run spent per question on the arm, all orderings, "
+          "views batched, frames already decoded.\n\n"
+          "| arm | attn. | decoding + scoring, batch 1 (s/q) | of which decoding (s/q) | questions timed | "
+          "scoring only, all orderings (s/q) | peak MiB |\n|---|---:|---:|---:|---:|---:|---:|\n"]
+    for r in metrics["table_a"]["rows"]:
+        c = metrics["cost"].get(r["arm"], {})
+        md.append(f"| {r['arm']} | {metrics['arms'][r['arm']]['attention_units']} | {_sec(c.get('median_batch1_s'))} | "
+                  f"{_sec(c.get('median_batch1_decode_s'))} | {c.get('n_batch1', 0)} | "
+                  f"{_sec(c.get('median_latency_s'))} | {_mib(c.get('peak_memory_bytes'))} |\n")
+    return md
+
+
+def _sec(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
 
 
 def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
@@ -152,7 +229,8 @@ def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
     for v, c in ph["accuracy"].items():
         md.append(f"| {v} | {_pct(c['accuracy'])} | {_pct(c['order_avg_accuracy'])} | {_pct(c['consensus_accuracy'])} | {_pct(c['flip_rate'])} |\n")
     if ph.get("pairwise_disagreement"):
-        md.append("\nConsensus answers (plurality over orderings) that differ between phases:\n\n| pair | differ % | 95% CI |\n|---|---:|---:|\n")
+        md.append(f"\nConsensus answers (plurality over orderings) that differ between phases (95% CI: {RATE_INTERVAL}):"
+                  "\n\n| pair | differ % | 95% CI |\n|---|---:|---:|\n")
         for p in ph["pairwise_disagreement"]:
             md.append(f"| {p['a']} vs {p['b']} | {_pct(p['rate'])} | {_ci(p['ci95'])} |\n")
         md.append(f"| mean of pairs | {_pct(ph['mean_pairwise_disagreement'])} | |\n")
@@ -164,8 +242,15 @@ def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
 
 
 def _md_rerun_across_runs(rr: Mapping[str, Any]) -> list[str]:
-    return [f"\nRe-run floor across runs (phase 0, consensus answers, against `{rr['other_run']}`, n = {rr['n']}): "
-            f"{_pct(rr['rate'])}% {_ci(rr['ci95'])}.\n"]
+    if rr.get("differences"):
+        return [f"\nRe-run floor across runs: not computed. `{rr['other_run']}` is not a re-run of this run; its "
+                "identity (run.json) differs (other run → this run):\n\n"
+                + "".join(f"- {d}\n" for d in rr["differences"])
+                + "\nA re-run floor compares runs of the same model, data and settings only.\n"]
+    if rr.get("rate") is None:
+        return [f"\nRe-run floor across runs: `{rr['other_run']}` shares no scored question with this run.\n"]
+    return [f"\nRe-run floor across runs (phase 0, consensus answers, against `{rr['other_run']}`, identity equal, "
+            f"n = {rr['n']}): {_pct(rr['rate'])}% {_ci(rr['ci95'])} ({RATE_INTERVAL}).\n"]
 
 
 def _md_by_benchmark(bb: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -192,7 +277,7 @@ def _md_samplers(sm: Mapping[str, Any]) -> list[str]:
     md = [f"\n## Deployed samplers (Fig. 2; n = {sm['n']})\n\n| sampler | acc. % | consensus % |\n|---|---:|---:|\n"]
     for s, c in sm["accuracy"].items():
         md.append(f"| {s} | {_pct(c['accuracy'])} | {_pct(c['consensus_accuracy'])} |\n")
-    md.append("\n| pair | consensus differs % | 95% CI |\n|---|---:|---:|\n")
+    md.append(f"\n| pair | consensus differs % | 95% CI ({RATE_INTERVAL}) |\n|---|---:|---:|\n")
     for p in sm["pairwise_disagreement"]:
         md.append(f"| {p['a']} vs {p['b']} | {_pct(p['rate'])} | {_ci(p['ci95'])} |\n")
     md.append(f"| any pair | {_pct(sm['any_change']['rate'])} | {_ci(sm['any_change']['ci95'])} |\n")
@@ -202,27 +287,14 @@ def _md_samplers(sm: Mapping[str, Any]) -> list[str]:
 def _md_margin(margin: Mapping[str, Mapping[str, Any]]) -> list[str]:
     md = ["\n## Flagging order fragility by the margin (§4.3, App. H)\n\n"]
     md.append("Margin: top-1 minus top-2 posterior at the identity ordering (for pooled arms, of the fused posterior). "
-              "Flagged: the lowest-margin fifth. LTT: fixed-sequence Learn-then-Test of the abstention threshold "
-              "with one-sided Clopper–Pearson bounds at δ = 10%, the whole run as calibration set.\n\n")
-    md.append("| arm | n | flip % | AUROC flip | AUROC correct | flagged flip % | rest flip % | flips caught % |"
-              + "".join(f" LTT α={a:.2f}: threshold / coverage % |" for a in LTT_ALPHAS) + "\n")
-    md.append("|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(LTT_ALPHAS) + "\n")
+              "Flagged: the lowest-margin fifth. Certified thresholds (Learn-then-Test) are in the next section.\n\n")
+    md.append("| arm | n | flip % | AUROC flip | AUROC correct | flagged flip % | rest flip % | flips caught % |\n")
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|\n")
     for arm, e in margin.items():
         ff = e["flagged_fifth"]
         md.append(f"| {arm} | {e['n']} | {_pct(e['flip_rate'])} | {_num(e['auroc_flip'])} | {_num(e['auroc_correct'])} | "
-                  f"{_pct(ff['flip_rate_flagged'])} | {_pct(ff['flip_rate_rest'])} | {_pct(ff['flips_caught'])} | "
-                  + " | ".join(_ltt_cells(e["ltt"])) + " |\n")
+                  f"{_pct(ff['flip_rate_flagged'])} | {_pct(ff['flip_rate_rest'])} | {_pct(ff['flips_caught'])} |\n")
     return md
-
-
-def _ltt_cells(ltt_results: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``threshold / coverage %`` per LTT level α of the margin table (``–``: not computed)."""
-    ltt = {x["alpha"]: x for x in ltt_results}
-    cells = []
-    for a in LTT_ALPHAS:
-        x = ltt.get(a)
-        cells.append("–" if x is None else ("none / 0.0" if x["threshold"] is None else f"{x['threshold']:.3f} / {_pct(x['coverage'])}"))
-    return cells
 
 
 def _md_decoding(dec: Mapping[str, Any], n_questions: int) -> list[str]:
@@ -294,9 +366,7 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     # questions, not rows: a question has many rows and counts as evaluated once its closing row is in
     metrics["items"] = items_count([r for r in rows if r.get("kind") == "question"], info)
     if info.get("rerun_of") and (Path(info["rerun_of"]) / PREDICTIONS).is_file():
-        floor = rerun_floor(rows, read_predictions(Path(info["rerun_of"]) / PREDICTIONS), metrics["origins"][0]
-                            if metrics["origins"] else "0")
-        metrics["rerun_floor_across_runs"] = None if floor is None else {**floor, "other_run": info["rerun_of"]}
+        metrics["rerun_floor_across_runs"] = _rerun_across(rows, info, Path(info["rerun_of"]), metrics["origins"])
     metrics["run"] = {k: info.get(k) for k in ("model", "adapter", "manifest", "budget", "phases", "orderings",
                                                 "device", "model_dtype", "memory_kind")}
     _write_figures(metrics, rows, run_dir)
@@ -307,6 +377,18 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     tmp.write_text(_markdown(metrics, info, run_dir))
     os.replace(tmp, run_dir / REPORT)
     return metrics
+
+
+def _rerun_across(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], other: Path,
+                  origins: Sequence[str]) -> dict[str, Any]:
+    """The re-run floor against ``other`` when both runs' identity blocks agree; otherwise
+    what differs, and no floor: runs of other settings (K, the model, the data) are no re-run."""
+    other_info = json.loads((other / RUN_INFO).read_text()) if (other / RUN_INFO).is_file() else {}
+    differences = identity_differences(info, other_info)
+    if differences:
+        return {"other_run": str(other), "comparable": False, "differences": differences, "rate": None}
+    floor = rerun_floor(rows, read_predictions(other / PREDICTIONS), origins[0] if origins else "0")
+    return {"other_run": str(other), "comparable": True, **(floor or {"rate": None, "n": 0})}
 
 
 def _remember_rerun_of(run_dir: Path, info: dict[str, Any], other: Path) -> None:

@@ -1,19 +1,26 @@
-"""The run loop every per-record evaluation shares (TimeCatch, judge): resumable, data-parallel.
+"""The run loop every evaluation shares (TimeCatch, judge, PhaseFusion): resumable, data-parallel.
 
-:func:`run_sharded` takes the records an evaluation selected and a function that
-turns a chunk of them into prediction rows, and does the rest the same way for
-every evaluation:
+:func:`run_sharded` takes the items an evaluation selected (dataset records, or
+PhaseFusion's manifest questions) and a function that turns a chunk of them into
+prediction rows (one per item, or several: PhaseFusion writes a question's passes
+and closes it with a ``question`` row), and does the rest the same way for every
+evaluation:
 
 - ``run.json`` identity (:mod:`judgetrain.eval.runs`): a folder written with another
   configuration or other data is refused (or, with ``--overwrite``, started afresh),
   so a rerun never mixes two runs' predictions; ``run.json`` is written only once
   the data and the model have loaded;
 - resume: ids already in ``predictions.jsonl`` or any ``predictions.rank{k}.jsonl``
-  are skipped (a partial last line from a kill is dropped before appending);
+  are skipped (a partial last line from a kill is dropped before appending); an
+  evaluation with several rows per item says which ids are finished, and the rows
+  of unfinished ones (a kill mid-item) are removed before anything is redone;
+- ``--overwrite`` replaces the folder's old run only once the new one is real;
 - data parallelism under ``accelerate launch``: every process reads what is done
   before any writes, so all compute the same todo list; items are strided
   (``todo[rank::world]``), each process appends to its own rank file, and after a
   barrier the main process merges them in dataset order and writes the report.
+
+README: "Run folders".
 """
 
 from __future__ import annotations
@@ -43,20 +50,38 @@ def rank_file(out: Path, rank: int) -> Path:
 
 
 def merge_rank_files(out: Path, order: Sequence[str]) -> None:
-    """Fold every ``predictions.rank*.jsonl`` into ``predictions.jsonl``, one row per id,
-    in dataset order (ids no longer in the dataset at the end), then delete them."""
+    """Fold every ``predictions.rank*.jsonl`` into ``predictions.jsonl`` in dataset order
+    (ids no longer in the dataset at the end), then delete them. Each id's rows come from
+    the first file holding it (``predictions.jsonl`` first), all of them, in file order."""
     ranks = sorted(out.glob("predictions.rank*.jsonl"))
     if not ranks:
         return
-    by_id: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for path in [out / PREDICTIONS, *ranks]:
+        here: dict[str, list[dict[str, Any]]] = {}
         for row in read_predictions(path):
-            by_id.setdefault(row["id"], row)
+            here.setdefault(row["id"], []).append(row)
+        for i, rows in here.items():
+            by_id.setdefault(i, rows)
     pos = {i: k for k, i in enumerate(order)}
-    rows = sorted(by_id.values(), key=lambda r: pos.get(r["id"], len(pos)))
-    write_rows(out / PREDICTIONS, rows)
+    ids = sorted(by_id, key=lambda i: pos.get(i, len(pos)))
+    write_rows(out / PREDICTIONS, [r for i in ids for r in by_id[i]])
     for path in ranks:
         path.unlink()
+
+
+def _prediction_files(out: Path) -> list[Path]:
+    return [out / PREDICTIONS, *sorted(out.glob("predictions.rank*.jsonl"))]
+
+
+def _drop_unfinished(out: Path, finished: Callable[[list[dict[str, Any]]], set[str]]) -> None:
+    """Rewrite each predictions file without the rows of ids it has not finished (atomically)."""
+    for path in _prediction_files(out):
+        rows = read_predictions(path)
+        done = finished(rows)
+        kept = [r for r in rows if r["id"] in done]
+        if len(kept) != len(rows):
+            write_rows(path, kept)
 
 
 def process_state(module: str):
@@ -78,21 +103,30 @@ def process_state(module: str):
     return state
 
 
-def _resume(state: Any, out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any]:
-    """The run.json a rerun resumes (``{}`` for a fresh folder); every rank decides the same."""
+def _resume(out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
+    """The run.json a rerun resumes (``{}`` for a fresh folder), or ``None`` when
+    ``overwrite`` replaces the folder's other run; every rank decides the same."""
     try:
-        old: dict[str, Any] | None = check_resume(out, info)
+        return check_resume(out, info)
     except PredictionsError:
         if not overwrite:
             raise
-        old = None
-    state.wait_for_everyone()  # every rank has read the old run before the main one clears it
-    if old is None:
-        if state.is_main_process:
-            clear_run(out)
-        old = {}
+        return None
+
+
+def _todo(state: Any, out: Path, old: dict[str, Any] | None, idx: Sequence[int], order: Sequence[str],
+          finished: Callable[[list[dict[str, Any]]], set[str]] | None) -> list[int]:
+    """The selected items not done yet (all of them when ``old`` is ``None``: a run to replace)."""
+    if old is not None and finished is not None and state.is_main_process:
+        _drop_unfinished(out, finished)
+    # Every process reads what is done (read-only, tolerant of a partial last line)
+    # before any process writes, so all compute the same todo list and shards.
     state.wait_for_everyone()
-    return old
+    done: set[str] = set()
+    for path in _prediction_files(out) if old is not None else []:
+        rows = read_predictions(path)
+        done.update(finished(rows) if finished is not None else (r["id"] for r in rows))
+    return [i for i in idx if order[i] not in done]
 
 
 def run_sharded(
@@ -113,42 +147,56 @@ def run_sharded(
     progress: bool,
     overwrite: bool = False,
     always_report: bool = False,
+    load: Callable[[str | None], Any] | None = None,
+    describe: Callable[[Any], Mapping[str, Any]] | None = None,
+    carry: Sequence[str] = (),
+    finished: Callable[[list[dict[str, Any]]], set[str]] | None = None,
+    chunk: int | None = None,
+    unit: str = "item",
 ) -> dict[str, Any]:
-    """Score ``ds`` rows ``idx`` (ids ``order``, in dataset order) with ``predict(scorer,
-    records) -> rows`` into run folder ``out`` and report it.
+    """Score ``ds`` (a ``datasets.Dataset`` or a list) items ``idx`` (ids ``order``, in dataset
+    order) with ``predict(scorer, items) -> rows`` into run folder ``out`` and report it.
 
-    ``info`` (:func:`~judgetrain.eval.runs.run_info`) goes to ``run.json`` once the
-    scorer (``model`` + ``adapter``, loaded only when this process has something to
-    score) is ready; a folder holding another run is refused unless ``overwrite``
-    (:func:`~judgetrain.eval.runs.check_resume`). ``report(out)`` runs on the main
-    process when anything was scored, under several processes, when the selected items
-    changed, when no ``metrics.json`` exists yet, or with ``always_report``; otherwise
-    the stored metrics are returned. Returns ``{"out", "n_items", "n_scored",
-    "world_size", "metrics"}`` (``n_scored``: items this process scored in this call;
-    ``metrics`` on the main process only).
+    ``info`` (:func:`~judgetrain.eval.runs.run_info`) goes to ``run.json`` once the scorer
+    is ready, loaded only when this process has something to score: ``load(device)``
+    (``None``: default placement), by default ``Scorer.from_pretrained(model, adapter, ...)``.
+    ``describe(scorer)``: ``run.json`` keys from the main process's scorer; ``carry``: keys
+    of the old ``run.json`` kept when this call does not set them. Another run's folder is
+    refused unless ``overwrite`` (:func:`~judgetrain.eval.runs.check_resume`), which
+    replaces it once the model has loaded. ``finished(rows)``: the ids complete in one
+    file's rows (default: every id present); other ids' rows are removed and redone.
+    ``chunk``: items per flushed write (default from ``batch_size``). ``report(out)`` runs
+    on the main process when anything was scored, under several processes, when the
+    selected items changed, when no ``metrics.json`` exists yet, or with
+    ``always_report``; otherwise the stored metrics are returned. Returns ``{"out",
+    "n_items", "n_scored", "world_size", "metrics"}`` (``n_scored``: this process's, in
+    this call; ``metrics`` on the main process only).
     """
     rank, world = state.process_index, state.num_processes
-    old = _resume(state, out, info, overwrite)
-
-    # Every process reads what is done (read-only, tolerant of a partial last line)
-    # before any process writes, so all compute the same todo list and shards.
-    done: set[str] = set()
-    for path in [out / PREDICTIONS, *sorted(out.glob("predictions.rank*.jsonl"))]:
-        done.update(r["id"] for r in read_predictions(path))
-    todo = [i for i in idx if order[i] not in done]
-    mine = todo[rank::world]
+    old = _resume(out, info, overwrite)
+    mine = _todo(state, out, old, idx, order, finished)[rank::world]
     scorer = None
     if mine:
-        from judgetrain.scoring import Scorer
-
         device = str(state.device) if world > 1 or state.device.type != "cpu" else None
-        scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size, progress=False)
+        if load is None:
+            from judgetrain.scoring import Scorer
+
+            scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size,
+                                            progress=False)
+        else:
+            scorer = load(device)
     state.wait_for_everyone()  # data and model loaded everywhere: the run is real
     if state.is_main_process:
-        write_run_info(out, info, old)
+        if old is None:  # --overwrite: the other run goes only now that this one is real
+            clear_run(out)
+        extra = dict(describe(scorer)) if describe is not None and scorer is not None else {}
+        kept = {k: (old or {})[k] for k in carry if k in (old or {}) and k not in extra}
+        write_run_info(out, {**info, **kept, **extra}, old)
     state.wait_for_everyone()
+    old = old or {}
 
-    n_scored = _score_shard(scorer, out, ds, mine, predict, batch_size, rank, world, desc, progress) if mine else 0
+    n_scored = _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, rank, world, desc, progress,
+                            unit) if mine else 0
     state.wait_for_everyone()
     result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
     if state.is_main_process:
@@ -163,8 +211,12 @@ def run_sharded(
     return result
 
 
+def _take(ds: Any, indices: Sequence[int]) -> list[Any]:
+    return list(ds.select(indices)) if hasattr(ds, "select") else [ds[i] for i in indices]
+
+
 def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: Callable, batch_size: int | str,
-                 rank: int, world: int, desc: str, progress: bool) -> int:
+                 rank: int, world: int, desc: str, progress: bool, unit: str) -> int:
     """Score this process's items into its predictions file, a flushed chunk at a time."""
     from tqdm.auto import tqdm
 
@@ -178,9 +230,9 @@ def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: 
     repair_predictions(target)  # drop a partial last line before appending after it
     n_scored = 0
     with PredictionWriter(target) as writer, tqdm(total=len(mine), desc=desc + (f" [rank {rank}]" if world > 1 else ""),
-                                                  unit="item", disable=not progress, position=rank) as bar:
+                                                  unit=unit, disable=not progress, position=rank) as bar:
         for start in range(0, len(mine), chunk):
-            items = list(ds.select(mine[start:start + chunk]))
+            items = _take(ds, mine[start:start + chunk])
             writer.write(predict(scorer, items))
             n_scored += len(items)
             bar.update(len(items))

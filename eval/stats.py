@@ -13,14 +13,17 @@ the computation to scipy, statsmodels and scikit-learn:
 - multiplicity: Benjamini–Hochberg step-up over the confirmatory family (App. A, Table S2);
 - bootstrap CIs that resample questions, so passes of one question stay together
   (App. A, App. C "Oracle-bound uncertainty");
+- rate intervals: Wilson score intervals for flip, change and disagreement rates
+  (what the paper's brackets are: 136/593 gives 22.9 % [19.7, 26.5], App. A);
 - fixed-sequence Learn-then-Test of margin thresholds with one-sided
-  Clopper–Pearson bounds (App. H, Table S10);
+  Clopper–Pearson bounds, on seeded calibration / test halves (App. H, Table S10);
 - AUROC of a score for predicting flips or correctness (§4.3, App. I/J).
 
 Conventions: rates and accuracies are fractions in 0..1 (reports print points);
 ``a``/``b`` arrays are aligned item by item (the same question at the same
 index); empty input, length mismatches and undefined statistics raise
 :class:`StatsError` naming the argument, never return a silent ``nan``.
+README: "`judgetrain eval phasefusion`".
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = [
     "EQUIVALENCE_MARGIN",
     "LTT_DELTA",
     "LTT_MIN_ANSWERED",
+    "LTT_SPLITS",
     "StatsError",
     "accuracy_by_arm",
     "answer_margin",
@@ -47,11 +51,14 @@ __all__ = [
     "disagreement",
     "flipped",
     "learn_then_test",
+    "ltt_halves",
+    "ltt_splits",
     "mcnemar_exact",
     "paired_bootstrap_ci",
     "pairwise_disagreement",
     "selective_risk",
     "tost_paired",
+    "wilson",
 ]
 
 # §4 "Statistical protocol": ±2.5 points, fixed ex ante at half the 8→32-frame gain.
@@ -59,6 +66,8 @@ EQUIVALENCE_MARGIN = 0.025
 # App. H: fixed-sequence LTT at delta = 10 %, the walk starting at the ten highest-scoring items.
 LTT_DELTA = 0.10
 LTT_MIN_ANSWERED = 10
+# App. H: 300 random calibration / test splits per (model, benchmark) cell.
+LTT_SPLITS = 300
 
 
 class StatsError(ValueError):
@@ -365,6 +374,18 @@ def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Wilson score 1 - alpha interval for k successes in n trials (statsmodels
+    ``proportion_confint(method="wilson")``): the interval of paper 001's bracketed flip,
+    change and disagreement rates (App. A: 136 of 593 gives [19.7, 26.5] %, where
+    Clopper–Pearson gives [19.6, 26.5])."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    _check_count(k, n)
+    lo, hi = proportion_confint(int(k), int(n), alpha=alpha, method="wilson")
+    return float(lo), float(hi)
+
+
 def clopper_pearson_upper(k: int, n: int, delta: float = LTT_DELTA) -> float:
     """One-sided exact upper confidence bound at level 1 - delta for k errors in n
     (App. H: 0 errors in 10 at delta = 10 % gives 0.206)."""
@@ -411,32 +432,89 @@ def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: floa
     where ``pvalue`` is the exact binomial p-value of H0: risk > alpha
     (accepted exactly when ``pvalue <= delta``).
     """
-    from scipy.stats import binomtest
+    from scipy.stats import binom
+    from statsmodels.stats.proportion import proportion_confint
 
     s, e = _risk_inputs(scores, errors)
     if not 0 < alpha < 1:
         raise StatsError(f"alpha={alpha}: the risk level must be in (0, 1)")
+    if not 0 < delta < 0.5:
+        raise StatsError(f"delta={delta}: must be in (0, 0.5)")
     if min_answered < 1:
         raise StatsError(f"min_answered={min_answered}: must be >= 1")
-    candidates = np.unique(s) if thresholds is None else np.unique(_array(thresholds, "thresholds"))
-    steps, chosen = [], None
-    for t in candidates[::-1]:  # strict (high threshold, few answered) to permissive
-        answered = s >= t
-        n_ans = int(answered.sum())
-        if n_ans < min_answered:
-            continue
-        k = int(e[answered].sum())
-        upper = clopper_pearson_upper(k, n_ans, delta)
-        step = {"threshold": float(t), "answered": n_ans, "errors": k, "upper": upper,
-                "pvalue": float(binomtest(k, n_ans, alpha, alternative="less").pvalue), "accepted": upper <= alpha}
-        steps.append(step)
-        if not step["accepted"]:
-            break
-        chosen = step
+    candidates = (np.unique(s) if thresholds is None else np.unique(_array(thresholds, "thresholds")))[::-1]
+    # every candidate at once (strict to permissive): answered = score >= t, counted off the sorted scores
+    order = np.argsort(-s, kind="stable")
+    answered = np.searchsorted(-s[order], -candidates, side="right")
+    cum_errors = np.concatenate([[0], np.cumsum(e[order])])
+    keep = answered >= min_answered
+    candidates, answered = candidates[keep], answered[keep]
+    k = cum_errors[answered]
+    chosen = None
+    steps: list[dict[str, Any]] = []
+    if len(candidates):
+        # one-sided level 1 - delta bound = upper end of the two-sided 1 - 2·delta interval
+        upper = np.atleast_1d(proportion_confint(k, answered, alpha=2 * delta, method="beta")[1])
+        pvalue = binom.cdf(k, answered, alpha)  # exact binomial p of H0: risk >= alpha (binomtest "less")
+        accepted = upper <= alpha
+        stop = int(np.argmin(accepted)) if not accepted.all() else len(accepted) - 1
+        steps = [{"threshold": float(candidates[i]), "answered": int(answered[i]), "errors": int(k[i]),
+                  "upper": float(upper[i]), "pvalue": float(pvalue[i]), "accepted": bool(accepted[i])}
+                 for i in range(stop + 1)]
+        chosen = next((x for x in reversed(steps) if x["accepted"]), None)
     return {"alpha": alpha, "delta": delta, "threshold": chosen["threshold"] if chosen else None,
             "coverage": chosen["answered"] / len(s) if chosen else 0.0, "answered": chosen["answered"] if chosen else 0,
             "errors": chosen["errors"] if chosen else 0, "upper": chosen["upper"] if chosen else None,
             "n": len(s), "steps": steps}
+
+
+def ltt_halves(n: int, key: Sequence[Any], split: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``split`` of ``n`` items into calibration (the first ``n // 2`` of a permutation)
+    and test (the rest), seeded by sha256 of (``key``, ``split``): the same in every process."""
+    from judgetrain.seeding import rng_for
+
+    perm = rng_for("ltt-split", *key, split).permutation(n)
+    return np.sort(perm[:n // 2]), np.sort(perm[n // 2:])
+
+
+def ltt_splits(scores: Sequence[float], errors: Sequence[bool], alpha: float, delta: float = LTT_DELTA, *,
+               n_splits: int = LTT_SPLITS, key: Sequence[Any] = (), min_answered: int = LTT_MIN_ANSWERED,
+               details: bool = False) -> dict[str, Any]:
+    """App. H's in-cell certified mode (Table S10): ``n_splits`` seeded random halves of one
+    cell's items (:func:`ltt_halves`); on each, :func:`learn_then_test` picks the threshold on
+    the calibration half and the test half is answered at it.
+
+    Returns ``{"alpha", "delta", "n", "n_calibration", "n_test", "n_splits", "coverage"
+    (mean test-half coverage over splits), "violation_rate" (share of splits whose test-half
+    selective error exceeds ``alpha``; a split answering nothing does not violate),
+    "violations", "certified_splits" (splits with a threshold), "median_threshold"}``, plus
+    ``"splits"`` (one ``{"threshold", "coverage", "risk", "violated"}`` per split) with ``details``.
+    """
+    s, e = _risk_inputs(scores, errors)
+    if n_splits < 1:
+        raise StatsError(f"n_splits={n_splits}: need at least one split")
+    if len(s) < 2:
+        raise StatsError(f"scores: {len(s)} item(s); a calibration / test split needs at least two")
+    rows = []
+    for i in range(n_splits if len(s) // 2 >= min_answered else 0):
+        cal, test = ltt_halves(len(s), key, i)
+        res = learn_then_test(s[cal], e[cal], alpha, delta, min_answered=min_answered)
+        t = res["threshold"]
+        answered = np.zeros(len(test), bool) if t is None else s[test] >= t
+        risk = float(e[test][answered].mean()) if answered.any() else None
+        rows.append({"threshold": t, "coverage": float(answered.mean()), "risk": risk,
+                     "violated": risk is not None and risk > alpha})
+    if not rows:  # a calibration half smaller than the walk's start certifies nothing, on every split
+        rows = [{"threshold": None, "coverage": 0.0, "risk": None, "violated": False} for _ in range(n_splits)]
+    thresholds = [r["threshold"] for r in rows if r["threshold"] is not None]
+    out = {"alpha": alpha, "delta": delta, "n": len(s), "n_calibration": len(s) // 2, "n_test": len(s) - len(s) // 2,
+           "n_splits": n_splits, "coverage": float(np.mean([r["coverage"] for r in rows])),
+           "violation_rate": float(np.mean([r["violated"] for r in rows])),
+           "violations": int(sum(r["violated"] for r in rows)), "certified_splits": len(thresholds),
+           "median_threshold": float(np.median(thresholds)) if thresholds else None}
+    if details:
+        out["splits"] = rows
+    return out
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:

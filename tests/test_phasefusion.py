@@ -209,6 +209,9 @@ def _hand_rows():
             rows.append({"id": qid, "kind": "cost", "origin": origin, "grid": grid, "views": views, "budget": budget,
                          "attention_units": views * budget ** 2, "passes": views * 2, "latency_s": latency,
                          "peak_memory_bytes": 1000 * int(qid[1]), "memory_kind": "process_rss_peak"})
+            if origin == "0":  # Table S8's timing: this grid decoded alone, then scored at batch 1
+                rows[-1].update(batch1_decode_s=0.01 * int(qid[1]),
+                                batch1_score_s={"single": 0.05, "phase": 0.1, "union": 0.2}[grid] * int(qid[1]))
         rows.append({"id": qid, "kind": "question", "answer": gold, "n_options": 3, "video": f"{qid}.mp4",
                      "benchmark": "ego" if qid in ("q1", "q2") else "mme", "duration": DURATION[qid],
                      "decode_s": 0.01, "decode_passes": 1, "decoded_frames": 8})
@@ -239,13 +242,21 @@ def test_measures_on_hand_worked_posteriors():
     assert single_b["accuracy_first"] == 0.75 and single_b["accuracy_shifted"] == 0.5
     assert single_b["consensus_changed"]["rate"] == 0.25 and single_b["mcnemar_p_vs_fusion"] == 1.0
     lo, hi = single_b["changed"]["ci95"]
-    # Clopper–Pearson for 1 of 4: P(X >= 1 | lo) = 0.025 -> lo = 1 - 0.975^(1/4); hi is Beta(2, 3)'s 97.5% point
-    assert lo == pytest.approx(1 - 0.975 ** 0.25) and hi == pytest.approx(scipy.stats.beta.ppf(0.975, 2, 3))
+    # Wilson (the paper's rate interval) for 1 of 4: centre (k + z²/2) / (n + z²), half-width
+    # z·sqrt(k(n - k)/n + z²/4) / (n + z²); scipy's binomtest computes the same interval
+    z = scipy.stats.norm.ppf(0.975)
+    centre, half = (1 + z * z / 2) / (4 + z * z), z * np.sqrt(1 * 3 / 4 + z * z / 4) / (4 + z * z)
+    assert (lo, hi) == pytest.approx((centre - half, centre + half))
+    wilson = scipy.stats.binomtest(1, 4).proportion_ci(0.95, method="wilson")
+    assert (lo, hi) == pytest.approx((wilson.low, wilson.high)) and m["rate_interval"] == "Wilson score"
 
     # phases: consensus per phase q1..q4 = (0, 1, 0, 2) and (0 [tie 1/0], 2, 2, 0)
     ph = m["phases"]
     assert ph["accuracy"]["phase 0"]["accuracy"] == 0.5 and ph["accuracy"]["phase 1"]["accuracy"] == 0.5
     assert ph["pairwise_disagreement"][0]["rate"] == 0.75 and ph["any_change"]["rate"] == 0.75
+    three_of_four = scipy.stats.binomtest(3, 4).proportion_ci(0.95, method="wilson")
+    assert ph["pairwise_disagreement"][0]["ci95"] == pytest.approx([three_of_four.low, three_of_four.high])
+    assert ph["any_change"]["ci95"] == pytest.approx([three_of_four.low, three_of_four.high])
     assert ph["rerun_floor"]["rate"] == 0.25  # q4: single's consensus 0, phase 0's 2
 
     # margin: single 0.3, 0.2, 0.3, 0.3 with flips F, T, T, F
@@ -258,8 +269,6 @@ def test_measures_on_hand_worked_posteriors():
     assert fused["auroc_flip"] is None and fused["auroc_correct"] == pytest.approx(0.125)
     assert "vote" not in m["margin"]  # a vote has no posterior to read a margin off
 
-    # one Benjamini–Hochberg family: 3 arms vs union (A), 3 arms vs fusion (B), 1 TOST
-    assert len(m["bh_family"]["tests"]) == 7 and ta["fusion"]["mcnemar_q"] == pytest.approx(1.0)
     (tost,) = m["equivalence"]
     assert (tost["a"], tost["b"], tost["n"]) == ("fusion", "union", 4) and tost["difference"] == pytest.approx(-0.25)
     assert not tost["equivalent"]
@@ -272,6 +281,10 @@ def test_measures_on_hand_worked_posteriors():
 
     cost = m["cost"]
     assert cost["single"]["median_latency_s"] == pytest.approx(0.25)  # 0.1..0.4 per question, at both origins
+    # decoding + scoring at batch 1: (0.01 + 0.05)·i for i = 1..4, first origin only -> median 0.15
+    assert cost["single"]["median_batch1_s"] == pytest.approx(0.15) and cost["single"]["n_batch1"] == 4
+    assert cost["union"]["median_batch1_s"] == pytest.approx(0.525) and cost["union"]["median_batch1_decode_s"] == \
+        pytest.approx(0.025)
     assert cost["fusion"] == {**cost["vote"]} and cost["fusion"]["attention_units"] == 8  # the same S passes
     assert cost["union"]["attention_units"] == 16 and cost["union"]["peak_memory_bytes"] == 4000
     assert cost["decode"]["decoding_passes"] == 4 and cost["decode"]["videos"] == 4
@@ -286,6 +299,138 @@ def test_rerun_floor_across_runs_hand_worked():
     assert (floor["rate"], floor["count"], floor["n"]) == (0.25, 1, 4)
     assert PR.rerun_floor(rows, [r for r in again if r["id"] != "q4"])["rate"] == 0.0
     assert PR.rerun_floor(rows, []) is None
+
+
+def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
+    """The family is fixed in advance (paper 001 Table S2), one per benchmark × scoring cell plus
+    the pooled run: a run with an extra arm, or read without run.json (which adds fusion-geo),
+    corrects the same tests and gets the same q-values."""
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.weightstats import ttost_paired
+
+    m = PR.compute_metrics(_hand_rows(), INFO)
+    fam = m["bh_family"]
+    assert [x["row"] for x in fam["members"]] == [
+        "Margin vs. MSP, flip prediction", "S = 3 vs. S = 2 phase count", "Fusion vs. 32f, clustered TOST",
+        "S = 3 vs. its own single views", "Fusion vs. union pass, origin shift", "MiMo-VL fusion gain",
+        "One-pass margin vs. ten-pass vote", "Phase lever, order-averaged"]
+    assert [x["key"] for x in fam["members"] if "not_computed" not in x] == \
+        ["tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union"]
+    assert list(fam["cells"]) == ["all", "ego", "mme"] and fam["alpha"] == 0.05
+    tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
+    # fusion right on q1, q3; union (Table A's reference) on q2, q3, q4
+    fusion, union = [1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0]
+    assert tests["tost_vs_reference"]["against"] == "union"
+    assert tests["tost_vs_reference"]["pvalue"] == pytest.approx(ttost_paired(np.array(fusion), np.array(union),
+                                                                              -0.025, 0.025)[0])
+    # phase-0 view right on q1, q2: one discordant pair each way -> p = 1
+    assert (tests["fusion_vs_own_view"]["pvalue"], tests["fusion_vs_own_view"]["n"]) == (pytest.approx(1.0), 4)
+    # under the shift union changes q3 (2 -> 0), fusion nothing: 0 vs 1 discordant -> p = 1
+    assert tests["origin_shift_vs_union"]["pvalue"] == pytest.approx(1.0)
+    p = [tests[k]["pvalue"] for k in ("tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union")]
+    assert [tests[k]["qvalue"] for k in ("tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union")] == \
+        pytest.approx(list(multipletests(p, method="fdr_bh")[1]))
+    assert fam["cells"]["all"]["m"] == 3 and fam["cells"]["ego"]["n"] == 2
+    # p-values outside the family carry no q
+    assert all("mcnemar_q" not in r for r in m["table_a"]["rows"])
+    assert all("mcnemar_q_vs_fusion" not in r for b in m["table_b"] for r in b["rows"])
+
+    assert PR.compute_metrics(_hand_rows(), {**INFO, "arms": INFO["arms"] + ["fusion-geo"]})["bh_family"] == fam
+    no_run_json = PR.compute_metrics(_hand_rows(), {})
+    assert "fusion-geo" in no_run_json["arms"] and no_run_json["bh_family"] == fam
+    assert PR.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "union"]})["bh_family"]["cells"]["all"]["m"] == 0
+
+
+def test_certified_selection_splits_each_cell_in_half(tmp_path):
+    """App. H: per (model, benchmark) cell, seeded calibration / test halves; each split's
+    threshold is Learn-then-Test's on its calibration half, coverage and violation are read
+    on its test half."""
+    from judgetrain.eval import stats as S
+
+    m = PR.compute_metrics(_hand_rows(), INFO)
+    cs = m["certified_selection"]
+    assert (cs["n_splits"], cs["delta"], cs["alphas"], cs["cells"]) == (300, 0.1, [0.30, 0.25], ["ego", "mme"])
+    assert [(r["arm"], r["signal"]) for r in cs["rows"] if r["alpha"] == 0.30] == \
+        [("single", "margin"), ("single", "top-1 prob."), ("single", "neg. entropy"), ("single", "random"),
+         ("fusion", "margin")]
+    # one calibration item per cell is fewer than the 10 the walk starts at: nothing is certified
+    assert all(r["coverage"] == 0.0 and r["violation_rate"] == 0.0 for r in cs["rows"])
+    assert cs["rows"][0]["cells"]["ego"] == {"n": 2, "n_calibration": 1, "coverage": 0.0, "violation_rate": 0.0,
+                                             "certified_splits": 0, "median_threshold": None}
+    assert "ltt" not in m["margin"]["single"]  # no more whole-run calibration
+    got = S.ltt_splits([0.2, 0.9], [True, False], 0.3, n_splits=3, key=("single", "margin", "ego", 0.3))
+    assert got["certified_splits"] == 0
+
+
+def _run_folder(path, rows, identity):
+    path.mkdir()
+    (path / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "run.json").write_text(json.dumps({**INFO, "evaluation": "phasefusion", "identity": identity}))
+    return path
+
+
+def test_rerun_of_compares_only_runs_of_the_same_identity(tmp_path):
+    identity = {"budget": 2, "phases": 2, "orderings": 2, "arms": INFO["arms"], "origins": INFO["origins"],
+                "data": {"sha256": "d0"}, "model": {"name": "/a/model", "config_sha256": "c0"}, "adapter": None}
+    again = [dict(r, posterior=A) if (r.get("kind"), r["id"], r.get("grid"), r.get("phase"), r.get("origin")) ==
+             ("pass", "q4", "phase", 0, "0") else r for r in _hand_rows()]
+    run = _run_folder(tmp_path / "run", _hand_rows(), identity)
+    k2 = _run_folder(tmp_path / "k2", again, {**identity, "orderings": 3, "model": {"name": "/b/model",
+                                                                                   "config_sha256": "c0"}})
+    m = PR.report(run, rerun_of=k2)
+    # the model's path differs but its config hash is equal: only K is named
+    assert m["rerun_floor_across_runs"] == {"other_run": str(k2), "comparable": False, "rate": None,
+                                            "differences": ["orderings: 3 → 2"]}
+    md = (run / "report.md").read_text()
+    assert "Re-run floor across runs: not computed" in md and "- orderings: 3 → 2" in md
+    same = _run_folder(tmp_path / "same", again, {**identity, "model": {"name": "/b/model", "config_sha256": "c0"}})
+    floor = PR.report(run, rerun_of=same)["rerun_floor_across_runs"]
+    assert (floor["comparable"], floor["rate"], floor["count"], floor["n"]) == (True, 0.25, 1, 4)
+    assert "identity equal" in (run / "report.md").read_text()
+    bare = tmp_path / "bare"
+    shutil.copytree(same, bare)
+    (bare / "run.json").unlink()
+    assert PR.report(run, rerun_of=bare)["rerun_floor_across_runs"]["differences"] == \
+        ["identity: not recorded for the other run (no run.json, or one of an older judgetrain)"]
+
+
+def test_report_states_the_family_the_interval_and_both_latencies(tmp_path):
+    run = _run_folder(tmp_path / "run", _hand_rows(), {"orderings": 2})
+    PR.report(run)
+    md = (run / "report.md").read_text()
+    assert "## Multiplicity: the confirmatory family (paper 001 Table S2; Benjamini–Hochberg, q = 0.05)" in md
+    assert "| Phase lever, order-averaged | not computed: a gap between two models: needs two runs |" in md
+    assert "p† is uncorrected" in md and "| p† |" in md and "| q |" not in md.split("## Multiplicity")[0]
+    assert "95% CI: Wilson score" in md and "## Certified selective risk (App. H, Table S10: 300 splits per cell)" in md
+    assert "| arm | attn. | decoding + scoring, batch 1 (s/q) | of which decoding (s/q) | questions timed | " \
+           "scoring only, all orderings (s/q) | peak MiB |" in md
+    assert "| single | 4 | 0.150 | 0.025 | 4 | 0.250 | 0 |" in md
+
+
+def test_accuracy_vs_cost_keeps_the_vote_visible_beside_fusion(tmp_path):
+    m = PR.compute_metrics(_hand_rows(), INFO)
+    rows = {r["arm"]: r for r in m["table_a"]["rows"]}
+    rows["vote"].update(accuracy=rows["fusion"]["accuracy"], se=rows["fusion"]["se"])  # the same point
+    drawn = PR.plot_accuracy_vs_cost(m, tmp_path / "a.png")
+    (fx, fy), (vx, vy) = drawn["fusion"], drawn["vote"]
+    assert fy == vy == 50.0 and fx != vx and fx * vx == pytest.approx(8.0 ** 2)  # either side of 8 units
+    assert drawn["single"] == (4.0, 75.0) and drawn["union"] == (16.0, 75.0)
+
+
+def test_all_zero_phase_disagreement_is_drawn_readably(tmp_path):
+    m = PR.compute_metrics(_hand_rows(), INFO)
+    for p in m["phases"]["pairwise_disagreement"]:
+        p.update(rate=0.0, changed=0, ci95=[0.0, 0.49])
+    m["phases"]["any_change"].update(rate=0.0, ci95=[0.0, 0.49])
+    m["phases"]["rerun_floor"].update(rate=0.0, ci95=[0.0, 0.49])
+    for block in m["table_b"]:
+        for r in block["rows"]:
+            r["changed"].update(rate=0.0, ci95=[0.0, 0.49])
+    drawn = PR.plot_phase_disagreement(m, tmp_path / "p.png")
+    assert drawn["left"]["labels"] == ["0.0%"] * 3 and drawn["right"]["labels"] == ["0.0%"] * 4
+    assert drawn["left"]["note"].startswith("all 0%: no consensus answer differs\n")
+    assert drawn["right"]["note"].startswith("all 0%: no answer changed\n")
+    assert PR.plot_phase_disagreement(PR.compute_metrics(_hand_rows(), INFO), tmp_path / "q.png")["left"]["note"] is None
 
 
 def test_flagged_fifth_and_ties():
@@ -467,6 +612,12 @@ def test_cli_end_to_end(reference_run, clips, capsys):
             assert r["frames"] == expected[r["grid"]]
         cost = next(r for r in mine if r["kind"] == "cost" and r["grid"] == "phase")
         assert cost["memory_kind"] == "process_rss_peak" and cost["peak_memory_bytes"] > 0 and cost["passes"] == 6
+        # Table S8's batch-1 timing: at the first origin, every grid decoded alone and scored serially
+        timed = {(r["origin"], r["grid"]): r for r in mine if r["kind"] == "cost"}
+        assert all(timed[("0", g)]["batch1_decode_s"] > 0 and timed[("0", g)]["batch1_score_s"] > 0
+                   for g in ("single", "phase", "union"))
+        assert not any("batch1_score_s" in timed[("1/4", g)] for g in ("single", "phase", "union"))
+        assert mine[-1]["batch1_timing_decodes"] == 3
 
     m = json.loads((out / R.METRICS).read_text())
     # fusion recomputed here from the rows: argmax of the mean phase posterior at the identity ordering
@@ -480,8 +631,10 @@ def test_cli_end_to_end(reference_run, clips, capsys):
     assert m["table_a"]["reference"] == "union" and m["origins"] == ["0", "1/4"]
     assert {a: m["arms"][a]["attention_units"] for a in m["arms"]} == {"single": 16, "fusion": 32, "vote": 32, "union": 64}
     assert m["cost"]["decode"]["decoding_passes"] == 3
+    assert all(m["cost"][a]["n_batch1"] == 3 and m["cost"][a]["median_batch1_s"] > 0 for a in m["arms"])
     md = (out / R.REPORT).read_text()
     assert "## A. Cost and accuracy per arm" in md and "## B. Answers changed under an origin shift (δ = 0 → 1/4" in md
+    assert "## Multiplicity: the confirmatory family" in md and "## Cost (Table S8)" in md
     assert all((out / f).is_file() for f in PR.FIGURES)
 
     for f in [R.METRICS, R.REPORT, *PR.FIGURES]:

@@ -247,6 +247,27 @@ def test_clopper_pearson_closed_forms_and_scipy():
         S.clopper_pearson(3, 2)
 
 
+@pytest.mark.parametrize("k, n, printed", [
+    (136, 593, (22.9, 19.7, 26.5)),   # App. A: InternVL2.5, consensus changes across three phases
+    (133, 599, (22.2, 19.1, 25.7)),   # App. A: InternVL3.5
+    (260, 1488, (17.5, 15.6, 19.5)),  # App. F: a single pass changes between origins
+    (164, 1488, (11.0, 9.5, 12.7)),   # App. F: PhaseFusion changes between origins
+])
+def test_wilson_reproduces_paper_001_bracketed_rates(k, n, printed):
+    lo, hi = S.wilson(k, n)
+    assert (round(100 * k / n, 1), round(100 * lo, 1), round(100 * hi, 1)) == printed
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert (lo, hi) == pytest.approx((ci.low, ci.high))
+
+
+def test_clopper_pearson_misses_the_papers_rate_brackets():
+    # the reason rates use Wilson: the exact interval is 0.1-0.2 points off the printed brackets
+    assert round(100 * S.clopper_pearson(136, 593)[0], 1) == 19.6   # printed: 19.7
+    assert round(100 * S.clopper_pearson(133, 599)[0], 1) == 18.9   # printed: 19.1
+    with pytest.raises(StatsError, match="0 <= k <= n"):
+        S.wilson(5, 4)
+
+
 def _ltt_by_hand(scores, errors, alpha, delta, min_answered=10):
     """The App. H walk with Clopper–Pearson bounds from the beta quantile."""
     scores, errors = np.asarray(scores), np.asarray(errors, bool)
@@ -302,6 +323,39 @@ def test_ltt_matches_the_hand_walk_and_binomial_pvalues_on_random_cells():
             if r["threshold"] is not None:
                 sel = S.selective_risk(margin, errors, r["threshold"])
                 assert (sel["answered"], sel["errors"]) == (r["answered"], r["errors"])
+
+
+def test_ltt_splits_by_hand_on_seeded_halves():
+    """App. H's in-cell mode: each split's threshold is the hand walk on its calibration half;
+    coverage and violation are read off its test half."""
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.random(150), 2)
+    errors = rng.random(150) < 0.6 * (1 - scores)
+    key = ("single", "margin", "egoschema", 0.3)
+    got = S.ltt_splits(scores, errors, 0.3, 0.1, n_splits=40, key=key, details=True)
+    assert (got["n"], got["n_calibration"], got["n_test"], got["n_splits"]) == (150, 75, 75, 40)
+    violated, coverage = [], []
+    for i, split in enumerate(got["splits"]):
+        cal, test = S.ltt_halves(150, key, i)
+        assert len(cal) == 75 and len(test) == 75 and not set(cal) & set(test)
+        t = _ltt_by_hand(scores[cal], errors[cal], 0.3, 0.1)
+        assert split["threshold"] == t
+        answered = scores[test] >= t if t is not None else np.zeros(75, bool)
+        coverage.append(answered.mean())
+        violated.append(bool(answered.any() and errors[test][answered].mean() > 0.3))
+        for step in S.learn_then_test(scores[cal], errors[cal], 0.3, 0.1)["steps"]:
+            assert step["pvalue"] == pytest.approx(
+                sps.binomtest(step["errors"], step["answered"], 0.3, alternative="less").pvalue)
+    assert got["coverage"] == pytest.approx(np.mean(coverage)) and got["violation_rate"] == np.mean(violated)
+    assert got["violations"] == sum(violated) and 0 < got["certified_splits"] <= 40
+    # seeded by sha256 of the key: the same halves every time, other halves for another cell
+    assert all((a == b).all() for a, b in zip(S.ltt_halves(150, key, 5), S.ltt_halves(150, key, 5)))
+    assert not (S.ltt_halves(150, key, 5)[0] == S.ltt_halves(150, ("other",), 5)[0]).all()
+    # a perfect signal at alpha = .20 certifies nothing on any split (Table S10's note)
+    perfect = S.ltt_splits(np.linspace(1, 0, 150), np.zeros(150, bool), 0.20, n_splits=10, key=key)
+    assert (perfect["coverage"], perfect["violation_rate"], perfect["certified_splits"]) == (0.0, 0.0, 0)
+    with pytest.raises(StatsError, match="at least two"):
+        S.ltt_splits([0.5], [True], 0.3)
 
 
 def test_selective_risk_and_ltt_inputs():

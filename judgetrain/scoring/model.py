@@ -2,7 +2,9 @@
 (:class:`ScoringModel`: processor and tokenizer, the forward pass's cache and
 logits-to-keep argument names, the M-RoPE index of Qwen-VL models, device, dtype,
 pad id), a prompt cache's rows copied for continuations (:func:`select_cache_rows`),
-and eval mode for the length of a call (:func:`eval_mode`).
+and eval mode for the length of a call (:func:`eval_mode`). A model carrying an adapter
+of another base is refused here (:func:`judgetrain.models.adapters.check_loaded_adapter`).
+README: "Scoring (Python)".
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..models.adapters import check_loaded_adapter
 from ..models.registry import ModelFamily, detect_family, get_family
 
 if TYPE_CHECKING:
@@ -25,6 +28,9 @@ class ScoringModel:
     """What scoring needs to know about a loaded model, worked out once."""
 
     def __init__(self, model: Any, processor: Any, family: ModelFamily | str | None):
+        # An adapter of another base loads silently when the widths agree; refuse it here,
+        # before the first forward pass fails with a shape error inside transformers.
+        check_loaded_adapter(model)
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)

@@ -120,14 +120,15 @@ class Scorer:
             load_kwargs.setdefault("device_map", str(dev))
         model, processor = load_model_and_processor(model_name_or_path, family=family, dtype=dtype, **load_kwargs)
         if adapter is not None:
-            from peft import PeftModel
+            from ..models.adapters import load_adapter
 
             adapter_dir = Path(os.fspath(adapter)).expanduser()
             if not (adapter_dir / "adapter_config.json").is_file():
                 raise FileNotFoundError(f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
                                         "folder. Pass the folder the trainer saved the adapter to (or a merged model "
                                         "folder as model_name_or_path, without adapter=).")
-            model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=False)
+            # refuses an adapter of another base (its shapes, architecture, processor), naming that base
+            model = load_adapter(model, adapter_dir, model_name_or_path)
             if merge_adapter:
                 model = model.merge_and_unload()
             if any((adapter_dir / f).is_file() for f in _PROCESSOR_FILES):

@@ -1,0 +1,179 @@
+"""PhaseFusion's confirmatory Benjamini–Hochberg family, fixed in advance as paper 001's
+(App. A "Multiplicity", Table S2), and its in-cell Learn-then-Test (App. H, Table S10).
+
+:func:`confirmatory_family`: the Table S2 comparisons one run of one model can compute,
+one family per benchmark × scoring cell (letter log-probabilities, the logit path) plus the
+run pooled over benchmarks; which arms a run happened to score never adds a test, and
+every other p-value of the report is descriptive, uncorrected. :func:`certified_selection`:
+Table S10's coverage and test-half violation rate over seeded calibration / test splits.
+README: "`judgetrain eval phasefusion`".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .phasefusion_answers import per_question_answers
+
+__all__ = ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
+           "confirmatory_family"]
+
+BH_ALPHA = 0.05
+LTT_ALPHAS = (0.30, 0.25)
+SCORING = "letter log-probabilities, the logit path"
+# Table S2's eight rows: (key, the paper's row, how one run tests it, or None and why it cannot).
+TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
+    ("margin_vs_msp", "Margin vs. MSP, flip prediction", None,
+     "a difference of two AUROCs on the same items; judgetrain has no test of correlated AUROCs "
+     "(both AUROCs are in the margin table, descriptively)"),
+    ("s3_vs_s2", "S = 3 vs. S = 2 phase count", None, "needs a second run at S = 2 on the same items"),
+    ("tost_vs_reference", "Fusion vs. 32f, clustered TOST",
+     "fusion vs the largest single pass of Table A (32f in the paper), two one-sided paired t-tests, ±2.5 points", ""),
+    ("fusion_vs_own_view", "S = 3 vs. its own single views",
+     "fusion vs its phase-0 view (the standard sampler, App. G's first view), exact McNemar on correctness", ""),
+    ("origin_shift_vs_union", "Fusion vs. union pass, origin shift",
+     "answers changed under the first origin shift, fusion vs union, exact McNemar", ""),
+    ("mimo_fusion_gain", "MiMo-VL fusion gain", None,
+     "a replication on another model (MiMo-VL-7B-RL); this run's own fusion gain over its phase-0 view "
+     "is the 'its own single views' row"),
+    ("margin_vs_vote", "One-pass margin vs. ten-pass vote", None,
+     "a difference of two AUROCs on the same items (no correlated-AUROC test in judgetrain)"),
+    ("phase_lever", "Phase lever, order-averaged", None, "a gap between two models: needs two runs"),
+)
+LTT_SIGNALS = ("margin", "top-1 prob.", "neg. entropy", "random")
+
+
+def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list[str]]:
+    """``{"all": every question, <benchmark>: its questions}``; one benchmark: ``all`` alone."""
+    by_bench: dict[str, list[str]] = {}
+    for q in order:
+        by_bench.setdefault(str(col["questions"][q].get("benchmark")), []).append(q)
+    return {"all": list(order), **(by_bench if len(by_bench) > 1 else {})}
+
+
+def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: Mapping[str, Any],
+                shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str | None) -> list[dict]:
+    """The computable members on ``ids``; a member whose arms the run lacks is left out, with why."""
+    out = []
+    fusion = pq.get("fusion")
+
+    def correct(arm: Mapping[str, Any], qs: Sequence[str]) -> list[bool]:
+        return [bool(arm[q]["correct"]) for q in qs]
+
+    if fusion is None:
+        return [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2 if how]
+    if reference and reference != "fusion":
+        qs = [q for q in ids if q in fusion and q in pq[reference]]
+        res = _attempt(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
+                       [float(x) for x in correct(pq[reference], qs)])
+        ok = res is not None and math.isfinite(res["pvalue"]) and res["se"] > 0
+        out.append({"key": "tost_vs_reference", "against": reference, "n": len(qs),
+                    "pvalue": res["pvalue"] if ok else None, "difference": res["difference"] if ok else None,
+                    **({} if ok else {"note": "undefined (no variation in the paired differences)"})})
+    else:
+        out.append({"key": "tost_vs_reference", "pvalue": None, "note": "no single pass to test against"})
+    qs = [q for q in ids if q in fusion and q in view0]
+    mc = _attempt(stats.mcnemar_exact, correct(fusion, qs), correct(view0, qs)) if qs else None
+    out.append({"key": "fusion_vs_own_view", "against": "phase 0", "n": len(qs),
+                "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
+    if shifted is None:
+        out.append({"key": "origin_shift_vs_union", "pvalue": None,
+                    "note": "needs the union arm and a second origin"})
+    else:
+        first, second = shifted
+        qs = [q for q in ids if all(q in first[a] and q in second[a] for a in ("fusion", "union"))]
+        changed = {a: [first[a][q]["identity"] != second[a][q]["identity"] for q in qs] for a in ("fusion", "union")}
+        mc = _attempt(stats.mcnemar_exact, changed["fusion"], changed["union"]) if qs else None
+        out.append({"key": "origin_shift_vs_union", "against": "union", "n": len(qs),
+                    "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
+    return out
+
+
+def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]], pq: Mapping[str, Mapping],
+                        origins: Sequence[str], order: Sequence[str], reference: str | None) -> dict[str, Any]:
+    """Table S2's family per cell: each computed member's p and its Benjamini–Hochberg q
+    (step-up at ``BH_ALPHA`` over the members computed in that cell), and the members one
+    run cannot compute, with why. ``pq``: per arm, :func:`per_question_answers` at ``origins[0]``."""
+    names = {a["name"] for a in arms}
+    view0 = per_question_answers(col, {"grid": "phase", "pool": "single"}, origins[0]) if "fusion" in names else {}
+    shifted = None
+    if {"fusion", "union"} <= names and len(origins) > 1:
+        by = {a["name"]: a for a in arms}
+        shifted = tuple({a: per_question_answers(col, by[a], o) for a in ("fusion", "union")}
+                        for o in (origins[0], origins[1]))
+    rows = {k: row for k, row, how, _ in TABLE_S2}
+    cells = {}
+    for cell, ids in _ids_by_cell(col, order).items():
+        tests = _cell_tests(ids, pq, view0, shifted, reference)
+        done = [t for t in tests if t.get("pvalue") is not None]
+        if done:
+            reject, q = stats.benjamini_hochberg([t["pvalue"] for t in done], BH_ALPHA)
+            for t, qv, rj in zip(done, q, reject):
+                t.update(qvalue=qv, reject=rj)
+        for t in tests:
+            t["row"] = rows[t["key"]]
+        cells[cell] = {"n": len(ids), "m": len(done), "tests": tests}
+    return {"alpha": BH_ALPHA, "scoring": SCORING,
+            "members": [{"key": k, "row": row, "test": how, **({} if how else {"not_computed": why})}
+                        for k, row, how, why in TABLE_S2],
+            "origins": list(origins[:2]), "cells": cells}
+
+
+# --------------------------------------------------------------------------- Learn-then-Test (App. H)
+
+
+def _signal(name: str, item: Mapping[str, Any], qid: str) -> float:
+    post = np.asarray(item["posterior"], dtype=float)
+    if name == "margin":
+        return float(item["margin"])
+    if name == "top-1 prob.":
+        return float(post.max())
+    if name == "neg. entropy":
+        from scipy.stats import entropy
+
+        return -float(entropy(post))
+    from judgetrain.seeding import rng_for
+
+    return float(rng_for("ltt-random-signal", qid).random())  # the Random row: a score unrelated to the item
+
+
+def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, Any]], order: Sequence[str],
+                        n_splits: int = stats.LTT_SPLITS) -> dict[str, Any]:
+    """Table S10 per (benchmark) cell and pooled: for the single pass under every signal of
+    :data:`LTT_SIGNALS` and for each pooled arm under its fused margin, certified coverage and
+    test-half violation rate over ``n_splits`` seeded halves at each α of :data:`LTT_ALPHAS`."""
+    plan = [(a, s) for a in ("single",) if a in pq for s in LTT_SIGNALS]
+    plan += [(a, "margin") for a in pq if a != "single" and a.startswith("fusion")]
+    cells = _ids_by_cell(col, order)
+    cells = {c: ids for c, ids in cells.items() if c != "all"} or cells  # in-cell: per benchmark
+    rows = []
+    for arm, signal in plan:
+        for alpha in LTT_ALPHAS:
+            per_cell = {}
+            for cell, ids in cells.items():
+                qs = [q for q in ids if q in pq[arm]]
+                if len(qs) < 2:
+                    continue
+                scores = [_signal(signal, pq[arm][q], q) for q in qs]
+                errors = [not pq[arm][q]["correct"] for q in qs]
+                res = stats.ltt_splits(scores, errors, alpha, n_splits=n_splits, key=(arm, signal, cell, alpha))
+                per_cell[cell] = {k: res[k] for k in ("n", "n_calibration", "coverage", "violation_rate",
+                                                      "certified_splits", "median_threshold")}
+            if per_cell:
+                rows.append({"arm": arm, "signal": signal, "alpha": alpha, "cells": per_cell,
+                             "coverage": float(np.mean([c["coverage"] for c in per_cell.values()])),
+                             "violation_rate": float(np.mean([c["violation_rate"] for c in per_cell.values()]))})
+    return {"delta": stats.LTT_DELTA, "n_splits": n_splits, "min_answered": stats.LTT_MIN_ANSWERED,
+            "alphas": list(LTT_ALPHAS), "cells": list(cells), "rows": rows}
+
+
+def _attempt(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except stats.StatsError:
+        return None
