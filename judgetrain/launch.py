@@ -154,7 +154,7 @@ def check(launch: LaunchArgs, overrides: list[str]) -> None:
                 raise
             raise train.ConfigError([f"{launch.recipe}: {e}"]) from None
     problems = train.check_config(margs, dargs, largs, targs, world_size=n)
-    for path in dargs.datasets or []:
+    for path in dargs.datasets if isinstance(dargs.datasets, list) else []:  # a string is one of check_config's problems
         try:
             records.read_build_info(path)
         except records.IncompleteDatasetError as e:

@@ -495,7 +495,7 @@ def make_parser():
         "  judgetrain sweep recipes/tiny/qwen3vl-prism-pairwise-lora.yaml --space recipes/spaces/tiny.yaml \\\n"
         "      --trials 6 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss\n"
         "  judgetrain sweep recipes/llava-ov-7b/prism-pairwise-lora.yaml --space recipes/spaces/paper002.yaml \\\n"
-        "      --trials 50 --storage sqlite:///runs/sweeps.db --study prism-ov7b --accelerate-config zero3\n"
+        "      --trials 50 --storage sqlite:///runs/sweeps.db --study prism-ov7b --accelerate-config zero3 --num-processes 2\n"
         "  judgetrain sweep --config sweep.yaml --max_steps 30   # YAML keys are the fields below\n"
         "  judgetrain sweep best prism-ov7b --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
         "\nany further --field value is passed to every trial as a recipe override.\n",

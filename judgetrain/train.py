@@ -70,14 +70,22 @@ def setup_cpu_distributed() -> bool:
     torch.distributed with gloo before anything else touches it (DeepSpeed
     would otherwise pick a backend CPUs lack, and each rank would think it is
     rank 0 of 1). A GPU launch is left entirely to accelerate. Returns True
-    when it initialised the group."""
+    when it initialised the group.
+
+    Without DeepSpeed the state must be accelerate's CPU one (``cpu=True``,
+    distributed type ``MULTI_CPU``): a gloo group under any other state is
+    distributed type ``NO``, so the Trainer never wraps the model in DDP while
+    the data loader still gives each rank its own share of every batch, and
+    the ranks train apart on half the data each."""
     import torch
 
     if torch.cuda.is_available() or env_world_size() <= 1:
         return False
     from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
 
-    PartialState(backend="gloo")
+    # DeepSpeed's own init (what accelerate does when ACCELERATE_USE_DEEPSPEED is set) needs cpu=False
+    PartialState(cpu=not parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"), backend="gloo")
     return True
 
 
@@ -131,10 +139,11 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
             longest = max(longest, check_records(evaluation, processor, training_args.max_length, "eval", data_args.check_lengths))
     # 3. trainer
     peft_config = prepare_trainable(model, family, model_args, lora_args, training_args)
+    recipe = resolved_recipe(model_args, data_args, lora_args, training_args, argv)  # each checkpoint records it for resume
     trainer = SFTTrainer(
         model=model, args=training_args, train_dataset=train,
         eval_dataset=evaluation if training_args.eval_strategy != "no" else None,
-        processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback()],
+        processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],
     )
     for factory in callbacks:
         callback = factory(evaluation, processor, training_args)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -198,17 +198,24 @@ def _leftover_problems(rest: list[str], parser) -> list[str]:
 
 
 def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args: LoraArguments, training_args, world_size: int) -> list[str]:
-    """Cross-field rules; every problem names the field and the fix."""
-    problems = []
+    """Cross-field rules; every problem names the field and the fix. Nothing is
+    loaded: ``lora_target_modules`` is matched against the model built from its
+    config on the meta device, and a resume is compared with the recipe its
+    checkpoint recorded (``judgetrain.train_resume``)."""
+    from judgetrain.train_model import lora_target_problems
+    from judgetrain.train_resume import resume_problems
+
+    problems = _list_fields_given_as_strings(model_args, data_args, lora_args)
     if not model_args.model_name_or_path:
         problems.append("model_name_or_path: missing; give a local model folder or a hub id")
     if not data_args.datasets:
         problems.append("datasets: missing; give one or more folders built with `judgetrain build …`")
-    if data_args.mixture_weights is not None:
+    if data_args.mixture_weights is not None and not isinstance(data_args.mixture_weights, str):
         if len(data_args.mixture_weights) != len(data_args.datasets or []):
             problems.append(f"mixture_weights: {len(data_args.mixture_weights)} weight(s) for {len(data_args.datasets or [])} dataset(s); give one per dataset")
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
+    problems += _optimizer_problems(training_args)
     if getattr(training_args, "packing", False):
         problems.append("packing: packing is not supported for vision-language models; set `packing: false`")
     if training_args.bf16 and training_args.fp16:
@@ -227,4 +234,35 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
         problems.append(f"lora_dropout: {lora_args.lora_dropout} must be in [0, 1)")
     if training_args.resume_from_checkpoint not in (None, "auto") and not Path(training_args.resume_from_checkpoint).is_dir():
         problems.append(f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`")
+    problems += lora_target_problems(model_args, lora_args, training_args.trust_remote_code)
+    problems += resume_problems(model_args, data_args, lora_args, training_args, world_size)
+    return problems
+
+
+def _list_fields_given_as_strings(*cfgs) -> list[str]:
+    """A list field written as a plain string in the recipe (``datasets: data/prism``)
+    reaches the dataclass as that string, which code iterating it reads as a list of
+    characters: refuse it, showing the list spelling."""
+    import typing
+
+    problems = []
+    for cfg in cfgs:
+        hints = typing.get_type_hints(type(cfg))
+        for f in fields(cfg):
+            value = getattr(cfg, f.name)
+            is_list = any(typing.get_origin(t) is list for t in (hints[f.name], *typing.get_args(hints[f.name])))
+            if is_list and isinstance(value, str):
+                problems.append(f"{f.name}: given as the string {value!r}, but it is a list; write `{f.name}: [{value}]` in the "
+                                f"recipe (or `--{f.name} {value}` on the command line)")
+    return problems
+
+
+def _optimizer_problems(training_args) -> list[str]:
+    """Values torch's optimizer refuses only once training starts, after the model and data have loaded."""
+    problems = []
+    if training_args.learning_rate < 0:
+        problems.append(f"learning_rate: {training_args.learning_rate} is negative; give a positive rate "
+                        "(the LoRA recipes use 1e-4; recipes/spaces/ search 1e-5 to 5e-4)")
+    if training_args.weight_decay < 0:
+        problems.append(f"weight_decay: {training_args.weight_decay} is negative; give 0 (none) or a positive value such as 0.1")
     return problems

@@ -1,15 +1,19 @@
 """What trains: the PEFT LoRA configuration on a family's language-model
 projections, which vision modules join it, and which parameters train in a full
-fine-tune; plus whether DDP must expect parameters without a gradient.
+fine-tune; whether DDP must expect parameters without a gradient; and the check
+that a recipe's ``lora_target_modules`` reaches layers LoRA can wrap, made on
+the model built from its config on the meta device (no weights loaded).
 
 Used by ``judgetrain.train``. README: "`judgetrain train`".
 """
 
 from __future__ import annotations
 
+import functools
+
 from judgetrain.train_config import LoraArguments, ModelArguments
 
-__all__ = ["lora_config", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable"]
+__all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable"]
 
 
 def prepare_trainable(model, family, model_args: ModelArguments, lora_args: LoraArguments, training_args):
@@ -99,3 +103,83 @@ def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> No
             p.requires_grad_(not model_args.freeze_vision_tower)
         else:
             p.requires_grad_(True)
+
+
+# --------------------------------------------------------------------------- checking lora_target_modules before any weight loads
+
+
+def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, trust_remote_code: bool = False) -> list[str]:
+    """Problems with the recipe's ``lora_target_modules`` (a regex PEFT full-matches
+    against module names): not a regex, matching no module, or matching modules LoRA
+    cannot wrap. Judged with PEFT's own matcher on the model built from its config on
+    the meta device, so nothing is loaded; [] when there is no pattern to check or the
+    config cannot be read (the model loader then says why)."""
+    import re
+
+    pattern = lora_args.lora_target_modules
+    if not lora_args.use_lora or not pattern:
+        return []
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return [f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"]
+    model = _meta_model(model_args.model_name_or_path, trust_remote_code)
+    if model is None:
+        return []
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    from judgetrain.models import detect_family, get_family
+
+    family = get_family(model_args.family) if model_args.family else detect_family(model.config)
+    config = lora_config(lora_args, model_args, family, model)
+    modules = dict(model.named_modules())
+    # a match object or True; an excluded module (modules_to_save) is falsy
+    matched = [name for name in modules if name and bool(check_target_module_exists(config, name))]
+    examples = ", ".join(_example_layer_names(modules))
+    if not matched:
+        return [f"lora_target_modules: {pattern!r} matches no module of {model_args.model_name_or_path} (PEFT full-matches the "
+                f"whole dotted name); its layers LoRA can wrap look like: {examples}. Leave it unset for the family's "
+                "language-model projections"]
+    unwrappable = [name for name in matched if not isinstance(modules[name], _lora_layer_types())]
+    if unwrappable:
+        return [f"lora_target_modules: {pattern!r} matches {len(unwrappable)} module(s) LoRA cannot wrap (only Linear, Embedding, "
+                f"Conv and MultiheadAttention layers), e.g. {', '.join(unwrappable[:3])}; match layers such as: {examples}"]
+    return []
+
+
+@functools.lru_cache(maxsize=4)  # a sweep checks its recipe once per probed value
+def _meta_model(model_name_or_path: str | None, trust_remote_code: bool):
+    """The model class of ``model_name_or_path`` built from its config on the meta
+    device (module tree only, no memory); None when its config cannot be read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    if not model_name_or_path:
+        return None
+    try:
+        config = AutoConfig.from_pretrained(model_name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):
+        return None
+    with torch.device("meta"):
+        return AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
+
+
+def _lora_layer_types() -> tuple[type, ...]:
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    nn = torch.nn
+    return (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.MultiheadAttention, Conv1D)
+
+
+def _example_layer_names(modules: dict, n: int = 8) -> list[str]:
+    """Up to ``n`` wrappable layer names, layer numbers written as ``\\d+`` (one per pattern)."""
+    import re
+
+    seen: list[str] = []
+    for name, module in modules.items():
+        general = re.sub(r"\.\d+\.", r".\\d+.", name)
+        if name and isinstance(module, _lora_layer_types()) and general not in seen:
+            seen.append(general)
+    language = [s for s in seen if "language_model" in s]
+    return (language + [s for s in seen if s not in language])[:n]

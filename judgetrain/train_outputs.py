@@ -36,8 +36,12 @@ RECIPE_FILE = "judgetrain_recipe.yaml"
 # --------------------------------------------------------------------------- checkpoints
 
 
-def checkpoint_complete_callback():
-    """A ``TrainerCallback`` that writes ``COMPLETE_MARKER`` into each checkpoint once it is saved."""
+def checkpoint_complete_callback(recipe: dict | None = None):
+    """A ``TrainerCallback`` that writes into each checkpoint, once it is saved, the
+    resolved ``recipe`` it was trained with (``RECIPE_FILE``; what a resume is checked
+    against, ``judgetrain.train_resume``) and then ``COMPLETE_MARKER`` with the step,
+    world size and global batch."""
+    import yaml
     from transformers import TrainerCallback
 
     class CheckpointComplete(TrainerCallback):
@@ -49,7 +53,11 @@ def checkpoint_complete_callback():
             if state.is_world_process_zero:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if folder.is_dir():
-                    atomic_write(folder / COMPLETE_MARKER, json.dumps({"global_step": state.global_step}))
+                    if recipe is not None:
+                        atomic_write(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
+                    global_batch = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+                    atomic_write(folder / COMPLETE_MARKER, json.dumps({"global_step": state.global_step, "world_size": args.world_size,
+                                                                       "global_batch": global_batch}))
             return control
 
     return CheckpointComplete()

@@ -4,8 +4,12 @@ DeepSpeed ZeRO-2 and ZeRO-3, all on this machine's CPU.
 
 CPU facts these rely on: DDP needs `ACCELERATE_USE_CPU=1 accelerate launch
 --multi_gpu --num_processes 2` (`--cpu --num_processes 2` silently runs one
-process, hence the world-size assertions); DeepSpeed runs without
-ACCELERATE_USE_CPU, with judgetrain.train setting up gloo itself. DeepSpeed
+process, hence the world-size assertions), and judgetrain.train sets up
+accelerate's CPU state (MULTI_CPU) itself; a world size of 2 alone does not
+prove data parallelism (a gloo group under distributed type NO has it too, with
+ranks that train apart), hence the per-step weight comparison through
+tests/ddp_probe.py. DeepSpeed runs without ACCELERATE_USE_CPU, with
+judgetrain.train setting up gloo itself. DeepSpeed
 JIT-builds its shared-memory op on first use (~1 min, cached in
 TORCH_EXTENSIONS_DIR). Marked slow: `.ci/run` runs them after the default suite.
 """
@@ -20,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from judgetrain.models.tiny import build_tiny
 
@@ -59,18 +64,52 @@ def test_one_process_through_judgetrain_train(tmp_path, tiny, timecatch_build):
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
 
 
-def test_ddp_two_processes_with_a_trainable_vision_tower(tmp_path, tiny, timecatch_build):
-    out = tmp_path / "ddp"
-    # LoRA reaching the vision attention and an unfrozen projector: the case where DDP
-    # must be told that trainable parameters may go unused
-    run([str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "-m", "judgetrain.train", "--config", str(RECIPE),
-         *overrides(tiny, timecatch_build[0], out, "--freeze_projector", "false",
-                    "--lora_target_modules", r".*(language_model\.layers\.\d+\.self_attn\.[qv]_proj|visual\.blocks\.\d+\.attn\.qkv)")],
-        {"ACCELERATE_USE_CPU": "1"})
-    assert world_size(out) == 2
-    state = json.loads((out / "trainer_state.json").read_text())
-    assert state["global_step"] == 2 and all(h["loss"] == h["loss"] for h in state["log_history"] if "loss" in h)
-    assert sorted(p.name for p in (out / "checkpoint-2").glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
+def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_global_batch(tmp_path, tiny, timecatch_build):
+    """Two DDP processes of per-device batch 2 against one process of per-device 2 with
+    two accumulation steps: the same four records per optimizer step (rank r takes micro-
+    batch r, the single process takes both in turn). tests/ddp_probe.py writes each rank's
+    trainable weights before training and after every step. Data parallel means the ranks
+    hold the same weights at every step and equal the single process; ranks that train
+    apart (what a gloo group under accelerate's distributed type NO gave) differ from step 1.
+    LoRA reaches the vision attention and the projector is unfrozen: the case where DDP
+    must be told that trainable parameters may go unused."""
+    from safetensors.torch import load_file
+
+    probe, data = REPO / "tests" / "ddp_probe.py", timecatch_build[0]
+
+    def argv(name):
+        return [str(tmp_path / name / "probe"), "--config", str(RECIPE),
+                *overrides(tiny, data, tmp_path / name / "out", "--max_steps", "3", "--save_steps", "3", "--lora_dropout", "0",
+                           "--learning_rate", "1e-2", "--per_device_train_batch_size", "2", "--effective_batch_size", "4",
+                           "--logging_steps", "1", "--freeze_projector", "false", "--lora_target_modules",
+                           r".*(language_model\.layers\.\d+\.self_attn\.[qv]_proj|visual\.blocks\.\d+\.attn\.qkv)")]
+
+    run([str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", str(probe), *argv("ddp")], {"ACCELERATE_USE_CPU": "1"})
+    run([sys.executable, str(probe), *argv("one")])
+    ddp, one = tmp_path / "ddp", tmp_path / "one"
+    assert world_size(ddp / "out") == 2 and world_size(one / "out") == 1
+    for rank in (0, 1):
+        assert json.loads((ddp / "probe" / f"rank{rank}" / "state.json").read_text()) == {"distributed_type": "DistributedType.MULTI_CPU",
+                                                                                      "num_processes": 2}
+    for step in range(4):  # 0: before the first step
+        rank0, rank1, single = (load_file(d / f"step{step}.safetensors") for d in
+                                (ddp / "probe" / "rank0", ddp / "probe" / "rank1", one / "probe" / "rank0"))
+        assert rank0.keys() == rank1.keys() == single.keys() and any("visual" in k for k in rank0)
+        assert all(torch.equal(rank0[k], rank1[k]) for k in rank0), f"the ranks' trainable weights differ after step {step}"
+        for k in rank0:
+            torch.testing.assert_close(rank0[k], single[k], atol=1e-5, rtol=1e-5, msg=f"step {step}: {k}")
+    assert any(not torch.equal(load_file(ddp / "probe" / "rank0" / "step0.safetensors")[k], rank0[k]) for k in rank0)  # it trained
+
+    def losses(folder):
+        return [h["loss"] for h in json.loads((folder / "out" / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+
+    assert len(losses(ddp)) == 3
+    torch.testing.assert_close(torch.tensor(losses(ddp)), torch.tensor(losses(one)), atol=1e-5, rtol=1e-5)
+    a, b = load_file(ddp / "out" / "adapter_model.safetensors"), load_file(one / "out" / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-5)
+    assert sorted(p.name for p in (ddp / "out" / "checkpoint-3").glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
 
 
 # both spellings of the launch: the recipe as a word with dashed options, and TRL's

@@ -15,7 +15,7 @@ LAYERS = {
     "judgetrain.video": 0, "judgetrain.perceptual": 0,
     "judgetrain.models": 1, "judgetrain.scoring": 1,
     "judgetrain.data_builders": 2, "judgetrain.eval": 2,
-    "judgetrain.train": 3, "judgetrain.train_config": 3, "judgetrain.train_data": 3, "judgetrain.train_model": 3,
+    "judgetrain.train": 3, "judgetrain.train_config": 3, "judgetrain.train_resume": 3, "judgetrain.train_data": 3, "judgetrain.train_model": 3,
     "judgetrain.train_outputs": 3, "judgetrain.merge": 3, "judgetrain.accelerate_configs": 0, "judgetrain.errors": 0,
     "judgetrain.jsonl": 0, "judgetrain.plotting": 0, "judgetrain.mcq_manifest": 0,
     "judgetrain.sweep": 4, "judgetrain.sweep_space": 4, "judgetrain.sweep_trial": 4, "judgetrain.sweep_reporting": 4,
@@ -134,4 +134,36 @@ def test_no_private_attribute_of_another_module_is_used():
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             if private and target.startswith("judgetrain"):
                 wrong.append(f"{path.relative_to(REPO)}:{line}: imports {private} from {target}")
+    assert wrong == [], "\n".join(wrong)
+
+
+README = REPO / "README.md"
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
+
+
+def test_module_docstrings_say_what_they_are_for_and_point_to_the_readme():
+    import re
+
+    headings = {line.lstrip("#").strip() for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+    wrong = []
+    for module, path, _is_package in _modules():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        pointer = re.search(r"README: ((?:\"[^\"]+\"(?:,\s*)?)+)", doc)
+        if not doc.strip() or pointer is None:
+            wrong.append(f"{path.relative_to(REPO)}: no module docstring ending in README: \"SECTION\"")
+            continue
+        wrong += [f"{path.relative_to(REPO)}: README has no section {name!r}"
+                  for name in re.findall(r"\"([^\"]+)\"", pointer.group(1)) if name not in headings]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_library_file_or_function_is_too_long():
+    wrong = []
+    for _module, path, _is_package in _modules():
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            wrong.append(f"{path.relative_to(REPO)}: {len(text.splitlines())} lines (split it along its seams)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name} is {node.end_lineno - node.lineno + 1} lines")
     assert wrong == [], "\n".join(wrong)

@@ -96,6 +96,53 @@ def test_records_without_images_are_refused(tmp_path, tiny_models):
         setup(args_for("qwen3-vl", tiny_models, tmp_path / "noimg", tmp_path / "o", "--eval_split", ""))
 
 
+@pytest.mark.parametrize("bad, message", [
+    ("learning_rate: -1.0e-4", "learning_rate: -0.0001 is negative; give a positive rate"),
+    ("weight_decay: -0.1", "weight_decay: -0.1 is negative"),
+    ("datasets: DATA", "datasets: given as the string 'DATA', but it is a list; write `datasets: [DATA]`"),
+    ("tasks: temporal_detect", "tasks: given as the string 'temporal_detect', but it is a list"),
+])
+def test_bad_recipes_fail_before_any_model_loads_naming_the_field(bad, message, tmp_path, data):
+    """The model folder is not there: a ConfigError naming the field (not the model loader's
+    error, nor torch's or a list of characters later) shows the check ran before any model loads,
+    in the trainer and in `judgetrain train`'s check before launching."""
+    from judgetrain import launch
+    from judgetrain.accelerate_configs import LaunchArgs
+
+    recipe = yaml.safe_load((REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml").read_text())
+    recipe.update(model_name_or_path=str(tmp_path / "no-model"), datasets=[str(data)], output_dir=str(tmp_path / "o"))
+    key, value = bad.split(": ")
+    recipe[key] = yaml.safe_load(value.replace("DATA", str(data))) if key != "datasets" else str(data)
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    message = message.replace("DATA", str(data))
+    with pytest.raises(ConfigError) as exc:
+        setup(["--config", str(tmp_path / "r.yaml")])
+    assert any(p.startswith(message) for p in exc.value.problems), exc.value.problems
+    with pytest.raises(ConfigError) as exc:
+        launch.check(LaunchArgs(recipe=tmp_path / "r.yaml"), [])
+    assert any(p.startswith(message) for p in exc.value.problems), exc.value.problems
+    assert not any("no such dataset folder" in p for p in exc.value.problems)
+
+
+@pytest.mark.parametrize("pattern, message", [
+    (r".*language_model\.layers\.\d+\.self_attn\.qq_proj", "matches no module of"),
+    (r".*language_model\.layers\.\d+\.self_attn", "matches 2 module(s) LoRA cannot wrap"),
+    (r".*(q_proj", "is not a regular expression"),
+])
+def test_a_lora_regex_that_reaches_no_layer_fails_before_training_naming_the_field(pattern, message, tmp_path, tiny_models, data):
+    """Checked on the model built from its config on the meta device (check_config loads no
+    weights), with PEFT's own matcher; the message lists the layers there are."""
+    from judgetrain.train import check_config
+
+    argv = args_for("qwen3-vl", tiny_models, data, tmp_path / "o", "--lora_target_modules", pattern)
+    problems = check_config(*parse(list(argv)), world_size=1)
+    assert len(problems) == 1 and problems[0].startswith(f"lora_target_modules: {pattern!r} {message}"), problems
+    if "no module" in message:
+        assert r"model.language_model.layers.\d+.self_attn.q_proj" in problems[0]
+    with pytest.raises(ConfigError, match=re.escape(f"lora_target_modules: {pattern!r} {message}")):
+        setup(argv)
+
+
 # --------------------------------------------------------------------------- what is trained
 
 
@@ -254,6 +301,44 @@ def test_resume_auto_skips_incomplete_checkpoints(tmp_path):
             (folder / "judgetrain_checkpoint_complete.json").write_text("{}")
     assert find_resume_checkpoint(tmp_path) == str(tmp_path / "checkpoint-4")
     assert find_resume_checkpoint(tmp_path / "absent") is None
+
+
+def test_resume_refuses_what_the_checkpoint_fixes_and_records_what_was_used(tmp_path, tiny_models, data):
+    """A checkpoint restores the optimizer, the scheduler and the data position: a resume that
+    changes what they fix is refused (old → new, the fix) before any model loads; a change it
+    honours (a longer run at a constant rate) trains, and the saved recipe records it."""
+    from judgetrain.train import check_config
+
+    out = tmp_path / "run"
+    base = args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "2", "--save_steps", "2", "--max_train_samples", "8",
+                    "--learning_rate", "1e-3", "--lora_dropout", "0")
+    train_and_save(setup(list(base)))
+    checkpoint = out / "checkpoint-2"
+    assert yaml.safe_load((checkpoint / "judgetrain_recipe.yaml").read_text())["learning_rate"] == 1e-3
+    assert json.loads((checkpoint / "judgetrain_checkpoint_complete.json").read_text()) == {"global_step": 2, "world_size": 1,
+                                                                                          "global_batch": 4}
+    resume = [*base, "--resume_from_checkpoint", "auto"]
+    for change, expected in (
+        (["--learning_rate", "5e-4"], f"learning_rate: {checkpoint} was trained with 0.001, this resume asks for 0.0005 (0.001 → 0.0005); "
+                                      "its optimizer state restores it, so the new value would not be what trains. "
+                                      "Resume with `--learning_rate 0.001`"),
+        (["--lr_scheduler_type", "cosine"], "lr_scheduler_type: " + str(checkpoint) + " was trained with 'constant', this resume asks for 'cosine'"),
+        (["--effective_batch_size", "2"], f"effective_batch_size: {checkpoint} was trained with a global batch of 4 records per step"),
+        (["--lora_r", "4"], f"lora_r: {checkpoint} was trained with 8, this resume asks for 4"),
+    ):
+        problems = check_config(*parse([*resume, *change]), world_size=1)
+        assert len(problems) == 1 and problems[0].startswith(expected), problems
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            setup([*resume, *change, "--model_name_or_path", str(tmp_path / "no-model")])  # refused before the model loads
+    # the same global batch another way, and a longer run at the constant rate: honoured
+    assert check_config(*parse([*resume, "--per_device_train_batch_size", "1"]), world_size=1) == []
+    run = setup([*resume, "--max_steps", "4"])
+    train_and_save(run)
+    assert run.trainer.state.global_step == 4 and run.trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    saved = yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())
+    assert (saved["learning_rate"], saved["max_steps"]) == (1e-3, 4)
+    assert check_config(*parse([*base, "--max_steps", "4", "--lr_scheduler_type", "cosine", "--resume_from_checkpoint",
+                                str(out / "checkpoint-4")]), world_size=1)[0].startswith("lr_scheduler_type: ")
 
 
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, data):
