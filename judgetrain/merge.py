@@ -29,9 +29,8 @@ class MergeConfig:
 
 def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto") -> Path:
     """Write base + adapter, merged, to ``out``; returns ``out``."""
-    from peft import PeftModel
-
     from judgetrain.models import load_model_and_processor
+    from judgetrain.models.adapters import load_adapter
 
     adapter = Path(adapter)
     config_file = adapter / "adapter_config.json"
@@ -39,7 +38,8 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = No
         raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the output folder of `judgetrain train` (or a checkpoint-N in it)")
     base = base or json.loads(config_file.read_text())["base_model_name_or_path"]
     model, processor = load_model_and_processor(base, dtype=dtype)
-    merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    # with --base another model: refused before PEFT fails with a shape error, naming the adapter's base
+    merged = load_adapter(model, adapter, base).merge_and_unload()
     out = Path(out)
     merged.save_pretrained(str(out), safe_serialization=True)
     if (adapter / "processor_config.json").is_file() or (adapter / "preprocessor_config.json").is_file():

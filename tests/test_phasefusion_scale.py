@@ -280,3 +280,15 @@ def test_scorer_refuses_an_adapter_of_another_width_before_peft_loads_it(tiny, t
     with pytest.raises(AdapterMismatchError, match=rf"trained on base model '{narrow}'(.|\n)*lora_A is \[4, 64\]"):
         Scorer.from_pretrained(tiny["qwen3-vl"], adapter, dtype="float32", progress=False)
     assert len(_score(narrow, adapter)) == 2
+
+
+def test_merge_refuses_an_adapter_of_another_base_naming_it(tiny, tmp_path):
+    """`judgetrain merge --base` goes through the same check: before, PEFT failed with a size mismatch."""
+    from judgetrain.merge import merge_adapter
+
+    narrow = _narrow(tiny["qwen3-vl"], tmp_path / "qwen3-vl-narrow")
+    adapter = _lora(narrow, tmp_path / "narrow-lora")
+    with pytest.raises(AdapterMismatchError, match=rf"trained on base model '{narrow}'"):
+        merge_adapter(adapter, tmp_path / "merged", base=str(tiny["qwen3-vl"]), dtype="float32")
+    assert not (tmp_path / "merged").exists()
+    assert (merge_adapter(adapter, tmp_path / "merged", dtype="float32") / "config.json").is_file()  # its own base
