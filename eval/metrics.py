@@ -28,10 +28,10 @@ __all__ = [
     "accuracy",
     "accuracy_cell",
     "accuracy_table",
-    "compute_metrics",
     "confusion",
     "exact_match",
     "kendall_tau",
+    "lpips_bin",
     "lpips_bins",
     "ordering_metrics",
     "position_accuracy",
@@ -150,6 +150,12 @@ def confusion(rows: Sequence[Mapping[str, Any]], task: str) -> dict[str, Any] | 
     return {"labels": labels, "counts": counts, "normalized": normalized}
 
 
+def lpips_bin(value: float, width: float = LPIPS_BIN_WIDTH) -> int:
+    """The 0-based bin ``k`` of ``[k*width, (k+1)*width)`` that an LPIPS distance falls in."""
+    # round() first: 0.3 / 0.1 is 2.9999999999999996, which floor would put in bin 2.
+    return int(math.floor(round(float(value) / width, 9)))
+
+
 def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
                width: float = LPIPS_BIN_WIDTH) -> list[dict[str, Any]]:
     """Accuracy of ``task`` by LPIPS distance of the swapped pair, in ``width``-wide bins
@@ -159,8 +165,7 @@ def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
     sel = [r for r in rows if r["task"] == task and r.get("lpips_swapped") is not None]
     if not sel:
         return []
-    # round() first: 0.3 / 0.1 is 2.9999999999999996, which floor would put in bin 2.
-    index = [int(math.floor(round(float(r["lpips_swapped"]) / width, 9))) for r in sel]
+    index = [lpips_bin(r["lpips_swapped"], width) for r in sel]
     bins = []
     for k in range(max(index) + 1):
         members = [r for r, i in zip(sel, index) if i == k]
@@ -168,18 +173,6 @@ def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
         bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": cell["n"],
                      "correct": cell["correct"], "accuracy": cell["accuracy"]})
     return bins
-
-
-def compute_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Everything a TimeCatch report shows, from prediction rows alone."""
-    return {
-        "n": len(rows),
-        "overall": {t: cell for t, cells in accuracy_table(rows).items() for s, cell in cells.items() if s == ALL},
-        "by_task_source": accuracy_table(rows),
-        "by_subset": subset_table(rows),
-        "confusion": {t: c for t in LOCALIZE_TASKS if (c := confusion(rows, t)) is not None},
-        "lpips_bins": {"temporal_detect": lpips_bins(rows, "temporal_detect")},
-    }
 
 
 # --------------------------------------------------------------------------- the chronological-ordering probe (paper 002 App. G)

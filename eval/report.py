@@ -30,13 +30,13 @@ from typing import Any
 
 from judgetrain.io import no_nan, write_json, write_rows, write_text  # noqa: F401  (write_rows: re-exported)
 
-from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS, compute_metrics
+from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS
 from .runs import (  # noqa: F401  (re-exported: the run-folder names evaluations import from here)
     METRICS, PREDICTIONS, REPORT, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, items_count,
     read_predictions, read_run, repair_predictions,
 )
 from .timecatch_plots import plot_confusion, plot_lpips
-from .timecatch_tables import lpips_class_bins, table2
+from .timecatch_tables import compute_metrics
 
 __all__ = [
     "METRICS",
@@ -219,10 +219,8 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     command). ``human``: a reference file (see :func:`load_human`) or table; by
     default the one recorded in ``run.json``. Returns the metrics.
 
-    ``metrics["table2"]`` is ``{"main": …, "long": …}``, one accuracy table per length set
-    (:func:`~judgetrain.eval.timecatch_tables.table2`); ``by_task_source`` is the same over
-    all lengths together; ``lpips_bins.temporal_detect`` holds both classes per bin
-    (:func:`~judgetrain.eval.timecatch_tables.lpips_class_bins`)."""
+    The metrics are :func:`~judgetrain.eval.timecatch_tables.compute_metrics`' (Table 2's main
+    and long sets apart, LPIPS bins by class) plus the run's header and ``figures``."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval timecatch --out {run_dir} …` first")
     if human is None:
@@ -234,8 +232,6 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "split_chosen", "world_size")},
                "items": items_count(rows, info)}
     metrics.update(compute_metrics(rows))
-    metrics["table2"] = table2(rows)
-    metrics["lpips_bins"] = {"temporal_detect": lpips_class_bins(rows, "temporal_detect")}
     if human_table:
         metrics["human"] = human_table
     figures = _figures(metrics, run_dir)

@@ -14,13 +14,13 @@ README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .metrics import LPIPS_BIN_WIDTH, SUBSETS, accuracy_cell, accuracy_table
+from .metrics import (ALL, LOCALIZE_TASKS, LPIPS_BIN_WIDTH, SUBSETS, accuracy_cell, accuracy_table, confusion, lpips_bin,
+                      subset_table)
 
-__all__ = ["MAIN_MAX_FRAMES", "length_subset", "lpips_class_bins", "table2"]
+__all__ = ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"]
 
 # Paper 000 §3.3: sequences of 4–8 frames are the main set, 9–16 the long one.
 MAIN_MAX_FRAMES = 8
@@ -51,11 +51,6 @@ def _partner_key(row: Mapping[str, Any]) -> tuple | None:
     if row.get("sequence_id") is None:
         return None
     return (row.get("source"), row["sequence_id"], row.get("layout"))
-
-
-def _bin_of(value: float, width: float) -> int:
-    # round() first: 0.3 / 0.1 is 2.9999999999999996, which floor would put in bin 2.
-    return int(math.floor(round(float(value) / width, 9)))
 
 
 def _class_cell(members: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -94,7 +89,7 @@ def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_de
         key = _partner_key(r)
         if r.get("perturbation") == "none" and key is not None:
             partners[key] = r
-    index = [_bin_of(r["lpips_swapped"], width) for r in swapped]
+    index = [lpips_bin(r["lpips_swapped"], width) for r in swapped]
     bins = []
     for k in range(max(index) + 1):
         sw = [r for r, i in zip(swapped, index) if i == k]
@@ -103,3 +98,19 @@ def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_de
                      "swapped": _class_cell(sw), "intact": _class_cell(intact),
                      "balanced_accuracy": _balanced(sw, intact)})
     return bins
+
+
+def compute_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Everything a TimeCatch report shows, from prediction rows alone: ``table2`` (main and
+    long set apart), ``by_task_source`` (all lengths together), ``overall``, ``by_subset``,
+    ``confusion`` and ``lpips_bins.temporal_detect`` (both classes per bin)."""
+    by_task_source = accuracy_table(rows)
+    return {
+        "n": len(rows),
+        "overall": {t: cells[ALL] for t, cells in by_task_source.items() if ALL in cells},
+        "by_task_source": by_task_source,
+        "table2": table2(rows),
+        "by_subset": subset_table(rows),
+        "confusion": {t: c for t in LOCALIZE_TASKS if (c := confusion(rows, t)) is not None},
+        "lpips_bins": {"temporal_detect": lpips_class_bins(rows, "temporal_detect")},
+    }
