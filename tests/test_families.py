@@ -169,7 +169,7 @@ def test_a_plain_name_list_fails_on_gemma_4s_vision_tower(tiny_root: Path) -> No
 # choices below (one to three tokens) make rows of different lengths.
 @pytest.mark.parametrize("name", ["internvl", "internvl3.5", "gemma-4"])
 def test_shared_prefix_equals_scoring_each_prompt(name: str, loaded: dict) -> None:
-    from judgetrain.scoring.prefix import has_sliding_window
+    from judgetrain.scoring.model import has_sliding_window
 
     model, processor = loaded[name]
     assert has_sliding_window(model) == (name == "gemma-4")

@@ -21,7 +21,7 @@ from typing import Any
 
 from judgetrain.errors import UserError
 
-__all__ = ["AdapterMismatchError", "check_adapter", "check_loaded_adapter", "load_adapter", "same_base"]
+__all__ = ["AdapterMismatchError", "check_adapter", "load_adapter", "same_base"]
 
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 _LORA = (".lora_A.weight", ".lora_B.weight")
@@ -216,25 +216,6 @@ def check_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_pat
         raise AdapterMismatchError(_message(adapter, recorded, given, problems))
     if recorded and not same:
         _warn_other_name(adapter, recorded, given)
-
-
-def check_loaded_adapter(model: Any) -> None:
-    """:func:`check_adapter`'s architecture checks for a model PEFT has already wrapped
-    (``PeftModel``): the base each adapter was trained on against the base it sits on.
-    A model without adapters passes."""
-    configs = getattr(model, "peft_config", None)
-    if not isinstance(configs, dict) or not hasattr(model, "get_base_model"):
-        return
-    base = model.get_base_model()
-    given = getattr(base.config, "_name_or_path", None) or None
-    for peft_config in configs.values():
-        recorded = peft_config.base_model_name_or_path
-        if same_base(recorded, given):
-            continue
-        # No folder to read the saved processor from here: only the model type and class.
-        problems = _architecture_problems(None, peft_config, recorded, base)
-        if problems:
-            raise AdapterMismatchError(_message(None, recorded, given, problems))
 
 
 def load_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_path: str | os.PathLike[str] | None = None,

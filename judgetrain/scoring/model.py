@@ -2,8 +2,8 @@
 (:class:`ScoringModel`: processor and tokenizer, the forward pass's cache and
 logits-to-keep argument names, the M-RoPE index of Qwen-VL models, device, dtype,
 pad id), a prompt cache's rows copied for continuations (:func:`select_cache_rows`),
-and eval mode for the length of a call (:func:`eval_mode`). A model carrying an adapter
-of another base is refused here (:func:`judgetrain.models.adapters.check_loaded_adapter`).
+and eval mode for the length of a call (:func:`eval_mode`). Adapters are checked against
+their base where they are loaded (:func:`judgetrain.models.adapters.load_adapter`).
 README: "Scoring (Python)".
 """
 
@@ -15,22 +15,18 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..models.adapters import check_loaded_adapter
 from ..models.registry import ModelFamily, detect_family, get_family
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ScoringModel", "eval_mode", "select_cache_rows"]
+__all__ = ["ScoringModel", "eval_mode", "has_sliding_window", "select_cache_rows"]
 
 
 class ScoringModel:
     """What scoring needs to know about a loaded model, worked out once."""
 
     def __init__(self, model: Any, processor: Any, family: ModelFamily | str | None):
-        # An adapter of another base loads silently when the widths agree; refuse it here,
-        # before the first forward pass fails with a shape error inside transformers.
-        check_loaded_adapter(model)
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -43,6 +39,8 @@ class ScoringModel:
         params = inspect.signature(base.forward).parameters
         # transformers 5 renamed past_key_values to `cache` (the old name is deprecated).
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        # pads inside a sliding window would hide real tokens: shared-prefix scoring avoids them
+        self.sliding_window = has_sliding_window(model)
         self.keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         # M-RoPE models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) expose get_rope_index on their inner model.
         self.rope_index = None
@@ -118,6 +116,14 @@ class ScoringModel:
         logits = out.logits[:, -keep:] if keep else out.logits
         # Reading the old name on a transformers 5 output logs a deprecation warning.
         return logits, getattr(out, self.cache_arg, None)
+
+
+def has_sliding_window(model: Any) -> bool:
+    """Whether some decoder layer attends through a sliding window (Gemma-3/4's ``layer_types``;
+    Qwen2's ``sliding_window`` counts only with ``use_sliding_window``)."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "get_text_config", lambda: config)()
+    return "sliding_attention" in (getattr(config, "layer_types", None) or ())
 
 
 def _model_device(model: Any) -> torch.device:

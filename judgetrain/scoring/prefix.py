@@ -134,19 +134,11 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
             for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)]
 
 
-def has_sliding_window(model: Any) -> bool:
-    """Whether some decoder layer attends through a sliding window (Gemma-3/4's ``layer_types``;
-    Qwen2's ``sliding_window`` counts only with ``use_sliding_window``)."""
-    config = getattr(model, "config", None)
-    config = getattr(config, "get_text_config", lambda: config)()
-    return "sliding_attention" in (getattr(config, "layer_types", None) or ())
-
-
 def _row_chunks(m: ScoringModel, rows: list, cap: int) -> list[list]:
     """The rows in forward-pass chunks of at most ``cap``. A row's pads sit between the cached
     prefix and its rest; a sliding window counts those slots and would see fewer real tokens,
     so with one, rows of equal length share a chunk and there are no pads at all."""
-    if not has_sliding_window(m.model):
+    if not m.sliding_window:
         return [rows[i:i + cap] for i in range(0, len(rows), cap)]
     by_length: dict[int, list] = {}
     for row in rows:
