@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import records
+from judgetrain.io import write_text
 
 from .common import BuildError, Skip
 from .rationale_prompts import BASE_INSTRUCTIONS, prompt_text, rewrite_prompt, sha256
@@ -85,12 +85,7 @@ class TeacherCache:
     def put(self, key: str, answer: TeacherAnswer, **extra: Any) -> None:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "w") as f:
-            f.write(json.dumps({"key": key, **asdict(answer), **extra}, sort_keys=True, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text(path, json.dumps({"key": key, **asdict(answer), **extra}, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.io import write_json
+from judgetrain.io import write_json, write_text
 
 from .phasefusion_answers import arm_answers, collect_rows, per_question_answers
 from .phasefusion_metrics import FLAG_FRACTION, LTT_ALPHAS, POSTERIOR_POOLS, RATE_INTERVAL, compute_metrics, \
@@ -373,9 +373,7 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     metrics["figures"] = [f for f in FIGURES if (run_dir / f).is_file()]
     write_json(run_dir / METRICS, metrics)
     metrics = json.loads((run_dir / METRICS).read_text())
-    tmp = run_dir / f".{REPORT}.tmp"
-    tmp.write_text(_markdown(metrics, info, run_dir))
-    os.replace(tmp, run_dir / REPORT)
+    write_text(run_dir / REPORT, _markdown(metrics, info, run_dir))
     return metrics
 
 

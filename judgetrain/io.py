@@ -12,11 +12,12 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["no_nan", "write_json", "write_rows", "write_text"]
+__all__ = ["atomic_path", "no_nan", "write_json", "write_rows", "write_text"]
 
 
 def no_nan(obj: Any) -> Any:
@@ -30,18 +31,26 @@ def no_nan(obj: Any) -> Any:
     return obj
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically: a temp file beside it, fsync, rename."""
+@contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed onto ``path`` when the block
+    ends without an error, removed otherwise. ``suffix`` keeps the extension a writer
+    may infer the format from (``.tmp.png``)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{suffix}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temp file beside it, fsync, rename."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

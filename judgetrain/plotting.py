@@ -6,8 +6,6 @@ README: "Layout".
 from __future__ import annotations
 
 import os
-import uuid
-from pathlib import Path
 from typing import Any
 
 __all__ = ["pyplot", "save_figure"]
@@ -24,14 +22,11 @@ def pyplot():
 
 
 def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> None:
-    """Save ``fig`` as a PNG at ``path`` atomically (a temp file beside it, then a rename, as
-    :mod:`judgetrain.io` does for text) and close it. ``bbox_inches="tight"`` grows the image
-    to hold every label, so a long title or tick label is never cut off at the edge."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp.png")
-    try:
+    """Save ``fig`` as a PNG at ``path`` atomically (:func:`judgetrain.io.atomic_path`) and close
+    it. ``bbox_inches="tight"`` grows the image to hold every label, so a long title or tick
+    label is never cut off at the edge."""
+    from judgetrain.io import atomic_path
+
+    with atomic_path(path, ".tmp.png") as tmp:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-        pyplot().close(fig)
+    pyplot().close(fig)

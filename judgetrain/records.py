@@ -28,6 +28,7 @@ import datasets
 from datasets import Features, Image, List, Value
 
 from judgetrain.errors import UserError
+from judgetrain.io import write_text
 
 __all__ = [
     "FEATURES",
@@ -339,12 +340,6 @@ def _image_digest(image: Mapping[str, Any]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     """``ds`` with ``fingerprint`` as its datasets fingerprint (what ``state.json`` records).
     datasets derives it from the arrow cache's path, so two identical builds into two
@@ -394,7 +389,7 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
         # DatasetDict's marker last (DatasetDict.save_to_disk writes it first): a save killed
         # before this point leaves a folder that datasets.load_from_disk refuses to open
         (tmp / datasets.config.DATASETDICT_JSON_FILENAME).write_text(json.dumps({"splits": list(dataset)}))
-        _atomic_write_json(tmp / BUILD_FILE, info)
+        write_text(tmp / BUILD_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
         if out.exists():
             old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(out, old)

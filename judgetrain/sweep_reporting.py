@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from judgetrain.io import write_text
 from judgetrain.sweep_space import RESULT_FILE, Objective, SweepError, make_pruner, process_alive, storage_from_url
 
 __all__ = ["SweepCallback", "lookup_metric"]
@@ -126,9 +126,7 @@ class SweepCallback(TrainerCallback):
             result["state"] = "failed"
             result["reason"] = "an objective could not be computed (no evaluation with eval_loss at the last step?)"
         self.out.mkdir(parents=True, exist_ok=True)
-        tmp = self.out / f".{RESULT_FILE}.tmp"
-        tmp.write_text(json.dumps(result, indent=2, default=_nan_none) + "\n")
-        os.replace(tmp, self.out / RESULT_FILE)
+        write_text(self.out / RESULT_FILE, json.dumps(result, indent=2, default=_nan_none) + "\n")
         return control
 
 

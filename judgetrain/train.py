@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from judgetrain import config
 # Re-exported: the launcher, the sweep, the quickstart and the tests import these from judgetrain.train.
+from judgetrain.io import write_text
 from judgetrain.train_config import (  # noqa: F401
     ConfigError,
     DataArguments,
@@ -46,7 +47,6 @@ from judgetrain.train_model import (  # noqa: F401
 from judgetrain.train_outputs import (  # noqa: F401
     COMPLETE_MARKER,
     RECIPE_FILE,
-    atomic_write,
     checkpoint_complete_callback,
     configure_reporting,
     find_resume_checkpoint,
@@ -191,7 +191,7 @@ def train_and_save(run: Run) -> Path:
         trainer.save_state()
         recipe = resolved_recipe(run.model_args, run.data_args, run.lora_args, training_args, run.argv)
         header = f"# accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}\n"
-        atomic_write(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))
+        write_text(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))
         write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest)
         print(f"Training finished at step {trainer.state.global_step}; adapter, processor, recipe and model card in {out}", flush=True)
     return out

@@ -16,10 +16,11 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from judgetrain.io import write_text
+
 __all__ = [
     "COMPLETE_MARKER",
     "RECIPE_FILE",
-    "atomic_write",
     "checkpoint_complete_callback",
     "configure_reporting",
     "find_resume_checkpoint",
@@ -54,20 +55,15 @@ def checkpoint_complete_callback(recipe: dict | None = None):
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if folder.is_dir():
                     if recipe is not None:
-                        atomic_write(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
+                        write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
                     global_batch = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
-                    atomic_write(folder / COMPLETE_MARKER, json.dumps({"global_step": state.global_step, "world_size": args.world_size,
+                    write_text(folder / COMPLETE_MARKER, json.dumps({"global_step": state.global_step, "world_size": args.world_size,
                                                                        "global_batch": global_batch}))
             return control
 
     return CheckpointComplete()
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader never sees half of it."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def find_resume_checkpoint(output_dir: str | os.PathLike) -> str | None:
@@ -169,4 +165,4 @@ def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[
         f"Original command: `python -m judgetrain.train {' '.join(shlex.quote(a) for a in argv)}`",
         "",
     ]
-    atomic_write(out / "README.md", "\n".join(lines))
+    write_text(out / "README.md", "\n".join(lines))
