@@ -1,5 +1,5 @@
 """Hash-based seeding: the same parts give the same seed in every process and
-on every machine (Python's ``hash()`` is salted per process, so never that).
+on every machine (never Python's built-in string hashing, which is salted per process).
 README: "Layout".
 """
 
