@@ -70,38 +70,22 @@ def print_summary(study, cfg, console) -> None:
 
 
 def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """``recipe`` with ``--field value`` flags applied as the trainer applies them: each
-    value converted by the trainer's parser to its field's type (``--max_steps 4`` is the
-    number 4, ``--bf16 false`` is False, a list field takes every value up to the next
-    flag), later flags winning. Unknown fields raise a SweepError."""
+    """``recipe`` with ``--field value`` flags applied as the trainer applies them: argparse
+    with the trainer's own parser converts each value to its field's type (``--max_steps 4``
+    is the number 4, ``--bf16 false`` is False, a list field takes every value up to the
+    next flag), later flags winning. What the parser does not take raises a SweepError."""
+    import argparse
+
     from judgetrain import train
     from judgetrain.config import jsonable
 
-    actions = {opt: a for a in train.make_parser()._actions for opt in a.option_strings}
-    out = dict(recipe)
-    i = 0
-    while i < len(overrides):
-        flag = overrides[i]
-        values = []
-        i += 1
-        while i < len(overrides) and not overrides[i].startswith("--"):
-            values.append(overrides[i])
-            i += 1
-        action = actions.get(flag)
-        if action is None:
-            raise SweepError(f"override {flag}: not a recipe field")
-        convert = action.type if callable(action.type) else (lambda v: v)
-        if not values:
-            if action.const is None:
-                raise SweepError(f"override {flag}: give a value")
-            out[action.dest] = action.const
-        elif action.nargs in ("+", "*"):
-            out[action.dest] = jsonable([convert(v) for v in values])
-        elif len(values) == 1:
-            out[action.dest] = jsonable(convert(values[0]))
-        else:
-            raise SweepError(f"override {flag}: takes one value, got {values}")
-    return out
+    parser = train.make_parser()
+    for action in parser._actions:  # only the fields the overrides name end up in the namespace
+        action.default = argparse.SUPPRESS
+    given, rest = parser.parse_known_args(overrides)
+    if rest:
+        raise SweepError(f"override {rest[0]}: not a recipe field (or not a value it takes): {' '.join(rest)}")
+    return {**recipe, **jsonable(vars(given))}
 
 
 def _pick_trial(study, study_name: str, trial_number: int | None):
