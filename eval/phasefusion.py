@@ -82,6 +82,9 @@ class PhaseFusionConfig(EvalArgs):
     max_side: int | None = arg(360, "resize frames so the longer side is at most this many pixels (App. A; null in "
                                     "a --config file: as decoded)", identity=True)
     frame_cache: Path | None = arg(None, "folder to keep decoded frames in across runs (keyed by video and max_side)")
+    latency_lines: int = arg(100, "time decoding + scoring at batch 1 (paper 001 Table S8) on the questions of the "
+                                  "manifest's first N lines; each of their grids is decoded again and its views "
+                                  "scored one at a time; 0 turns it off")
     batch_size: str = arg("auto", "frame grids per forward pass, or 'auto' (a question's S phase grids in one batch)")
     limit: int | None = arg(None, "score only the first N questions of the manifest (a larger N later extends the "
                                   "run; a smaller one restricts the metrics to those N)")
@@ -101,6 +104,8 @@ class PhaseFusionConfig(EvalArgs):
             self.origins = [str(o) for o in parse_origins(_origin_parts(self.origins), max(self.phases, 1))]
         except ValueError as e:
             problems.append(f"origins: {e}")
+        if self.latency_lines < 0:
+            problems.append(f"latency_lines: must be >= 0 (0 turns the batch-1 timing off), got {self.latency_lines}")
         if self.max_side is not None and self.max_side < 1:
             problems.append(f"max_side: must be >= 1 pixel, got {self.max_side}")
         problems += common
@@ -166,7 +171,7 @@ class _Questions:
         rows: list[dict[str, Any]] = []
         for q in questions:
             try:
-                decoded = decode_question(q, self.cache, self.grids, self.origins, self.cfg.budget)
+                decoded = decode_question(q, self.cache, self.grids, self.origins, self.cfg.budget, self.cfg.latency_lines)
             except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
                 rows.append({"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
                              "line": q.line, "error": str(e)})

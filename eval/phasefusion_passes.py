@@ -100,9 +100,11 @@ class Decoded:
     batch1_decode_s: dict[str, float] = field(default_factory=dict)
 
 
-def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int) -> Decoded:
+def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int,
+                    latency_lines: int = BATCH1_LINES) -> Decoded:
     """Probe the video, plan every grid at every origin and decode the union of their frames
-    in one pass (origin-free samplers only at the first origin)."""
+    in one pass (origin-free samplers only at the first origin). On the manifest's first
+    ``latency_lines`` lines each grid is also decoded alone, for the batch-1 timing."""
     from PIL import Image
 
     from judgetrain.video import probe, segment_frames
@@ -119,7 +121,7 @@ def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fr
     t0 = time.perf_counter()
     frames = cache.get(q.video, wanted)
     decode_s = time.perf_counter() - t0
-    batch1 = _time_grid_decodes(q, plan, cache.max_side) if 0 < getattr(q, "line", 0) <= BATCH1_LINES else {}
+    batch1 = _time_grid_decodes(q, plan, cache.max_side) if 0 < getattr(q, "line", 0) <= latency_lines else {}
     row = {"id": q.id, "benchmark": q.benchmark, "kind": "question", "answer": q.answer, "n_options": len(q.options),
            "options": list(q.options), "question": q.question, "video": str(q.video), "n_frames": info.n_frames,
            "segment_frames": [lo, hi],

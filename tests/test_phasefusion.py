@@ -858,3 +858,22 @@ def test_bounded_question_is_sampled_inside_its_segment(tmp_path, tiny_models, c
     assert result["n_errors"] == 1
     assert "question late (manifest line 2)" in result["metrics"]["errors"][0]["error"]
     assert "holds no frame" in result["metrics"]["errors"][0]["error"]
+
+
+def test_batch1_timing_can_be_turned_off(tiny_models, clips, tmp_path, capsys):
+    """--latency-lines 0: no second decode and no batch-1 passes; the report says the cost
+    at batch 1 is not measured instead of failing."""
+    out = tmp_path / "no-latency"
+    assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", out, *ARGS, "--limit", "1",
+                "--latency-lines", "0") == 0
+    rows = [json.loads(line) for line in (out / R.PREDICTIONS).read_text().splitlines()]
+    question = next(r for r in rows if r["kind"] == "question")
+    assert question["batch1_timing_decodes"] == 0 and question["decode_passes"] == 1
+    assert not any("batch1_score_s" in r or "batch1_decode_s" in r for r in rows if r["kind"] == "cost")
+    m = json.loads((out / R.METRICS).read_text())
+    assert not any("n_batch1" in m["cost"][a] for a in m["arms"])  # nothing timed at batch 1
+    assert "## Cost (Table S8)" in (out / R.REPORT).read_text()
+    capsys.readouterr()
+    assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", tmp_path / "bad", *ARGS,
+                "--latency-lines", "-1") == 2
+    assert "latency_lines: must be >= 0" in capsys.readouterr().err
