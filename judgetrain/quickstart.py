@@ -3,7 +3,7 @@
 Everything is built locally (no downloads). A tiny random model learns
 little; the point is that every stage runs end to end. With a GPU and hub
 access the same pipeline takes a real model, e.g.
-`judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config zero3`.
+`judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1`.
 README: "What the quickstart does".
 """
 
@@ -97,5 +97,5 @@ def main(cfg: QuickstartConfig) -> int:
           "that every stage works end to end, not a judge. On a machine with hub access and a GPU, the same pipeline\n"
           "with a real model:\n"
           "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data quickstart/timecatch --split validation --out results/qw3-2b\n"
-          "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config zero3")
+          "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1")
     return 0

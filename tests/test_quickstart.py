@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from judgetrain import train
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_quickstart_builds_evaluates_trains_and_compares(tmp_path):
@@ -26,3 +31,9 @@ def test_quickstart_builds_evaluates_trains_and_compares(tmp_path):
     assert "scores near chance" in done.stdout and "--model Qwen/Qwen3-VL-2B-Instruct" in done.stdout
     assert f"everything is under {out}" in done.stdout
     assert "judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml" in done.stdout
+    # the real-model command it prints passes that recipe's batch check (16 / (4 x 1)); zero3's 8 processes would not
+    printed = next(line.split() for line in done.stdout.splitlines() if "judgetrain train recipes/qwen3vl-2b" in line)
+    assert printed[printed.index("--num-processes") + 1] == "1"
+    margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"),
+                                              "--bf16", "false"])
+    assert train.check_config(margs, dargs, largs, targs, world_size=1) == []
