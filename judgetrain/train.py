@@ -54,6 +54,7 @@ from judgetrain.train_outputs import (  # noqa: F401
     wandb_netrc_configured,
     write_model_card,
 )
+from judgetrain.train_packing import prepare_packing
 
 __all__ = ["ModelArguments", "DataArguments", "LoraArguments", "ConfigError", "make_parser", "main", "script", "find_resume_checkpoint"]
 
@@ -134,17 +135,29 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     # 2. data
     train, evaluation, data_info = load_training_data(data_args, training_args.seed)
     with training_args.main_process_first(desc="checking records"):
-        longest = check_records(train, processor, training_args.max_length, "train", data_args.check_lengths)
-        if evaluation is not None:
-            longest = max(longest, check_records(evaluation, processor, training_args.max_length, "eval", data_args.check_lengths))
+        lengths = check_records(train, processor, training_args.max_length, "train", data_args.check_lengths)
+        eval_lengths = None if evaluation is None else check_records(evaluation, processor, training_args.max_length, "eval",
+                                                                     data_args.check_lengths)
+    longest = max(lengths + (eval_lengths or []), default=0)
+    evaluation_used = evaluation if training_args.eval_strategy != "no" else None
+    packed = None
+    if training_args.packing:
+        packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, data_args,
+                                 training_args, env_world_size())
+        logger.info(packed.summary)
     # 3. trainer
     peft_config = prepare_trainable(model, family, model_args, lora_args, training_args)
     recipe = resolved_recipe(model_args, data_args, lora_args, training_args, argv)  # each checkpoint records it for resume
-    trainer = SFTTrainer(
-        model=model, args=training_args, train_dataset=train,
-        eval_dataset=evaluation if training_args.eval_strategy != "no" else None,
-        processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],
-    )
+    # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train_packing
+    training_args.packing = False
+    try:
+        trainer = SFTTrainer(
+            model=model, args=training_args, train_dataset=packed.train if packed else train,
+            eval_dataset=packed.evaluation if packed else evaluation_used, data_collator=packed.collator if packed else None,
+            processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],
+        )
+    finally:
+        training_args.packing = packed is not None
     for factory in callbacks:
         callback = factory(evaluation, processor, training_args)
         if callback is not None:

@@ -61,7 +61,8 @@ class DataArguments:
     max_eval_samples: int | None = field(default=None)
     effective_batch_size: int | None = field(
         default=None,
-        metadata={"help": "Global batch held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × world size)."},
+        metadata={"help": "Global batch in records, held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × "
+                          "world size); with packing, / (records per packed row × per-device rows × world size), rounded."},
     )
     check_lengths: bool = field(default=True, metadata={"help": "Refuse records longer than max_length (image tokens would be cut)."})
 
@@ -203,6 +204,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (``judgetrain.train_resume``)."""
     from judgetrain.train_model import lora_target_problems
+    from judgetrain.train_packing import packing_problems
     from judgetrain.train_resume import resume_problems
 
     problems = _list_fields_given_as_strings(model_args, data_args, lora_args)
@@ -216,11 +218,11 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
     problems += _optimizer_problems(training_args)
-    if getattr(training_args, "packing", False):
-        problems.append("packing: packing is not supported for vision-language models; set `packing: false`")
+    problems += packing_problems(model_args, data_args, training_args)
     if training_args.bf16 and training_args.fp16:
         problems.append("bf16 and fp16 are both on; choose one")
-    if data_args.effective_batch_size is not None:
+    if data_args.effective_batch_size is not None and not getattr(training_args, "packing", False):
+        # (packed: the accumulation follows from the records per row, train_packing.gradient_accumulation_for)
         per_step = training_args.per_device_train_batch_size * world_size
         if data_args.effective_batch_size % per_step:
             problems.append(f"effective_batch_size: {data_args.effective_batch_size} is not a multiple of per_device_train_batch_size "

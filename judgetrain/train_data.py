@@ -80,23 +80,23 @@ def _keep_mask(ds, data_args: DataArguments) -> list[bool]:
     ]
 
 
-def check_records(ds, processor, max_length: int | None, name: str, check_lengths: bool) -> int:
+def check_records(ds, processor, max_length: int | None, name: str, check_lengths: bool) -> list[int]:
     """Refuse records that would break training silently: no image (under
     ZeRO-3 a rank whose batch has no image skips the vision tower and the
     ranks hang), or longer than ``max_length`` tokens with images expanded
-    (truncation would cut image tokens). Returns the longest record in tokens
-    (0 when not measured)."""
+    (truncation would cut image tokens). Returns every record's length in
+    tokens, in order ([] when not measured)."""
     from tqdm.auto import tqdm
 
     measure = check_lengths and max_length is not None
-    longest, too_long, no_images = 0, [], []
+    lengths, too_long, no_images = [], [], []
     rows = ds if measure else ds.select_columns(["id", "images"])
     for row in tqdm(rows, desc=f"checking {name} records", unit="rec", disable=os.environ.get("LOCAL_RANK", "0") != "0"):
         if not row["images"]:
             no_images.append(row["id"])
         elif measure:
             n = record_length(processor, row)
-            longest = max(longest, n)
+            lengths.append(n)
             if n > max_length:
                 too_long.append((row["id"], n))
     if no_images:
@@ -104,9 +104,9 @@ def check_records(ds, processor, max_length: int | None, name: str, check_length
                            "images (a rank without any hangs under DeepSpeed ZeRO-3). Filter them out with `tasks:`/`layouts:`"])
     if too_long:
         raise ConfigError([f"max_length: {len(too_long)} {name} record(s) are longer than max_length={max_length} tokens "
-                           f"(longest {longest}, e.g. {too_long[:3]}); truncation would cut image tokens. Set `max_length: {longest}` "
+                           f"(longest {max(lengths)}, e.g. {too_long[:3]}); truncation would cut image tokens. Set `max_length: {max(lengths)}` "
                            "(or more), lower max_pixels, or cap frames with `max_frames:`"])
-    return longest
+    return lengths
 
 
 def record_length(processor, row: dict) -> int:

@@ -28,7 +28,7 @@ FIXED_BY_CHECKPOINT = {
     **dict.fromkeys(("lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio", "max_steps", "num_train_epochs"),
                     "its learning-rate scheduler state restores the schedule"),
     **dict.fromkeys(("seed", "data_seed", "datasets", "train_split", "tasks", "layouts", "mixture_weights", "max_frames",
-                     "max_train_samples"), "the steps it trained are skipped in the data by position"),
+                     "max_train_samples", "packing", "max_length"), "the steps it trained are skipped in the data by position"),
     **dict.fromkeys(("model_name_or_path", "use_lora", "lora_r", "lora_alpha", "lora_target_modules", "lora_modules_to_save",
                      "freeze_vision_tower", "freeze_projector"), "its adapter and optimizer hold exactly these parameters"),
 }

@@ -59,10 +59,12 @@ def test_first_line_runs_as_written_on_the_hardware_it_names(recipe):
 
 def test_the_batch_check_is_what_the_old_first_lines_failed():
     """The first line used to be `--config_file deepspeed_configs/zero3.yaml` without --num_processes for
-    Qwen3-VL-2B: the config's 8 processes × per-device 4 cannot make an effective batch of 16."""
+    Qwen3-VL-2B: the config's 8 processes × per-device 4 cannot make an effective batch of 16 (the
+    recipe then had 4 records a device and no packing)."""
     recipe = REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"
     n = world_size(LaunchArgs(accelerate_config="zero3"))
-    margs, dargs, largs, targs = train.parse(["--config", str(recipe), "--bf16", "false"])
+    margs, dargs, largs, targs = train.parse(["--config", str(recipe), "--bf16", "false", "--packing", "false",
+                                              "--per_device_train_batch_size", "4"])
     assert n == 8 and any(p.startswith("effective_batch_size: 16 is not a multiple of per_device_train_batch_size (4) × world size (8)")
                           for p in train.check_config(margs, dargs, largs, targs, world_size=n))
 

@@ -88,7 +88,7 @@ def test_shipped_spaces_fit_their_recipes():
     # §4D: batch size in [4, 16] at the global batch of 128, gradient accumulation following it
     assert paper["per_device_train_batch_size"].choices == (4, 8, 16)
     space = sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml")
-    assert space.fixed == {"effective_batch_size": 128}
+    assert space.fixed == {"effective_batch_size": 128, "packing": False}
     margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
                                               "--bf16", "false", *space.overrides({"per_device_train_batch_size": 8})])
     assert train.check_config(margs, dargs, largs, targs, world_size=2) == []

@@ -21,6 +21,7 @@ from judgetrain import records
 from judgetrain.models import get_family
 from judgetrain.models.tiny import build_tiny
 from judgetrain.train import ConfigError, find_resume_checkpoint, parse, setup, train_and_save
+from judgetrain.train_packing import gradient_accumulation_for
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_RECIPES = {"qwen3-vl": "qwen3vl", "qwen2.5-vl": "qwen25vl", "llava-onevision": "llava-ov"}
@@ -390,7 +391,9 @@ def test_every_recipe_parses_and_dry_runs_on_the_tiny_model_of_its_family(recipe
                  "--datasets", str(data), "--output_dir", str(tmp_path / "o"), "--dtype", "float32", "--report_to", "none",
                  "--bf16", "false", "--tasks", "temporal_detect", "--max_steps", "1", "--per_device_train_batch_size", "1",
                  "--effective_batch_size", "2", "--save_strategy", "no", "--eval_strategy", "no", "--max_train_samples", "4"])
-    assert run.lora_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == 2
+    # packed recipes: the batch counts rows and the accumulation follows the records per row
+    accumulation = gradient_accumulation_for(2, 4, len(run.trainer.train_dataset), 1, 1) if config.get("packing") else 2
+    assert run.lora_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == accumulation
     run.trainer.train()
     assert run.trainer.state.global_step == 1
 

@@ -1,0 +1,224 @@
+"""Padding-free packing of image–text records: several prompt–completion
+records share one row of at most ``max_length`` tokens, with no padding
+between them and no attention across them.
+
+TRL packs text only (``SFTTrainer`` refuses ``packing`` for image data); this
+module does it for judgetrain's records, on the same code path as TRL's own
+vision collator:
+
+- :func:`pack_bins` places records (lengths with images expanded) into rows
+  by best-fit decreasing, so the number of rows, and of optimizer steps per
+  epoch, is known before training starts;
+- :func:`packed_rows` is the training set seen by the Trainer: item ``i``
+  names the records of row ``i``;
+- :class:`PackingCollator` runs ``trl.DataCollatorForVisionLanguageModeling``
+  on the records of a micro-batch (so text, images, labels and completion
+  masks are exactly TRL's) and lays each row's records end to end. Positions
+  restart at every record: plain ``0..L-1`` for 1-D RoPE, and for multimodal
+  RoPE (Qwen-VL) the model's own ``get_rope_index`` per record with a text row
+  in front, the ``(4, rows, length)`` form the Qwen-VL text models accept.
+  No attention mask is passed: transformers then derives the block-diagonal
+  causal mask from the restarts (``masking_utils.find_packed_sequence_indices``),
+  for ``sdpa``/``eager``/``flex_attention``, and ``flash_attention_2`` reads
+  ``cu_seqlens`` from the same positions.
+
+The first token of every record has label -100: it is never predicted from the
+record before it. Images keep their order, so each row's image tokens meet
+their own features. README: "`judgetrain train`".
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from typing import Any, Sequence
+
+__all__ = ["PACKABLE_FAMILIES", "packed_rows", "PackingCollator", "family_packing_problem", "gradient_accumulation_for",
+           "pack_bins", "packing_problems", "rope_index_of"]
+
+# Families whose packed rows are checked equal, in loss, gradients and logits, to their records
+# run alone (tests/test_packing.py); a family joins only with that test.
+PACKABLE_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "gemma-4")
+PACKABLE_ATTENTION = (None, "sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
+IGNORE_INDEX = -100
+
+
+def pack_bins(lengths: Sequence[int], max_length: int) -> list[list[int]]:
+    """Best-fit decreasing: record indices grouped into rows of at most ``max_length``
+    tokens. Longest records are placed first, each into the open row it fills most
+    tightly (ties: the row opened first), else a new row. Deterministic; each row's
+    indices ascend. Raises ValueError for a record longer than ``max_length``."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    rows: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # (room left, row number), kept sorted
+    for i in order:
+        n = int(lengths[i])
+        if n > max_length:
+            raise ValueError(f"record {i} has {n} tokens, more than max_length={max_length}")
+        at = bisect.bisect_left(free, (n, -1))
+        if at == len(free):
+            rows.append([i])
+            bisect.insort(free, (max_length - n, len(rows) - 1))
+            continue
+        room, row = free.pop(at)
+        rows[row].append(i)
+        bisect.insort(free, (room - n, row))
+    return [sorted(r) for r in rows]
+
+
+def packing_problems(model_args, data_args, training_args) -> list[str]:
+    """Why a recipe with ``packing: true`` cannot pack, one message per problem naming
+    the field and the fix; [] when it can (the family is checked once loaded)."""
+    if not getattr(training_args, "packing", False):
+        return []
+    problems = []
+    if training_args.packing_strategy != "bfd":
+        problems.append(f"packing_strategy: {training_args.packing_strategy!r} splits records across rows, which would cut image "
+                        "tokens from their images; image records pack whole with `packing_strategy: bfd`")
+    if model_args.attn_implementation not in PACKABLE_ATTENTION:
+        problems.append(f"packing: attn_implementation={model_args.attn_implementation!r} cannot keep packed records apart; use "
+                        "sdpa, eager, flex_attention or flash_attention_2, or set `packing: false`")
+    if training_args.max_length is None:
+        problems.append("packing: needs max_length, the length of a packed row in tokens; set `max_length:`")
+    if not data_args.check_lengths:
+        problems.append("packing: needs every record's length in tokens; set `check_lengths: true`")
+    return problems
+
+
+def family_packing_problem(family_name: str) -> str | None:
+    """The message for a family whose packing is not verified, or None."""
+    if family_name in PACKABLE_FAMILIES:
+        return None
+    return (f"packing: the {family_name} family cannot pack image records yet (verified: {', '.join(PACKABLE_FAMILIES)}); "
+            "set `packing: false`")
+
+
+def gradient_accumulation_for(effective_batch_size: int, n_records: int, n_rows: int, per_device: int, world_size: int) -> int:
+    """With packing, ``effective_batch_size`` still counts records: accumulate enough
+    rows that an optimizer step sees that many records on average (at least one)."""
+    records_per_row = n_records / max(n_rows, 1)
+    return max(1, round(effective_batch_size / (records_per_row * per_device * world_size)))
+
+
+def rope_index_of(model):
+    """The model's own ``get_rope_index`` (multimodal RoPE, Qwen-VL), or None for 1-D RoPE."""
+    for module in model.modules():
+        if hasattr(type(module), "get_rope_index"):
+            return module.get_rope_index
+    return None
+
+
+def packed_rows(split: str, rows: list[list[int]]):
+    """The set the Trainer iterates: a ``datasets.Dataset`` with one item per packed row,
+    ``{"split": split, "members": [record indices]}``; the collator fetches the records.
+    (TRL takes only ``datasets`` sets; rows of indices copy no image.)"""
+    import datasets
+
+    return datasets.Dataset.from_dict({"split": [split] * len(rows), "members": rows})
+
+
+class PackingCollator:
+    """Collate packed rows (items of :func:`packed_rows`): TRL's vision collator over every
+    record of the micro-batch, then each row's records end to end (module docstring).
+    ``records`` maps a split name to its ``datasets.Dataset``; ``rope_index`` is the
+    model's ``get_rope_index`` for multimodal-RoPE families, else None."""
+
+    def __init__(self, processor, records: dict, *, completion_only_loss: bool = True, rope_index=None):
+        from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+
+        self.records = records
+        self.inner = DataCollatorForVisionLanguageModeling(processor=processor, max_length=None,
+                                                            completion_only_loss=completion_only_loss)
+        self.pad_id = processor.tokenizer.pad_token_id
+        self.rope_index = rope_index
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        records = [self.records[item["split"]][j] for item in items for j in item["members"]]
+        # TRL rewrites the messages of what it collates, in place
+        batch = self.inner([{**r, "prompt": copy.deepcopy(r["prompt"]), "completion": copy.deepcopy(r["completion"])} for r in records])
+        lengths = batch["attention_mask"].sum(-1).tolist()  # flushed left: record j's tokens are [:lengths[j]]
+        per_token = [k for k, v in batch.items() if hasattr(v, "shape") and tuple(v.shape) == tuple(batch["input_ids"].shape)]
+        positions = self._positions(batch, lengths)
+        sizes = [len(item["members"]) for item in items]
+        out = {k: v for k, v in batch.items() if k not in per_token}
+        out.update(self._lay_out(batch, per_token, positions, lengths, sizes))
+        return out
+
+    def _positions(self, batch, lengths: list[int]) -> list[Any]:
+        """Each record's position ids, ``(L,)`` or, with multimodal RoPE, ``(4, L)``: text then t/h/w."""
+        import torch
+
+        if self.rope_index is None:
+            return [torch.arange(n) for n in lengths]
+        kwargs = {k: batch[k] for k in ("image_grid_thw", "video_grid_thw", "mm_token_type_ids") if k in batch}
+        rope, _ = self.rope_index(batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+        return [torch.cat([torch.arange(n)[None], rope[:, j, :n].to(torch.long)]) for j, n in enumerate(lengths)]
+
+    def _lay_out(self, batch, per_token: list[str], positions: list[Any], lengths: list[int], sizes: list[int]) -> dict[str, Any]:
+        """Rows of records end to end, right-padded to the longest row; the padding is
+        its own "record" (positions from 0, label -100), so it attends to nothing real."""
+        import torch
+
+        fill = {"input_ids": self.pad_id, "labels": IGNORE_INDEX}
+        rows: dict[str, list] = {k: [] for k in per_token if k != "attention_mask"}
+        rows["position_ids"] = []
+        starts = [sum(sizes[:r]) for r in range(len(sizes))]
+        width = max(sum(lengths[s:s + n]) for s, n in zip(starts, sizes))
+        for s, n in zip(starts, sizes):
+            members = range(s, s + n)
+            used = sum(lengths[j] for j in members)
+            for k in rows:
+                if k == "position_ids":
+                    parts = [positions[j] for j in members]
+                    pad = torch.arange(width - used).expand(*parts[0].shape[:-1], -1)
+                    rows[k].append(torch.cat(parts + [pad], dim=-1))
+                    continue
+                parts = [batch[k][j, :lengths[j]].clone() for j in members]
+                if k == "labels":
+                    for p in parts:
+                        p[0] = IGNORE_INDEX  # never predicted from the record before it
+                parts.append(torch.full((width - used,), fill.get(k, 0), dtype=batch[k].dtype))
+                rows[k].append(torch.cat(parts))
+        out = {k: torch.stack(v, dim=-2 if k == "position_ids" and v[0].dim() == 2 else 0) for k, v in rows.items()}
+        return out
+
+
+class PackedData:
+    """What :func:`prepare_packing` hands the trainer: the packed train and eval sets, their collator and a summary."""
+
+    def __init__(self, train, evaluation, collator, summary: str):
+        self.train, self.evaluation, self.collator, self.summary = train, evaluation, collator, summary
+
+
+def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | None], processor, model, family_name: str,
+                    data_args, training_args, world_size: int) -> PackedData:
+    """Pack the train records into rows of ``max_length`` tokens (evaluation too, or one
+    record per row with ``eval_packing: false``), set ``gradient_accumulation_steps`` from
+    ``effective_batch_size`` when given, and build the collator; the training arguments
+    get TRL's settings for a custom collator (keep the row columns, skip TRL's own
+    tokenization). Raises ConfigError for a family whose packing is not verified."""
+    from judgetrain.train_config import ConfigError
+
+    problem = family_packing_problem(family_name)
+    if problem:
+        raise ConfigError([problem])
+    train_lengths, eval_lengths = lengths
+    rows = pack_bins(train_lengths, training_args.max_length)
+    packed_eval = None
+    if evaluation is not None:
+        eval_rows = (pack_bins(eval_lengths, training_args.max_length) if training_args.eval_packing is not False
+                     else [[i] for i in range(len(evaluation))])
+        packed_eval = packed_rows("eval", eval_rows)
+    if data_args.effective_batch_size:
+        training_args.gradient_accumulation_steps = gradient_accumulation_for(
+            data_args.effective_batch_size, len(train), len(rows), training_args.per_device_train_batch_size, world_size)
+    training_args.remove_unused_columns = False
+    training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
+    fill = sum(train_lengths) / (len(rows) * training_args.max_length)
+    summary = (f"packing: {len(train)} training records into {len(rows)} rows of at most {training_args.max_length} tokens "
+               f"({len(train) / len(rows):.2f} records a row, {fill:.0%} full); gradient accumulation "
+               f"{training_args.gradient_accumulation_steps}")
+    completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
+    collator = PackingCollator(processor, {"train": train, "eval": evaluation}, completion_only_loss=completion_only,
+                               rope_index=rope_index_of(model))
+    return PackedData(packed_rows("train", rows), packed_eval, collator, summary)
