@@ -37,7 +37,7 @@ from judgetrain.train_config import (  # noqa: F401
     make_parser,
     parse,
 )
-from judgetrain.train_data import check_records, image_expansion, load_training_data, record_length  # noqa: F401
+from judgetrain.train_data import check_records, image_expansion, load_training_data, record_length, with_length_column  # noqa: F401
 from judgetrain.train_model import (  # noqa: F401
     lora_config,
     prepare_trainable,
@@ -145,6 +145,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
         packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, data_args,
                                  training_args, env_world_size())
         logger.info(packed.summary)
+    elif training_args.train_sampling_strategy == "group_by_length":
+        train = with_length_column(train, lengths, training_args)
     # 3. trainer
     peft_config = prepare_trainable(model, family, model_args, lora_args, training_args)
     recipe = resolved_recipe(model_args, data_args, lora_args, training_args, argv)  # each checkpoint records it for resume

@@ -14,7 +14,7 @@ import os
 
 from judgetrain.train_config import ConfigError, DataArguments
 
-__all__ = ["check_records", "image_expansion", "load_training_data", "record_length"]
+__all__ = ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"]
 
 logger = logging.getLogger("judgetrain.train")
 
@@ -131,3 +131,17 @@ def image_expansion(processor, sizes: tuple[tuple[int, int], ...]) -> int:
         expanded = processor(text=[text], images=[images], return_tensors="pt")["input_ids"].shape[1]
         cache[sizes] = expanded - len(processor.tokenizer(text)["input_ids"])
     return cache[sizes]
+
+
+def with_length_column(ds, lengths: list[int], training_args):
+    """For ``train_sampling_strategy: group_by_length`` on unpacked records: the records
+    with their lengths (images expanded) in ``length_column_name``, which the Trainer's
+    ``LengthGroupedSampler`` reads instead of ``input_ids`` (image records have none).
+    The column must reach the sampler, so ``remove_unused_columns`` is turned off; TRL's
+    vision collator reads only the record's own fields."""
+    if not lengths:
+        raise ConfigError(["train_sampling_strategy: group_by_length needs every record's length; set `check_lengths: true` "
+                           "and `max_length:`"])
+    training_args.remove_unused_columns = False
+    name = training_args.length_column_name
+    return (ds.remove_columns(name) if name in ds.column_names else ds).add_column(name, lengths)

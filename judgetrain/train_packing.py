@@ -82,6 +82,9 @@ def packing_problems(model_args, data_args, training_args) -> list[str]:
         problems.append("packing: needs max_length, the length of a packed row in tokens; set `max_length:`")
     if not data_args.check_lengths:
         problems.append("packing: needs every record's length in tokens; set `check_lengths: true`")
+    if training_args.train_sampling_strategy == "group_by_length":
+        problems.append("train_sampling_strategy: group_by_length groups records of like length into padded batches, which packed "
+                        "rows do not have; leave it `random` with packing (or set `packing: false`)")
     return problems
 
 

@@ -211,3 +211,21 @@ def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, tim
 def test_packing_refuses_what_would_cut_or_mix_records(tmp_path, tiny_qwen3, timecatch_build, flags, field):
     with pytest.raises(ConfigError, match=field):
         setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "o", *flags))
+
+
+def test_length_grouped_sampling_reads_the_measured_lengths(tmp_path, tiny_qwen3, timecatch_build):
+    """Unpacked, `group_by_length` batches records of like length; image records have no input_ids
+    for the Trainer to measure, so the lengths check_records measured are the sampler's column."""
+    from judgetrain.train_data import record_length
+
+    run = setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "o", "--packing", "false",
+                      "--train_sampling_strategy", "group_by_length"))
+    ds = run.trainer.train_dataset
+    assert ds["length"][:5] == [record_length(run.processor, ds[i]) for i in range(5)]
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    loader = run.trainer.get_train_dataloader()
+    sampler = loader.base_dataloader.batch_sampler.sampler  # inside accelerate's shard of the Trainer's loader
+    assert isinstance(sampler, LengthGroupedSampler) and sampler.lengths == ds["length"]
+    run.trainer.train()
+    assert run.trainer.state.global_step == 6
