@@ -190,16 +190,32 @@ def _log_trainable(trainer) -> None:
 
 
 def train_and_save(run: Run) -> Path:
-    """train (resuming when asked) → save adapter, processor, recipe, state, model card."""
+    """train (resuming when asked) → save adapter, processor, recipe, state, model card.
+    The adapter records its base as ``adapters.stored_base`` says (a relative folder as the
+    recipe gives it); a resume continues the checkpoint's wandb run; the model card is
+    judgetrain's, also where TRL's checkpoints and the Trainer's ``push_to_hub`` write one."""
     import yaml
+
+    from judgetrain.models.adapters import stored_base
+    from judgetrain.train_outputs import start_wandb_run, use_model_card, wandb_run_config
 
     trainer, training_args = run.trainer, run.training_args
     resume = training_args.resume_from_checkpoint
     if resume == "auto":
         resume = find_resume_checkpoint(training_args.output_dir)
         logger.info("resume_from_checkpoint auto: %s", resume or "no complete checkpoint, starting fresh")
-    trainer.train(resume_from_checkpoint=resume)
     out = Path(training_args.output_dir)
+    for peft_config in (getattr(trainer.model, "peft_config", None) or {}).values():
+        peft_config.base_model_name_or_path = stored_base(run.model_args.model_name_or_path)  # into adapter_config.json
+
+    def write_card(tags: list[str]) -> None:
+        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags)
+
+    use_model_card(trainer, write_card)
+    wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.lora_args, run.family,
+                                                          run.data_info, training_args),
+                                resume if isinstance(resume, str) else None)
+    trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         run.processor.save_pretrained(str(out))
@@ -207,8 +223,12 @@ def train_and_save(run: Run) -> Path:
         recipe = resolved_recipe(run.model_args, run.data_args, run.lora_args, training_args, run.argv)
         header = f"# accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}\n"
         write_text(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))
-        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest)
+        write_card(list(getattr(trainer.model, "model_tags", None) or []))  # after PEFT's save rewrote README.md
         print(f"Training finished at step {trainer.state.global_step}; adapter, processor, recipe and model card in {out}", flush=True)
+    if wandb_run is not None:  # opened here, so closed here: a later run in this process opens its own
+        import wandb
+
+        wandb.finish()
     return out
 
 

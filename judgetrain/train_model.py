@@ -2,7 +2,8 @@
 projections, which vision modules join it, and which parameters train in a full
 fine-tune; whether DDP must expect parameters without a gradient; and the check
 that a recipe's ``lora_target_modules`` reaches layers LoRA can wrap, made on
-the model built from its config on the meta device (no weights loaded).
+the model built from its config on the meta device (no weights loaded); and the
+warning that vLLM cannot serve an adapter that reaches the vision side.
 
 Used by ``judgetrain.train``. README: "`judgetrain train`".
 """
@@ -10,10 +11,14 @@ Used by ``judgetrain.train``. README: "`judgetrain train`".
 from __future__ import annotations
 
 import functools
+import logging
 
 from judgetrain.train_config import LoraArguments, ModelArguments
 
-__all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable"]
+__all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable",
+           "vllm_serving_problem"]
+
+logger = logging.getLogger("judgetrain.train")
 
 
 def prepare_trainable(model, family, model_args: ModelArguments, lora_args: LoraArguments, training_args):
@@ -23,6 +28,9 @@ def prepare_trainable(model, family, model_args: ModelArguments, lora_args: Lora
     peft_config = lora_config(lora_args, model_args, family, model) if lora_args.use_lora else None
     if peft_config is None:
         set_full_finetune_trainable(model, model_args, family)
+    problem = vllm_serving_problem(model, family, peft_config, model_args)
+    if problem:
+        logger.warning(problem)
     if training_args.ddp_find_unused_parameters is None:
         # DDP must be told when some trainable parameters may get no gradient
         # in a step, which happens once training reaches the vision side
@@ -91,6 +99,26 @@ def vision_is_trainable(model, family, peft_config, model_args: ModelArguments) 
         if hit:
             return True
     return False
+
+
+def vllm_serving_problem(model, family, peft_config, model_args: ModelArguments) -> str | None:
+    """Why ``vllm serve --enable-lora`` cannot serve the adapter this LoRA config trains,
+    with the fix, or None. vLLM applies LoRA to a multimodal model's language model only
+    (LoRA on the vision tower or projector is dropped) and refuses an adapter with
+    ``modules_to_save`` (an unfrozen tower or projector, ``lora_modules_to_save``)."""
+    if peft_config is None:
+        return None
+    to_save = list(peft_config.modules_to_save or [])
+    if not to_save and not vision_is_trainable(model, family, peft_config, model_args):
+        return None
+    what = (f"saves whole modules with the adapter (modules_to_save: {', '.join(to_save[:4])}"
+            f"{', …' if len(to_save) > 4 else ''}), which vLLM refuses" if to_save
+            else "puts LoRA on the vision tower or projector (lora_target_modules), which vLLM drops")
+    return (f"vLLM serves LoRA on the language model only: this adapter {what}, so `vllm serve --enable-lora "
+            "--lora-modules` will not serve it as trained. To serve it with vLLM, merge it first (`judgetrain merge "
+            "OUTPUT_DIR --out MERGED`, then `vllm serve MERGED`), or train an adapter vLLM loads as is: keep "
+            "freeze_vision_tower and freeze_projector true, lora_modules_to_save unset and lora_target_modules on the "
+            "language model.")
 
 
 def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> None:

@@ -1,37 +1,52 @@
 """What a training run leaves behind and how it reports: checkpoints marked
 complete once fully written (so ``resume_from_checkpoint: auto`` skips one cut
-short by a kill), wandb / TensorBoard set-up, the resolved recipe and the model
-card written next to the adapter.
+short by a kill), wandb / TensorBoard set-up (one wandb run across resumes, in the
+project ``judgetrain sweep`` reports to), the resolved recipe, and the model card
+(``huggingface_hub.ModelCard``) written next to the adapter and pushed by the
+Trainer's own ``push_to_hub``.
 
 Used by ``judgetrain.train``. README: "`judgetrain train`".
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import shlex
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from judgetrain.io import write_text
 
 __all__ = [
     "COMPLETE_MARKER",
+    "DEFAULT_WANDB_PROJECT",
+    "PIPELINE_TAG",
     "RECIPE_FILE",
+    "base_license",
     "checkpoint_complete_callback",
     "configure_reporting",
     "find_resume_checkpoint",
+    "model_card",
+    "recorded_wandb_run",
     "resolved_recipe",
+    "start_wandb_run",
+    "use_model_card",
     "wandb_netrc_configured",
+    "wandb_run_config",
     "write_model_card",
 ]
 
 logger = logging.getLogger("judgetrain.train")
 COMPLETE_MARKER = "judgetrain_checkpoint_complete.json"
 RECIPE_FILE = "judgetrain_recipe.yaml"
+# where training runs log and `judgetrain sweep` writes its summary run, unless WANDB_PROJECT says otherwise
+DEFAULT_WANDB_PROJECT = "judgetrain"
+PIPELINE_TAG = "image-text-to-text"
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -41,7 +56,7 @@ def checkpoint_complete_callback(recipe: dict | None = None):
     """A ``TrainerCallback`` that writes into each checkpoint, once it is saved, the
     resolved ``recipe`` it was trained with (``RECIPE_FILE``; what a resume is checked
     against, ``judgetrain.train_resume``) and then ``COMPLETE_MARKER`` with the step,
-    world size and global batch."""
+    world size, global batch and the wandb run id (when logging to wandb)."""
     import yaml
     from transformers import TrainerCallback
 
@@ -57,8 +72,11 @@ def checkpoint_complete_callback(recipe: dict | None = None):
                     if recipe is not None:
                         write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
                     global_batch = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
-                    write_text(folder / COMPLETE_MARKER, json.dumps({"global_step": state.global_step, "world_size": args.world_size,
-                                                                       "global_batch": global_batch}))
+                    marker = {"global_step": state.global_step, "world_size": args.world_size, "global_batch": global_batch}
+                    wandb = sys.modules.get("wandb")  # imported only when the run reports to it
+                    if wandb is not None and wandb.run is not None:
+                        marker["wandb_run_id"] = wandb.run.id  # a resume from here continues this run
+                    write_text(folder / COMPLETE_MARKER, json.dumps(marker))
             return control
 
     return CheckpointComplete()
@@ -85,14 +103,72 @@ def find_resume_checkpoint(output_dir: str | os.PathLike) -> str | None:
 
 def configure_reporting(training_args) -> None:
     """wandb without a configured key logs offline into the output folder
-    (sync later with `wandb sync`); the key itself is never printed or saved."""
+    (sync later with `wandb sync`); the key itself is never printed or saved. Runs go to
+    the project ``WANDB_PROJECT``, by default ``DEFAULT_WANDB_PROJECT`` (where the sweep's
+    summary run goes too, rather than the Trainer's default ``huggingface``)."""
     report_to = training_args.report_to or []
     if "wandb" in report_to:
         os.environ.setdefault("WANDB_DIR", str(Path(training_args.output_dir).resolve()))
+        os.environ.setdefault("WANDB_PROJECT", DEFAULT_WANDB_PROJECT)
         Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
         if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
             os.environ["WANDB_MODE"] = "offline"
             logger.warning("wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"])
+
+
+def recorded_wandb_run(checkpoint: str | os.PathLike | None) -> str | None:
+    """The wandb run id a checkpoint was logged under (its ``COMPLETE_MARKER``), or None."""
+    marker = Path(checkpoint) / COMPLETE_MARKER if checkpoint else None
+    if marker is None or not marker.is_file():
+        return None
+    return json.loads(marker.read_text()).get("wandb_run_id")
+
+
+def wandb_run_config(model_args, data_args, lora_args, family, data_info: dict, training_args) -> dict:
+    """What the Trainer's wandb callback leaves out of the run config: the recipe's data
+    fields (datasets with their content hashes, family, the effective batch) and the rest
+    of judgetrain's own fields under ``judgetrain``."""
+    from judgetrain.models.adapters import stored_base
+
+    args = training_args
+    return {
+        "datasets": [d["path"] for d in data_info["datasets"]],
+        "dataset_content_hashes": {d["path"]: d["splits"] for d in data_info["datasets"]},
+        "family": family.name,
+        "base_model": stored_base(model_args.model_name_or_path),
+        "effective_batch_size": args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        "world_size": args.world_size,
+        "judgetrain": {**asdict(model_args), **asdict(data_args), **asdict(lora_args)},
+    }
+
+
+def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None:
+    """On the main process of a run reporting to wandb, open its wandb run before the
+    Trainer's ``WandbCallback`` would (it then logs into this one): when resuming from
+    ``checkpoint``, the run that checkpoint recorded, with wandb's ``id=…, resume="allow"``
+    (so ``--resume_from_checkpoint`` continues one run instead of opening a second);
+    otherwise a new one. ``WANDB_RUN_ID`` / ``WANDB_RESUME`` in the environment win.
+    ``config`` joins the run config. Returns the id of the run it opened (for
+    ``wandb.finish``), None when it opened none."""
+    args = trainer.args
+    if "wandb" not in (args.report_to or []) or not trainer.is_world_process_zero():
+        return None
+    import wandb
+
+    if wandb.run is not None:  # opened by the caller: log into it, as the Trainer would
+        wandb.run.config.update(config, allow_val_change=True)
+        return None
+    kwargs: dict[str, Any] = {}
+    given = os.environ.get("WANDB_RUN_ID")
+    run_id = given or recorded_wandb_run(checkpoint)
+    if run_id:
+        kwargs.update(id=run_id, resume=os.environ.get("WANDB_RESUME", "allow"))
+        logger.info("wandb: run %s (%s)", run_id, "WANDB_RUN_ID" if given else f"continued from {checkpoint}")
+    if args.run_name:
+        kwargs["name"] = args.run_name
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), **kwargs)
+    run.config.update(config, allow_val_change=True)  # a resumed run keeps its config; the recipe may have grown
+    return run.id
 
 
 def wandb_netrc_configured() -> bool:
@@ -126,22 +202,87 @@ def _yamlable(v: Any) -> bool:
     return v is None or isinstance(v, (str, int, float, bool, list, dict)) or hasattr(v, "value")
 
 
-def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int) -> None:
-    """``out/README.md``: base model, steps and batch, the data with its content hashes, and how to reproduce the run."""
+@functools.lru_cache(maxsize=8)  # the card is rewritten at every checkpoint; the base's card is read once
+def base_license(base: str) -> dict[str, str]:
+    """``license`` (and ``license_name`` / ``license_link``) from the base model's card: its
+    folder's ``README.md``, or a hub id's card (from the cache, else the hub unless offline);
+    {} when it has none or it cannot be read."""
+    from huggingface_hub import ModelCard, constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    local = Path(base).expanduser()
+    try:
+        if local.exists():
+            card = ModelCard.load(local / "README.md") if (local / "README.md").is_file() else None
+        else:
+            cached = try_to_load_from_cache(base, "README.md")
+            card = ModelCard.load(cached) if isinstance(cached, str) else None
+            if card is None and not constants.HF_HUB_OFFLINE:
+                card = ModelCard.load(base)
+    except (OSError, ValueError, HFValidationError) as e:  # the license is a courtesy: no card, no license
+        logger.info("no license read from %s's model card: %s", base, e)
+        return {}
+    data = card.data if card is not None else None
+    return {k: getattr(data, k) for k in ("license", "license_name", "license_link") if data is not None and getattr(data, k, None)}
+
+
+def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
+               extra_tags: list[str] | tuple[str, ...] = ()):
+    """The run's ``huggingface_hub.ModelCard``. Metadata: ``base_model`` (as the adapter
+    records it, ``adapters.stored_base``), ``library_name`` (peft for an adapter),
+    ``pipeline_tag``, tags with ``base_model:adapter:BASE``, ``datasets``, the base's
+    license, and under ``judgetrain`` every dataset with its content hashes, the batch and
+    the steps. For the hub (``push_to_hub`` / ``hub_model_id`` set), local paths stay out
+    of ``base_model``, ``datasets`` and the tags, which the hub accepts only as ids; the
+    text still names them."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from judgetrain.models.adapters import stored_base
+
+    args, state = trainer.args, trainer.state
+    base = stored_base(model_args.model_name_or_path)
+    lora = getattr(trainer.model, "peft_config", None) is not None
+    for_hub = bool(args.push_to_hub or args.hub_model_id)
+    base_is_local = Path(base).expanduser().exists()
+    effective = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    tags = ["judgetrain", "vlm-judge", family.name, *(["lora"] if lora else []), *extra_tags]
+    if not (for_hub and base_is_local):
+        tags.append(f"base_model:{'adapter' if lora else 'finetune'}:{base}")
+    wandb = sys.modules.get("wandb")
+    data = ModelCardData(
+        base_model=None if for_hub and base_is_local else base,
+        library_name="peft" if lora else "transformers",
+        pipeline_tag=PIPELINE_TAG,
+        tags=list(dict.fromkeys(tags)),
+        datasets=None if for_hub else [d["path"] for d in data_info["datasets"]],
+        model_name=(args.hub_model_id or "").split("/")[-1] or Path(out).name,
+        **base_license(base),
+        judgetrain={
+            "base_model": base, "family": family.name,
+            "datasets": [{"path": d["path"], "builder": d["builder"], "version": d["version"], "content_hashes": d["splits"]}
+                         for d in data_info["datasets"]],
+            "left_out": data_info.get("left_out") or {},
+            "global_step": state.global_step, "world_size": args.world_size,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps, "effective_batch_size": effective,
+            "longest_record_tokens": longest or None,
+            "wandb_run_id": wandb.run.id if wandb is not None and wandb.run is not None else None,
+        },
+    )
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + _card_text(out, base, family, data_info, argv, trainer, longest, effective))
+
+
+def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int) -> str:
+    args, state = trainer.args, trainer.state
+    relative = not Path(base).is_absolute() and Path(base).expanduser().exists()
+    where = " (relative to the folder training ran in: load from there, or pass the base with --base)" if relative else ""
     lines = [
-        "---",
-        f"base_model: {model_args.model_name_or_path}",
-        "library_name: peft" if (out / "adapter_config.json").exists() else "library_name: transformers",
-        "tags: [judgetrain, lora, vlm-judge]",
-        "---",
-        "",
         f"# judgetrain judge: {family.name} fine-tuned on {len(data_info['datasets'])} dataset(s)",
         "",
-        f"- base model: `{model_args.model_name_or_path}` ({family.name})",
-        f"- steps: {trainer.state.global_step}, epochs: {trainer.state.epoch:.2f}",
-        f"- world size: {trainer.args.world_size}, per-device batch: {trainer.args.per_device_train_batch_size}, "
-        f"gradient accumulation: {trainer.args.gradient_accumulation_steps} "
-        f"(effective batch {trainer.args.world_size * trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps})",
+        f"- base model: `{base}` ({family.name}){where}",
+        f"- steps: {state.global_step}, epochs: {state.epoch or 0:.2f}",
+        f"- world size: {args.world_size}, per-device batch: {args.per_device_train_batch_size}, "
+        f"gradient accumulation: {args.gradient_accumulation_steps} (effective batch {effective})",
         f"- longest training record: {longest or 'not measured'} tokens",
         "",
         "## Data (content hashes from each build.json)",
@@ -156,6 +297,13 @@ def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[
         lines += ["", f"Records left out by filters: {data_info['left_out']}"]
     lines += [
         "",
+        "## Use",
+        "",
+        "```bash",
+        f"judgetrain eval timecatch --model {base} --adapter {out} --data DATA --out RESULTS   # or eval judge, phasefusion",
+        f"judgetrain merge {out} --out MERGED   # one folder, e.g. for vLLM",
+        "```",
+        "",
         "## Reproduce",
         "",
         "```bash",
@@ -165,4 +313,24 @@ def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[
         f"Original command: `python -m judgetrain.train {' '.join(shlex.quote(a) for a in argv)}`",
         "",
     ]
-    write_text(out / "README.md", "\n".join(lines))
+    return "\n".join(lines)
+
+
+def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
+                     extra_tags: list[str] | tuple[str, ...] = ()) -> None:
+    """``out/README.md``: :func:`model_card`, written atomically."""
+    write_text(Path(out) / "README.md", str(model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags)))
+
+
+def use_model_card(trainer, write: Callable[[list[str]], None]) -> None:
+    """Make ``trainer.create_model_card`` write judgetrain's card (``write(tags)``) instead of
+    TRL's: TRL calls it at every checkpoint and ``Trainer.push_to_hub`` calls it right
+    before uploading the output folder, after PEFT's save has rewritten README.md's tags
+    and base, so the card on the hub, like the one on disk, is this one."""
+
+    def create_model_card(model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None, **kwargs: Any) -> None:
+        if trainer.is_world_process_zero():
+            write([tags] if isinstance(tags, str) else list(tags or []))
+
+    trainer.create_model_card = create_model_card

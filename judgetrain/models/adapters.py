@@ -7,7 +7,13 @@ to agree, loads silently, and scoring then fails with a shape error inside trans
 (the adapter folder's processor belongs to the other model). :func:`check_adapter`
 compares the recorded base, its architecture, the processor saved with the adapter and
 every LoRA tensor's shape with the model and says which base to pass;
-:func:`load_adapter` checks, then loads. README: "Models".
+:func:`load_adapter` checks, then loads.
+
+Where the base is recorded, :func:`stored_base` decides how: a relative folder as given
+(so the adapter loads from the working directory training ran in, wherever that tree is
+copied), a hub id as is, any other local path absolute. :func:`adapter_base` reads it
+back, refusing with the fix (``--base``) a recorded folder that does not exist from here.
+README: "Models".
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from typing import Any
 
 from judgetrain.errors import UserError
 
-__all__ = ["AdapterMismatchError", "check_adapter", "load_adapter", "same_base"]
+__all__ = ["AdapterMismatchError", "BaseModelNotFoundError", "adapter_base", "check_adapter", "load_adapter", "missing_base_hint",
+           "same_base", "stored_base"]
 
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 _LORA = (".lora_A.weight", ".lora_B.weight")
@@ -32,16 +39,81 @@ class AdapterMismatchError(UserError, ValueError):
     """An adapter that was trained on another base model than the one it is loaded onto."""
 
 
+class BaseModelNotFoundError(UserError, FileNotFoundError):
+    """The base model an adapter records is not reachable from here (a relative folder read
+    from another working directory, or a folder of another machine)."""
+
+
+def stored_base(name_or_path: str | os.PathLike[str]) -> str:
+    """How a base model is written into ``adapter_config.json`` and the model card: a
+    relative path to an existing folder as given (it loads from the same working directory,
+    e.g. ``quickstart/models/qwen3-vl``), any other local path absolute (``~`` expanded), and
+    anything else (a hub id) unchanged."""
+    given = os.fspath(name_or_path)
+    path = Path(given).expanduser()
+    if not path.is_absolute() and given == os.fspath(path) and path.is_dir():
+        return given
+    if path.is_absolute() or path.exists():
+        return str(path.absolute())
+    return given
+
+
+def _could_be_hub_id(name: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def missing_base_hint(adapter: str | os.PathLike[str], recorded: str) -> str:
+    """What to do when ``recorded`` (an adapter's base) cannot be loaded from here."""
+    fix = (f"pass the base model's folder or hub id: `judgetrain merge {adapter} --out DIR --base BASE`, "
+           f"`judgetrain eval … --model BASE --adapter {adapter}`, or in Python "
+           f"PeftModel.from_pretrained(<the base loaded from BASE>, {os.fspath(adapter)!r})")
+    if Path(recorded).expanduser().is_absolute():
+        return f"the adapter records its base as the folder {recorded!r}, which does not exist on this machine; {fix}."
+    return (f"the adapter records its base as {recorded!r}, a path relative to the folder training ran in; from the "
+            f"working directory {os.getcwd()} it names no folder. Run from the folder training ran in, or {fix}.")
+
+
+def adapter_base(adapter: str | os.PathLike[str], base: str | os.PathLike[str] | None = None) -> str:
+    """The base model to load ``adapter`` onto: ``base`` when given (an override), else the
+    recorded ``base_model_name_or_path``. A recorded local path that names no folder from the
+    working directory is refused (:class:`BaseModelNotFoundError`) with the fix; a recorded
+    name that may be a hub id is returned for ``from_pretrained`` to resolve."""
+    if base is not None:
+        return os.path.expanduser(os.fspath(base))
+    adapter_dir = Path(os.fspath(adapter)).expanduser()
+    recorded = _peft_config(adapter_dir).base_model_name_or_path
+    if not recorded:
+        raise BaseModelNotFoundError(f"{adapter_dir / 'adapter_config.json'} records no base_model_name_or_path: pass the "
+                                     "base model it was trained on (--base BASE for `judgetrain merge`, --model BASE "
+                                     "for `judgetrain eval`)")
+    if Path(recorded).expanduser().is_dir() or _could_be_hub_id(recorded):
+        return recorded
+    raise BaseModelNotFoundError(f"adapter {adapter_dir}: {missing_base_hint(adapter_dir, recorded)}")
+
+
 def same_base(recorded: str | None, given: str | os.PathLike[str] | None) -> bool:
-    """Whether two spellings name one base: equal strings, or paths of one existing folder
-    (a relative path is read from the working directory, as PEFT wrote it)."""
+    """Whether two spellings name one base: equal strings, paths of one existing folder
+    (a relative path is read from the working directory, as PEFT wrote it), or a recorded
+    relative path that no folder here matches but that ends the existing folder given
+    (``quickstart/models/qwen3-vl`` and ``/elsewhere/quickstart/models/qwen3-vl``: the
+    tree training ran in, used from another working directory)."""
     if not recorded or given is None:
         return False
     given = os.fspath(given)
     if recorded == given:
         return True
     a, b = Path(recorded).expanduser(), Path(given).expanduser()
-    return a.exists() and b.exists() and a.resolve() == b.resolve()
+    if a.exists():
+        return b.exists() and a.resolve() == b.resolve()
+    parts = Path(os.path.normpath(recorded)).parts
+    return (not a.is_absolute() and ".." not in parts and b.is_dir()
+            and b.resolve().parts[-len(parts):] == parts)
 
 
 def _peft_config(adapter: Path) -> Any:

@@ -10,7 +10,6 @@ README: "Scoring (Python)".
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -107,12 +106,11 @@ class Scorer:
 
         path = Path(os.fspath(model_name_or_path)).expanduser()
         if adapter is None and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+            from ..models.adapters import adapter_base
+
             adapter = path
-            base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
-            if not base:
-                raise ValueError(f"{path / 'adapter_config.json'} names no base_model_name_or_path; pass the base "
-                                 "model as model_name_or_path and this folder as adapter=.")
-            model_name_or_path = base
+            # a recorded relative base folder missing from here: BaseModelNotFoundError with the fix
+            model_name_or_path = adapter_base(path)
         dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         if dtype is None:
             dtype = "float32" if dev.type == "cpu" else "auto"
