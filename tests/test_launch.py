@@ -64,7 +64,8 @@ def test_one_process_through_judgetrain_train(tmp_path, tiny, timecatch_build):
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
 
 
-def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_global_batch(tmp_path, tiny, timecatch_build):
+@pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
+def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_global_batch(tmp_path, tiny, timecatch_build, packing):
     """Two DDP processes of per-device batch 2 against one process of per-device 2 with
     two accumulation steps: the same four records per optimizer step (rank r takes micro-
     batch r, the single process takes both in turn). tests/ddp_probe.py writes each rank's
@@ -72,16 +73,28 @@ def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_g
     hold the same weights at every step and equal the single process; ranks that train
     apart (what a gloo group under accelerate's distributed type NO gave) differ from step 1.
     LoRA reaches the vision attention and the projector is unfrozen: the case where DDP
-    must be told that trainable parameters may go unused."""
+    must be told that trainable parameters may go unused. Packed, each micro-batch is one
+    row of records (max length 1024): each rank takes one row a step, the single process
+    two in turn."""
+    import yaml
     from safetensors.torch import load_file
+
+    recipe = RECIPE
+    if packing:  # rows, not records, then make the batch: accumulate explicitly (the recipe's effective batch removed)
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(RECIPE.read_text()).items() if k != "effective_batch_size"}))
+    batch = {"ddp": ["--per_device_train_batch_size", "2", "--effective_batch_size", "4"],
+             "one": ["--per_device_train_batch_size", "2", "--effective_batch_size", "4"]}
+    if packing:
+        batch = {name: ["--packing", "true", "--max_length", "1024", "--per_device_train_batch_size", "1",
+                        "--gradient_accumulation_steps", steps] for name, steps in (("ddp", "1"), ("one", "2"))}
 
     probe, data = REPO / "tests" / "ddp_probe.py", timecatch_build[0]
 
     def argv(name):
-        return [str(tmp_path / name / "probe"), "--config", str(RECIPE),
+        return [str(tmp_path / name / "probe"), "--config", str(recipe),
                 *overrides(tiny, data, tmp_path / name / "out", "--max_steps", "3", "--save_steps", "3", "--lora_dropout", "0",
-                           "--learning_rate", "1e-2", "--per_device_train_batch_size", "2", "--effective_batch_size", "4",
-                           "--logging_steps", "1", "--freeze_projector", "false", "--lora_target_modules",
+                           "--learning_rate", "1e-2", *batch[name], "--logging_steps", "1", "--freeze_projector", "false", "--lora_target_modules",
                            r".*(language_model\.layers\.\d+\.self_attn\.[qv]_proj|visual\.blocks\.\d+\.attn\.qkv)")]
 
     run([str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", str(probe), *argv("ddp")], {"ACCELERATE_USE_CPU": "1"})
