@@ -31,6 +31,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("build", "ordering-probe"): "judgetrain.data_builders.ordering",
     ("build", "video-mcq"): "judgetrain.data_builders.video_mcq",
     ("build", "rationales"): "judgetrain.data_builders.rationales",
+    ("build", "consistency-views"): "judgetrain.consistency_views",
     ("eval", "timecatch"): "judgetrain.eval.timecatch",
     ("eval", "judge"): "judgetrain.eval.judge",
     ("eval", "phasefusion"): "judgetrain.eval.phasefusion",

@@ -56,10 +56,12 @@ def recipe_help() -> str:
     from trl import SFTConfig, TrlParser
 
     from judgetrain import train
+    from judgetrain.consistency import ConsistencyArguments
 
     groups = [(train.ModelArguments, "recipe fields: judgetrain's ModelArguments"),
               (train.DataArguments, "recipe fields: judgetrain's DataArguments"),
               (train.LoraArguments, "recipe fields: judgetrain's LoraArguments"),
+              (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
               (SFTConfig, "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
     # a subclass per dataclass only to give HfArgumentParser a group title
     titled = tuple(type(cls.__name__, (cls,), {"_argument_group_name": title}) for cls, title in groups)

@@ -59,6 +59,7 @@ TASKS = (
     "pairwise",
     "pointwise",
     "ordering",
+    "video_mcq",  # one view of a video multiple-choice question (judgetrain build consistency-views)
 )
 # Tasks answered from a closed set (constrained scoring); `ordering` is free-form.
 CLOSED_TASKS = frozenset(TASKS) - {"ordering"}

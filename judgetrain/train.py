@@ -118,8 +118,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     model_args, data_args, lora_args, training_args = _configure(argv)
 
     from transformers import set_seed
-    from trl import SFTTrainer
 
+    from judgetrain.consistency import trainer_class
     from judgetrain.models import get_family, load_model_and_processor
 
     set_seed(training_args.seed)
@@ -153,7 +153,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train_packing
     training_args.packing = False
     try:
-        trainer = SFTTrainer(
+        trainer = trainer_class(training_args)(  # SFTTrainer, or ConsistencyTrainer under consistency_objective
             model=model, args=training_args, train_dataset=packed.train if packed else train,
             eval_dataset=packed.evaluation if packed else evaluation_used, data_collator=packed.collator if packed else None,
             processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],

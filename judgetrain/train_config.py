@@ -79,9 +79,11 @@ class LoraArguments:
 
 def make_parser():
     """TRL's parser over the four dataclasses: ModelArguments, DataArguments, LoraArguments, SFTConfig."""
-    from trl import SFTConfig, TrlParser
+    from trl import TrlParser
 
-    return TrlParser((ModelArguments, DataArguments, LoraArguments, SFTConfig))
+    from judgetrain.consistency import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
+
+    return TrlParser((ModelArguments, DataArguments, LoraArguments, ConsistencyConfig))
 
 
 # --------------------------------------------------------------------------- parsing and checks
@@ -203,6 +205,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     loaded: ``lora_target_modules`` is matched against the model built from its
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (``judgetrain.train_resume``)."""
+    from judgetrain.consistency import consistency_problems
     from judgetrain.train_model import lora_target_problems
     from judgetrain.train_packing import packing_problems
     from judgetrain.train_resume import resume_problems
@@ -236,6 +239,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
         problems.append(f"lora_dropout: {lora_args.lora_dropout} must be in [0, 1)")
     if training_args.resume_from_checkpoint not in (None, "auto") and not Path(training_args.resume_from_checkpoint).is_dir():
         problems.append(f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`")
+    problems += consistency_problems(data_args, training_args)
     problems += lora_target_problems(model_args, lora_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, lora_args, training_args, world_size)
     return problems

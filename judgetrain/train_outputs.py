@@ -182,14 +182,14 @@ def wandb_netrc_configured() -> bool:
 
 
 def resolved_recipe(model_args, data_args, lora_args, training_args, argv: list[str]) -> dict:
-    """Every judgetrain field plus the SFTConfig fields that differ from their defaults."""
-    from trl import SFTConfig
-
+    """Every judgetrain field plus the training arguments' fields (SFTConfig's and the consistency
+    fields of ``judgetrain.consistency.ConsistencyConfig``) that differ from their defaults."""
     recipe: dict[str, Any] = {}
     for obj in (model_args, data_args, lora_args):
         recipe.update(asdict(obj))
-    defaults = {f.name: f.default for f in fields(SFTConfig)}
-    for f in fields(SFTConfig):
+    # the training arguments' own class: SFTConfig with the consistency fields (judgetrain.consistency)
+    defaults = {f.name: f.default for f in fields(type(training_args))}
+    for f in fields(type(training_args)):
         value = getattr(training_args, f.name)
         if f.name.endswith("_token") or f.name in ("hub_token", "push_to_hub_token"):
             continue  # secrets never go into saved configs

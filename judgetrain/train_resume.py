@@ -31,6 +31,8 @@ FIXED_BY_CHECKPOINT = {
                      "max_train_samples", "packing", "max_length"), "the steps it trained are skipped in the data by position"),
     **dict.fromkeys(("model_name_or_path", "use_lora", "lora_r", "lora_alpha", "lora_target_modules", "lora_modules_to_save",
                      "freeze_vision_tower", "freeze_projector"), "its adapter and optimizer hold exactly these parameters"),
+    **dict.fromkeys(("consistency_objective", "consistency_lambda", "consistency_tau"),
+                    "the steps it trained had this loss (judgetrain.consistency)"),
 }
 # a schedule that does not depend on the run's length may be lengthened on resume
 _LENGTH_FREE_SCHEDULES = ("constant", "constant_with_warmup")

@@ -377,6 +377,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models,
 
 
 RECIPES = sorted(p.relative_to(REPO) for p in (REPO / "recipes").rglob("*.yaml") if "spaces" not in p.parts)
+# consistency-tuning recipes train on view records, not TimeCatch ones: tests/test_consistency.py dry-runs them
+RECIPES = [r for r in RECIPES if "consistency_objective" not in yaml.safe_load((REPO / r).read_text())]
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[str(r) for r in RECIPES])
