@@ -1,10 +1,12 @@
-"""``judgetrain build video-mcq --from egoschema|mvbench|videomme``: read a benchmark's
-published annotation files (EgoSchema, MVBench, Video-MME; their field names are in the
-docstrings of ``_egoschema``, ``_mvbench`` and ``_videomme``) into one manifest beside its
+"""``judgetrain build video-mcq --from egoschema|mvbench|videomme|nextqa``: read a benchmark's
+published annotation files (EgoSchema, MVBench, Video-MME, NExT-QA; their field names are in the
+docstrings of ``_egoschema``, ``_mvbench``, ``_videomme`` and ``_nextqa``) into one manifest beside its
 videos, with every unusable question located and counted in build.json. README: "`judgetrain build video-mcq`"."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import random
@@ -21,7 +23,8 @@ from judgetrain.mcq_manifest import check_line
 from .common import BuildError, Skip
 from .mcq_common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
 
-__all__ = ["CONVERTERS", "MVBENCH_TASKS", "Benchmark", "ConvertConfig", "build_converted", "convert"]
+__all__ = ["CONVERTERS", "MVBENCH_TASKS", "NEXTQA_COLUMNS", "NEXTQA_MAP", "Benchmark", "ConvertConfig", "build_converted",
+           "convert"]
 
 # MVBench's data_list: task file -> video sub-folder of MVBench's video/ folder, and whether the items are frame folders.
 MVBENCH_TASKS: dict[str, tuple[str, bool]] = {
@@ -37,6 +40,11 @@ MVBENCH_TASKS: dict[str, tuple[str, bool]] = {
     "episodic_reasoning": ("tvqa/frames_fps3_hq", True), "counterfactual_inference": ("clevrer/video_validation", False),
 }
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# NExT-QA's multiple-choice CSVs (doc-doc/NExT-QA dataset/nextqa/{train,val,test}.csv) and the map beside them
+NEXTQA_COLUMNS = ("video", "frame_count", "width", "height", "question", "answer", "qid", "type", "a0", "a1", "a2", "a3", "a4")
+NEXTQA_MAP = "map_vid_vidorID.json"
+_NEXTQA_USED = ("video", "question", "answer", "qid", "type", "a0", "a1", "a2", "a3", "a4")
+_NEXTQA_FORMAT = "a NExT-QA multiple-choice CSV (dataset/nextqa/train.csv, val.csv or test.csv)"
 
 
 @dataclass
@@ -230,7 +238,118 @@ def _videomme(annotations: Path, videos: Path) -> list[_Item]:
     return items
 
 
-CONVERTERS = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME"}
+def _csv_rows(path: Path, columns: Sequence[str], header_of: Sequence[str], fmt: str) -> list[_Row]:
+    """The records of a CSV file with a header line, as :class:`_Row` objects keyed by the
+    header's names; ``line`` is the record's first line (a quoted field may span lines). A
+    file whose header lacks one of ``columns`` (``header_of`` is ``fmt``'s whole header, for
+    the message), or that the csv module cannot parse, raises BuildError naming the file and
+    line; a record with the wrong number of fields or with bytes that are not UTF-8 is one
+    located bad item, and the others are read."""
+    if not path.is_file():
+        raise BuildError(f"{path}: no such annotation file")
+    # surrogateescape keeps a stray byte in its record, so that one bad line does not sink the file
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [name.strip() for name in next(reader, [])]
+        missing = [c for c in columns if c not in header]
+        if missing:
+            shown = ",".join(header).encode("utf-8", "surrogateescape").decode("utf-8", "replace") or "empty"
+            raise BuildError(f"{path}:1: column(s) {', '.join(missing)} missing from the header line; is this {fmt}? "
+                             f"(its header is {shown}; expected {','.join(header_of)})")
+        rows, start = [], reader.line_num + 1
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record:  # a blank line
+                continue
+            row = dict(zip(header, record))
+            problem = None
+            if len(record) != len(header):
+                problem = (f"{len(record)} fields, but the header has {len(header)}; "
+                           "quote a field that holds a comma (\"a, b\")")
+            bad = next((k for k, v in zip(header, record) if any("\udc80" <= ch <= "\udcff" for ch in v)), None)
+            if bad is not None:
+                problem = f"not valid UTF-8 (in column {bad!r}); save the file as UTF-8"
+                row = {k: v.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for k, v in row.items()}
+            rows.append(_Row(str(path), line, len(rows), row, problem))
+    except csv.Error as e:
+        raise BuildError(f"{path}:{reader.line_num}: not readable as CSV ({e})") from None
+    return rows
+
+
+def _whole_number(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _distinct_options(raw: list[str], answer: int | None) -> tuple[list[str], int | None, list[int]]:
+    """NExT-QA repeats an option's text in a few questions (3 of val.csv's 4,996, 8 of test.csv's):
+    the options with each text once (first occurrence kept), the answer's index among them, and
+    the 0-based indices (into a0..a4) of the repeats dropped."""
+    options, repeated = [], []
+    for j, text in enumerate(raw):
+        if text in options:
+            repeated.append(j)
+        else:
+            options.append(text)
+    gold = options.index(raw[answer]) if answer is not None and answer < len(raw) else answer
+    return options, gold, repeated
+
+
+def _nextqa(annotations: Path, videos: Path, video_map: Path | None) -> list[_Item]:
+    """NExT-QA multiple choice (github.com/doc-doc/NExT-QA): one split's CSV,
+    ``dataset/nextqa/{train,val,test}.csv``, with the columns :data:`NEXTQA_COLUMNS`:
+    ``answer`` is the 0-based index of the correct one of ``a0`` … ``a4``, ``qid`` the
+    question's number within its video, ``type`` the question type (``CW``/``CH`` causal,
+    ``TN``/``TC``/``TP`` temporal, ``DL``/``DC``/``DO`` descriptive; kept as ``extra.qtype``, the
+    video id as ``extra.video_id``).
+    ``video_map`` (default: :data:`NEXTQA_MAP` beside the CSV) maps the numeric ``video`` to its
+    NExTVideo path (``"1104/4882821564"``); video ``videos/<path>.mp4``. ``id`` =
+    ``<video>_<qid>``, NExT-QA's own question key (its eval_mc.py), so predictions join with the
+    benchmark's result files. ``frame_count``, ``width`` and ``height`` are not copied: ``probe``
+    measures the file itself. Texts are kept as written (lower case, no question mark). An option
+    whose text repeats an earlier one's is dropped and its index listed in ``extra.repeated_options``
+    (the answer then points at the text's first occurrence), so that the paper's 4,996 val
+    questions all convert and the manifest's options stay distinct."""
+    video_map = video_map or annotations.with_name(NEXTQA_MAP)
+    paths = _read_json(video_map)
+    if not isinstance(paths, dict):
+        raise BuildError(f"{video_map}: expected NExT-QA's {NEXTQA_MAP} (an object video id -> NExTVideo path, "
+                         f"e.g. {{\"4882821564\": \"1104/4882821564\"}}), got {json_kind(paths)}")
+    items = []
+    for r in _csv_rows(annotations, _NEXTQA_USED, NEXTQA_COLUMNS, _NEXTQA_FORMAT):
+        row = r.row
+        vid, qid = row.get("video", "").strip(), row.get("qid", "").strip()
+        key = f"{vid}_{qid}" if vid and qid else None
+        bad = r.check(_NEXTQA_USED, _NEXTQA_FORMAT, None)
+        if bad is not None:
+            items.append(replace(bad, id=key))
+            continue
+        answer, number, rel = _whole_number(row["answer"]), _whole_number(qid), paths.get(vid)
+        options, gold, repeated = _distinct_options([row[f"a{j}"] for j in range(5)], answer)
+        extra = {"video_id": vid, "qtype": row["type"].strip()}  # qid is in the id (and manifest_row's first parameter)
+        if repeated:
+            extra["repeated_options"] = repeated
+        found = isinstance(rel, str) and rel.strip() != ""
+        item = _Item(r.path, r.line, key, videos / f"{rel}.mp4" if found else None, row["question"], options, gold, extra)
+        problems = []
+        if answer is None or answer > 4:
+            problems.append(("bad annotation", f"answer {row['answer']!r} is not an option index 0..4 (NExT-QA's answer "
+                             "is the 0-based index of the correct one of a0..a4)"))
+        if number is None:
+            problems.append(("bad annotation", f"qid {qid!r} is not a whole number (NExT-QA's qid numbers the questions "
+                             "of one video: 0, 1, 2, …)"))
+        if not found:
+            how = "is not in" if rel is None else f"maps to {rel!r}, not a NExTVideo path '<group>/{vid}', in"
+            problems.append(("not in the video map", f"video {vid!r} {how} {video_map}; pass the {NEXTQA_MAP} of "
+                             "the same NExT-QA release (--video-map FILE)"))
+        if problems:
+            item.problem = (problems[0][0], "; ".join(reason for _, reason in problems))
+        items.append(item)
+    return items
+
+
+CONVERTERS = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME", "nextqa": "NExT-QA"}
 Benchmark = Literal[tuple(CONVERTERS)]
 
 
@@ -242,8 +361,10 @@ class ConvertConfig(BuildArgs):
     source: Benchmark | None = arg(None, "convert a benchmark's published annotations (YAML key: source)",
                                    aliases=["--from"])
     annotations: Path | None = arg(None, "EgoSchema questions.json, an MVBench task JSON (or its json/ folder), "
-                                   "Video-MME parquet/JSON (benchmark conversion)", metavar="FILE")
+                                   "Video-MME parquet/JSON, a NExT-QA split CSV (benchmark conversion)", metavar="FILE")
     answers: Path | None = arg(None, "EgoSchema subset_answers.json; unset: the one beside --annotations", metavar="FILE")
+    video_map: Path | None = arg(None, f"NExT-QA {NEXTQA_MAP} (video id -> NExTVideo path); unset: the one beside "
+                                 "--annotations", metavar="FILE")
     videos: Path | None = arg(None, "the benchmark's video folder, inside --out (benchmark conversion)", metavar="DIR")
     sample: int | None = arg(None, "keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42; "
                              "benchmark conversion)", metavar="N")
@@ -252,7 +373,7 @@ class ConvertConfig(BuildArgs):
     def __post_init__(self) -> None:
         post_init_base(self, ConvertConfig)
         self.out = Path(self.out) if self.out is not None else None
-        for name in ("annotations", "answers", "videos"):
+        for name in ("annotations", "answers", "video_map", "videos"):
             if getattr(self, name) is not None:
                 setattr(self, name, Path(getattr(self, name)))
 
@@ -272,9 +393,24 @@ class ConvertConfig(BuildArgs):
                             f"folder; write the manifest above the videos, e.g. --out {self.videos.parent}")
         if self.answers is not None and self.source != "egoschema":
             problems.append("--answers is for EgoSchema only (its answers come in a separate file)")
+        if self.video_map is not None and self.source != "nextqa":
+            problems.append(f"--video-map is for NExT-QA only (its {NEXTQA_MAP})")
+        problems += self._nextqa_problems()
         if self.sample is not None and self.sample < 1:
             problems.append(f"--sample {self.sample}: keep at least one question")
         return problems
+
+    def _nextqa_problems(self) -> list[str]:
+        if self.source != "nextqa" or self.annotations is None or not self.annotations.exists():
+            return []
+        if self.annotations.is_dir():
+            return [f"--annotations {self.annotations}: a folder; give one NExT-QA split, e.g. "
+                    f"--annotations {self.annotations / 'val.csv'}"]
+        video_map = self.video_map or self.annotations.with_name(NEXTQA_MAP)
+        if not video_map.is_file():
+            return [f"--video-map {video_map}: no such file; NExT-QA's {NEXTQA_MAP} lies beside train.csv, val.csv "
+                    "and test.csv in dataset/nextqa/ (or give its path with --video-map FILE)"]
+        return []
 
     def check(self) -> None:
         """Every problem at once, each naming the option and the fix."""
@@ -285,7 +421,7 @@ def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLi
             **options: Any) -> dict[str, Any]:
     """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``):
     :func:`build_converted` of ``ConvertConfig(source=…, annotations=…, videos=…, out=…, **options)``
-    (options: ``answers``, ``sample``, ``seed``, ``probe``, ``strict``, ``progress``)."""
+    (options: ``answers``, ``video_map``, ``sample``, ``seed``, ``probe``, ``strict``, ``progress``)."""
     return build_converted(ConvertConfig(source=source, annotations=annotations, videos=videos, out=out, **options))
 
 
@@ -298,9 +434,11 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
     id, reason) and counted; ``strict`` raises instead. Returns build.json's content.
 
     Every annotation file may be JSON Lines (``.jsonl``, one item per line); a plain JSON file is
-    parsed whole, and an error in it (not UTF-8, not JSON) names the file. Also left out, located
+    parsed whole, and an error in it (not UTF-8, not JSON) names the file. NExT-QA's CSV must
+    have its columns (a missing one names the file, line 1 and the expected header). Also left out, located
     (``file[index]`` or ``file:line``) and counted: an item that lacks a field, a JSON Lines line
-    that is not UTF-8, not JSON or not an object, and a repeated id. ``probe`` reads every
+    that is not UTF-8, not JSON or not an object, a CSV record with the wrong number of fields,
+    and a repeated id. ``probe`` reads every
     video's frame count and fps (PyAV) into ``num_frames`` and ``duration``; ``sample`` keeps
     ``random.Random(seed).sample(usable, sample)``, the subsets of paper 001 App. A (seed 42).
     """
@@ -309,12 +447,9 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
     from judgetrain.io import write_json
 
     cfg.check()
-    source, annotations, videos, out, answers = cfg.source, cfg.annotations, cfg.videos, cfg.out, cfg.answers
+    source, annotations, out = cfg.source, cfg.annotations, cfg.out
     out.mkdir(parents=True, exist_ok=True)
-    if source == "egoschema":
-        items = _egoschema(annotations, videos, answers)
-    else:
-        items = _mvbench(annotations, videos) if source == "mvbench" else _videomme(annotations, videos)
+    items = _benchmark_items(cfg)
 
     skipped: list[Skip] = []
     kinds: Counter = Counter()
@@ -343,7 +478,7 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
     info = {"builder": BUILDER, "version": VERSION, "source": source, "benchmark": CONVERTERS[source],
             "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(ConvertConfig)},
             "seed": cfg.seed, "manifest": manifest.name,
-            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(annotations, answers, source)],
+            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(cfg)],
             "counts": {"annotated": len(items), "usable": usable, "questions": len(rows), "skipped": len(skipped),
                        "skipped_by_reason": dict(kinds), "options": dict(Counter(str(len(r["options"])) for r in rows)),
                        "answer_position": dict(Counter(str(r["answer"]) for r in rows))},
@@ -376,9 +511,20 @@ def _converted_row(item: _Item, source: str, out: Path, probe: bool,
     return (None, ("bad annotation", "; ".join(bad))) if bad else (row, None)
 
 
-def _annotation_files(annotations: Path, answers: Any, source: str) -> list[Path]:
-    files = _mvbench_files(annotations)
-    if source == "egoschema":
-        files.append(Path(answers) if answers else annotations.with_name("subset_answers.json"))
+def _benchmark_items(cfg: ConvertConfig) -> list[_Item]:
+    """Every question of ``cfg.source``'s annotation file(s), each with its problem if it has one."""
+    if cfg.source == "egoschema":
+        return _egoschema(cfg.annotations, cfg.videos, cfg.answers)
+    if cfg.source == "nextqa":
+        return _nextqa(cfg.annotations, cfg.videos, cfg.video_map)
+    return (_mvbench if cfg.source == "mvbench" else _videomme)(cfg.annotations, cfg.videos)
+
+
+def _annotation_files(cfg: ConvertConfig) -> list[Path]:
+    files = _mvbench_files(cfg.annotations)
+    if cfg.source == "egoschema":
+        files.append(cfg.answers or cfg.annotations.with_name("subset_answers.json"))
+    if cfg.source == "nextqa":
+        files.append(cfg.video_map or cfg.annotations.with_name(NEXTQA_MAP))
     return files
 

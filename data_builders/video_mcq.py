@@ -1,7 +1,7 @@
 """``judgetrain build video-mcq``: a video multiple-choice manifest for PhaseFusion (paper 001),
 which samples frames at evaluation time, so the items are videos plus questions, not task
 records. ``--synthetic N`` writes physics questions whose answers follow from the simulation
-(mcq_synthetic.py, mcq_questions.py); ``--from egoschema|mvbench|videomme`` converts a
+(mcq_synthetic.py, mcq_questions.py); ``--from egoschema|mvbench|videomme|nextqa`` converts a
 benchmark's annotations (mcq_converters.py). This module is the command: its config (the
 two modes' settings, each refused in the other mode), ``make_parser``, ``main`` and the
 summary. The manifest format and its reader: judgetrain/mcq_manifest.py.
@@ -109,12 +109,13 @@ def make_parser():
     return make_config_parser(
         VideoMcqConfig, "judgetrain build video-mcq",
         "Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions whose answers "
-        "follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME annotations.",
+        "follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME / NExT-QA annotations.",
         "examples:\n"
         "  judgetrain build video-mcq --out data/vmcq --synthetic 60\n"
         "  judgetrain build video-mcq --out data/vmcq --synthetic 300 --seed 1 --frames 128 --options 4-5\n"
         "  judgetrain build video-mcq --from egoschema --annotations egoschema/questions.json --videos egoschema/videos --out egoschema\n"
         "  judgetrain build video-mcq --from mvbench --annotations mvbench/json --videos mvbench/video --out mvbench --sample 500\n"
+        "  judgetrain build video-mcq --from nextqa --annotations nextqa/NExT-QA/dataset/nextqa/val.csv --videos nextqa/NExTVideo --out nextqa\n"
         "  judgetrain build video-mcq --from videomme --annotations videomme/videomme/test-00000-of-00001.parquet "
         "--videos videomme/data --out videomme --sample 500 --probe\n"
         "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n")

@@ -145,7 +145,7 @@ def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
-                            "or convert a benchmark with `--from egoschema|mvbench|videomme`")
+                            "or convert a benchmark with `--from egoschema|mvbench|videomme|nextqa`")
     root = path.parent
     questions, problems, seen = [], [], {}
     for item in read_jsonl(path):  # bytes split on \n only, each line decoded on its own: a bad line is one problem
