@@ -3,9 +3,14 @@
 ``judgetrain eval compare RUN1 RUN2 …`` works on runs of any one evaluation
 (TimeCatch, judge, PhaseFusion): each run's numbers come from its evaluation's
 ``cells(metrics)`` (:mod:`judgetrain.eval.registry`), as percentages, and the Δ rows
-are differences in percentage points (paper 000 Tables 4–5). Runs of different
-evaluations are refused; runs on different data (dataset content hashes), splits or
-item sets are refused too unless ``--allow-different-data``, which marks them.
+are differences in percentage points (paper 000 Tables 4–5). An evaluation whose module
+also offers ``paired(first_run, other_run) -> {column: {"pvalue", "n", "test"}}``
+(PhaseFusion: :mod:`judgetrain.eval.phasefusion_paired`) gets a ``p`` row after each Δ
+row: the paired test of each column against the first run, on the items both runs scored,
+blank where a column has none; the markdown names each column's test and the pairs.
+Runs of different evaluations are refused; runs on different data (dataset content
+hashes), splits or item sets are refused too unless ``--allow-different-data``, which
+marks them (their tests then pair the items both runs hold).
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -59,8 +64,12 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
     """Several runs' cells side by side, with each later run's difference to the first.
 
     Returns ``{"evaluation", "names", "columns": [label], "rows": [(name, [value|None],
-    is_delta)], "differences": {name: [what differs]}, "markdown"}``; values are
-    percentages, Δ rows (labelled ``"Δ name"``) signed differences."""
+    is_delta)], "paired": [{"name", "label", "pvalues": [p|None], "n": {column: pairs}}],
+    "tests": {column: test}, "differences": {name: [what differs]}, "markdown"}``; values are
+    percentages, Δ rows (labelled ``"Δ name"``) signed differences. ``paired`` holds one
+    entry per later run (labelled ``"p name"``, shown after its Δ row) when the evaluation
+    has paired tests, none otherwise; ``pvalues`` are aligned with ``columns``, ``None``
+    where a column has no test."""
     if not runs:
         raise ValueError("compare needs at least one run folder")
     paths = [Path(r) for r in runs]
@@ -89,20 +98,88 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
         vals = [c.get(col) for col in columns]
         rows.append((name, vals, False))
         rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base)], True))
-    md = f"{evaluation}: values in %; Δ rows: difference to {names[0]} in percentage points.\n\n"
+    paired, tests = _paired(module, paths, names, shown, columns)
+    result = {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "paired": paired,
+              "tests": tests, "differences": differences}
+    return {**result, "markdown": _markdown(result)}
+
+
+def _paired(module: Any, paths: Sequence[Path], names: Sequence[str], shown: Sequence[str],
+            columns: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Each later run's p row against the first run, and the test of each tested column;
+    nothing for an evaluation without ``paired``."""
+    paired_tests = getattr(module, "paired", None)
+    if paired_tests is None:
+        return [], {}
+    out, tests = [], {}
+    for name, label, path in zip(names[1:], shown[1:], paths[1:]):
+        got = paired_tests(paths[0], path)
+        out.append({"name": name, "label": f"p {label}", "pvalues": [got[c]["pvalue"] if c in got else None for c in columns],
+                    "n": {c: got[c]["n"] for c in columns if c in got}})
+        tests.update({c: got[c]["test"] for c in columns if c in got})
+    return out, tests
+
+
+def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[float | None]]]:
+    """The table's rows in display order: (label, cells as text, kind, values), kind ``run``,
+    ``delta`` or ``p``; each later run's p row (if any) follows its Δ row."""
+    p_rows = iter(result["paired"])
+    out = []
+    for label, vals, delta in result["rows"]:
+        out.append((label, [_fmt_cell(v, delta) for v in vals], "delta" if delta else "run", vals))
+        if delta and (p := next(p_rows, None)) is not None:
+            out.append((p["label"], [_fmt_p(v) for v in p["pvalues"]], "p", p["pvalues"]))
+    return out
+
+
+def _markdown(result: Mapping[str, Any]) -> str:
+    names, columns = result["names"], result["columns"]
+    md = f"{result['evaluation']}: values in %; Δ rows: difference to {names[0]} in percentage points"
+    md += f"; p rows: two-sided p-value of the paired test against {names[0]} (uncorrected).\n\n" if result["paired"] \
+        else ".\n\n"
     md += "| | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns) + "\n"
-    for label, vals, delta in rows:
-        md += f"| {label} | " + " | ".join(_fmt_cell(v, delta) for v in vals) + " |\n"
-    if differences:
-        md += "\n" + "".join(f"\\* {n}: other data than {names[0]} ({'; '.join(d)})\n\n" for n, d in differences.items())
-    return {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "differences": differences,
-            "markdown": md}
+    for label, texts, _, _ in _table(result):
+        md += f"| {label} | " + " | ".join(texts) + " |\n"
+    if result["paired"]:
+        md += "\n" + _tests_note(result) + "\n"
+    if result["differences"]:
+        md += "\n" + "".join(f"\\* {n}: other data than {names[0]} ({'; '.join(d)})\n\n"
+                             for n, d in result["differences"].items())
+    return md
+
+
+def _tests_note(result: Mapping[str, Any]) -> str:
+    """Which test each column uses (``–`` for the rest) and how many items each p row pairs."""
+    by_test: dict[str, list[str]] = {}
+    for column, test in result["tests"].items():
+        by_test.setdefault(test, []).append(column)
+    lines = [f"- {test}: {', '.join(f'`{c}`' for c in cols)}\n" for test, cols in by_test.items()]
+    if len(result["tests"]) < len(result["columns"]):
+        lines.append("- no paired test (–): the other columns\n")
+    for p in result["paired"]:
+        by_n: dict[int, list[str]] = {}
+        for column, n in p["n"].items():
+            by_n.setdefault(n, []).append(column)
+        if not by_n:
+            pairs = "no items both runs scored"
+        elif len(by_n) == 1:
+            pairs = f"n = {next(iter(by_n))} paired items (by id)"
+        else:
+            pairs = "; ".join(f"n = {n} ({', '.join(cols)})" for n, cols in by_n.items()) + " paired items (by id)"
+        lines.append(f"- {p['label']}: {pairs}\n")
+    return "Paired tests, per column:\n\n" + "".join(lines)
 
 
 def _fmt_cell(v: float | None, delta: bool) -> str:
     if v is None:
         return "–"
     return f"{v:+.1f}" if delta else f"{v:.1f}"
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
 @dataclass(kw_only=True)
@@ -133,17 +210,18 @@ def main(cfg: CompareConfig) -> int:
     from rich.table import Table
 
     result = compare(cfg.runs, cfg.names, allow_different_data=cfg.allow_different_data)
-    t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}")
+    t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
+                    + ("; p: paired test against it" if result["paired"] else ""))
     t.add_column("run")
     for label in result["columns"]:
         t.add_column(label, justify="right")
-    for label, vals, delta in result["rows"]:
-        cells = []
-        for v in vals:
-            s = _fmt_cell(v, delta)
-            cells.append(s if not delta or v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]")
-        t.add_row(label, *cells)
+    for label, texts, kind, values in _table(result):
+        if kind == "delta":  # colour the sign of each difference
+            texts = [s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]" for s, v in zip(texts, values)]
+        t.add_row(label, *texts)
     Console().print(t)
+    if result["paired"]:
+        print(_tests_note(result).replace("`", ""), end="")
     for name, diff in result["differences"].items():
         print(f"* {name}: other data than {result['names'][0]} ({'; '.join(diff)})")
     if cfg.out:

@@ -4,7 +4,8 @@
 ``metrics.json`` (:mod:`judgetrain.eval.phasefusion_metrics`), ``report.md`` and figures
 (:mod:`judgetrain.eval.phasefusion_plots`; both re-exported here) from its
 ``predictions.jsonl`` and ``run.json``;
-:func:`cells` gives ``judgetrain eval compare`` its numbers; :func:`print_summary` is
+:func:`cells` gives ``judgetrain eval compare`` its numbers and :func:`paired`
+(:mod:`judgetrain.eval.phasefusion_paired`) its p rows; :func:`print_summary` is
 Table 1 in the terminal. README: "`judgetrain eval phasefusion`".
 """
 
@@ -23,12 +24,13 @@ from judgetrain.io import write_json, write_text
 from .phasefusion_answers import arm_answers, collect_rows, per_question_answers
 from .phasefusion_metrics import FLAG_FRACTION, LTT_ALPHAS, POSTERIOR_POOLS, RATE_INTERVAL, compute_metrics, \
     flagged_fifth, identity_differences, rerun_floor
+from .phasefusion_paired import paired
 from .phasefusion_plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
 from .runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
 
 __all__ = ["FIGURES", "FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "arm_answers", "cells", "compute_metrics",
-           "flagged_fifth", "plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement", "print_summary",
-           "report", "rerun_floor"]
+           "flagged_fifth", "paired", "plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement",
+           "print_summary", "report", "rerun_floor"]
 
 FIGURES = {
     "accuracy_vs_cost.png": "Accuracy against visual-prefix attention cost per arm",
@@ -424,13 +426,17 @@ def _write_figures(metrics: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
 def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """What ``judgetrain eval compare`` puts side by side, in %: per arm its accuracy and
     ordering flip rate at the identity ordering and first origin (Table 1A, on the paired
-    questions), then the answers it changed under each origin shift (Table 1B)."""
+    questions), then per arm with an option posterior its median margin (top-1 minus top-2
+    posterior at the identity ordering, ×100, on the questions that carry the arm; §4.3),
+    then the answers it changed under each origin shift (Table 1B). :func:`paired` gives the
+    paired tests of these columns between two runs."""
     def pct(x: Any) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
 
     rows = (metrics.get("table_a") or {}).get("rows") or []
     out: dict[str, float | None] = {f"acc {r['arm']}": pct(r.get("accuracy")) for r in rows}
     out.update({f"flip {r['arm']}": pct(r.get("flip_rate")) for r in rows})
+    out.update({f"margin {arm}": pct(e.get("median_margin")) for arm, e in (metrics.get("margin") or {}).items()})
     for block in metrics.get("table_b") or []:
         o0, o1 = block["origins"]
         out.update({f"changed {r['arm']} {o0}→{o1}": pct(r["changed"]["rate"]) for r in block["rows"]})

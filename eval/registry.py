@@ -3,7 +3,9 @@
 Each entry names the module whose ``report(run_dir) -> metrics`` rebuilds a run's
 ``metrics.json``, ``report.md`` and figures from ``predictions.jsonl`` + ``run.json``, and
 whose ``cells(metrics) -> {label: value}`` gives the numbers ``eval compare`` puts side
-by side. Modules are imported only when used.
+by side; a module may also offer ``paired(first_run, other_run) -> {column: {"pvalue", "n",
+"test"}}``, which gives ``eval compare`` its p rows (PhaseFusion:
+:mod:`judgetrain.eval.phasefusion_paired`). Modules are imported only when used.
 README: "Run folders".
 """
 

@@ -766,6 +766,7 @@ def test_eval_report_and_compare_on_a_phasefusion_run(reference_run, tmp_path, c
     changed = {r["arm"]: r["changed"]["rate"] for r in m["table_b"][0]["rows"]}
     assert got == {**{f"acc {a}": 100 * r["accuracy"] for a, r in rows.items()},
                    **{f"flip {a}": 100 * r["flip_rate"] for a, r in rows.items()},
+                   **{f"margin {a}": 100 * e["median_margin"] for a, e in m["margin"].items()},
                    **{f"changed {a} 0→1/4": 100 * c for a, c in changed.items()}}
     assert list(got)[:4] == [f"acc {a}" for a in ARMS.split(",")]
 
