@@ -361,6 +361,7 @@ def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
 # download): every value below is the checkpoint's config.json, except that the
 # vocabulary stays the tiny tokenizer's (embedding lookups and a head applied at the
 # scored positions only; the compute of a forward pass does not depend on it).
+# "config" holds top-level keys (set on the model config itself).
 REAL_WIDTHS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     # Qwen/Qwen3-VL-8B-Instruct: 36 decoder layers at 4096 (32 query / 8 KV heads of
     # 128), SiLU MLP 12288; SigLIP2-so400m-style ViT, 27 layers at 1152, 16 heads,
@@ -375,20 +376,56 @@ REAL_WIDTHS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
                           "out_hidden_size": 4096, "num_position_embeddings": 2304,
                           "deepstack_visual_indexes": [8, 16, 24]},
     }),
+    # Qwen/Qwen3-VL-2B-Instruct: 28 decoder layers at 2048 (16 query / 8 KV heads of
+    # 128), SiLU MLP 6144, embedding and head tied; ViT 24 layers at 1024, 16 heads,
+    # MLP 4096, patch 16, 48x48 position grid, DeepStack taps after ViT layers 5, 11, 17.
+    "qwen3-vl-2b": ("qwen3-vl", {
+        "config": {"tie_word_embeddings": True},
+        "text_config": {"hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
+                        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+                        "max_position_embeddings": 262144, "tie_word_embeddings": True,
+                        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
+                                            "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
+        "vision_config": {"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16,
+                          "patch_size": 16, "out_hidden_size": 2048, "num_position_embeddings": 2304,
+                          "deepstack_visual_indexes": [5, 11, 17]},
+    }),
+    # Qwen/Qwen2.5-VL-7B-Instruct: 28 decoder layers at 3584 (28 query / 4 KV heads of
+    # 128), SiLU MLP 18944, untied head; ViT 32 layers at 1280, 16 heads, SiLU MLP 3420,
+    # patch 14, window attention over 112 px with full attention in blocks 7, 15, 23, 31.
+    "qwen2.5-vl-7b": ("qwen2.5-vl", {
+        "text_config": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                        "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 128000,
+                        "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0,
+                                            "mrope_section": [16, 24, 24]}},
+        "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                          "patch_size": 14, "out_hidden_size": 3584, "window_size": 112,
+                          "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2},
+    }),
 }
+
+
+def _scaled_fullatt(blocks: list[int], depth: int, n: int) -> list[int]:
+    """Full-attention ViT blocks for a tower cut from ``depth`` to ``n`` layers: the same
+    share of them (at least one), each the last of an equal group, as the real
+    7, 15, 23, 31 of 32 are (so window and full attention keep their cost proportion)."""
+    k = max(1, round(len(blocks) * n / depth))
+    return sorted({max(0, round((j + 1) * n / k) - 1) for j in range(k)})
 
 
 def random_real_width(name: str, *, text_layers: int | None = None, vision_layers: int | None = None,
                       seed: int = 0, dtype: Any = None, device: Any = None) -> tuple[Any, Any]:
-    """A randomly initialised model at the widths of a released checkpoint (``REAL_WIDTHS``)
-    and the tiny processor of its family, in memory: ``(model, processor)``.
+    """A randomly initialised model at the widths of a released checkpoint (``REAL_WIDTHS``:
+    ``qwen3-vl-8b``, ``qwen3-vl-2b``, ``qwen2.5-vl-7b``) and the tiny processor of its
+    family, in memory: ``(model, processor)``.
 
     For measuring cost offline, never accuracy. ``text_layers`` / ``vision_layers`` cut the
     depth (default: the real one); a forward pass costs the same per layer at any depth, so
     a few layers on a CPU keep the real proportions of vision encoder, decoder and
-    attention. DeepStack taps are moved to the same relative depths. The weights are
-    created on ``device`` (default CPU) in ``dtype`` (default float32), so the full 8B
-    model can be built straight onto a GPU. The processor keeps the tiny 128x128 image
+    attention. DeepStack taps (Qwen3-VL) are moved to the same relative depths, and
+    Qwen2.5-VL's full-attention ViT blocks keep their share of the tower. The weights are
+    created on ``device`` (default CPU) in ``dtype`` (default float32), so a full model
+    can be built straight onto a GPU. The processor keeps the tiny 128x128 image
     cap; for real frame sizes save it and reload its image processor with ``max_pixels``
     (``AutoImageProcessor.from_pretrained(folder, max_pixels=...)``, as
     ``benchmarks/bench_phasefusion.py`` does).
@@ -410,11 +447,19 @@ def random_real_width(name: str, *, text_layers: int | None = None, vision_layer
         # Same relative depths; DeepStack feeds the first len(taps) decoder layers.
         scaled = sorted({min(n_vision - 1, t * n_vision // vision["depth"]) for t in taps})
         vision["deepstack_visual_indexes"] = scaled[:n_text]
+    if "fullatt_block_indexes" in vision:
+        vision["fullatt_block_indexes"] = _scaled_fullatt(vision["fullatt_block_indexes"], vision["depth"], n_vision)
     text["num_hidden_layers"], vision["depth"] = n_text, n_vision
+    for k, v in widths.get("config", {}).items():
+        setattr(config, k, v)
     for key, values in (("text_config", text), ("vision_config", vision)):
         sub = getattr(config, key)
         for k, v in values.items():
             setattr(sub, k, v)
+    if getattr(config.text_config, "layer_types", None) is not None:
+        # Derived from the depth when the config was made (Qwen2.5-VL): every layer of these
+        # checkpoints attends fully (use_sliding_window is false in their configs).
+        config.text_config.layer_types = ["full_attention"] * n_text
     dtype = torch.float32 if dtype is None else (getattr(torch, dtype) if isinstance(dtype, str) else dtype)
     model = _instantiate(config, generation_config, seed, dtype, device)
     return model.eval(), processor
