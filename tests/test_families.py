@@ -184,6 +184,47 @@ def test_shared_prefix_equals_scoring_each_prompt(name: str, loaded: dict) -> No
         np.testing.assert_allclose(a.raw_logprobs, b.raw_logprobs, atol=ATOL, rtol=0)
 
 
+def _choice_logprob(model, processor, prompt, images, choice: str) -> float:
+    """The model's own forward on prompt + choice, with every input its processor gives."""
+    text = render_prompt(processor, prompt)
+    full = processor(text=[text + choice], images=[images], return_tensors="pt")
+    n = len(full["input_ids"][0]) - len(processor(text=[text], images=[images], return_tensors="pt")["input_ids"][0])
+    with torch.no_grad():
+        logp = model(**full).logits[0].log_softmax(-1)
+    ids = full["input_ids"][0]
+    return float(sum(logp[len(ids) - n - 1 + k, ids[len(ids) - n + k]] for k in range(n)))
+
+
+def test_gemma_4_bidirectional_image_attention_reaches_scoring(tiny_root: Path, tmp_path: Path) -> None:
+    """Gemma-4's larger checkpoints (26B, 31B: use_bidirectional_attention "vision") let image
+    tokens attend to each other both ways, which the model reads from mm_token_type_ids: the
+    engine must pass them (it dropped them for every model without M-RoPE), so that its scores
+    are the model's own; the tiny default (None) is causal and the two must differ."""
+    import shutil
+
+    folder = tmp_path / "gemma-4-bidir"
+    shutil.copytree(tiny_root / "gemma-4", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["use_bidirectional_attention"] = "vision"
+    (folder / "config.json").write_text(json.dumps(config))
+    bidir, processor = load_model_and_processor(folder)
+    causal, _ = load_model_and_processor(tiny_root / "gemma-4")
+    images = [_image(30 + k, (64, 48)) for k in range(2)]
+    prompt = _chat(2, "Were two frames swapped? Answer yes or no.")
+    choices = ["yes", "no"]
+    for model in (bidir, causal):
+        [engine] = score(model, processor, [(prompt, images, choices)], batch_size=1, progress=False)
+        own = [_choice_logprob(model, processor, prompt, images, c) for c in choices]
+        np.testing.assert_allclose(engine.raw_logprobs, own, atol=ATOL, rtol=0)
+    [b] = score(bidir, processor, [(prompt, images, choices)], progress=False)
+    [c] = score(causal, processor, [(prompt, images, choices)], progress=False)
+    assert np.abs(np.subtract(b.raw_logprobs, c.raw_logprobs)).max() > 1e-3
+    [shared] = score_shared_prefix(bidir, processor, [PrefixGroup(images, [prompt, prompt], [choices, choices])],
+                                   batch_size=1, progress=False)
+    for one in shared:
+        np.testing.assert_allclose(one.raw_logprobs, b.raw_logprobs, atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("name", NEW)
 def test_generate_batched_equals_one_at_a_time(name: str, loaded: dict) -> None:
     model, processor = loaded[name]

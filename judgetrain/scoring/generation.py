@@ -85,7 +85,7 @@ def generate(
                 raise ValueError(f"{describe_item(x, i)} is a tuple, so no parser can be chosen from its task; pass parser=.")
         texts = [render_prompt(m.processor, it.prompt, pre) for it in batch]
         inputs = m.encode(texts, [it.images for it in batch])
-        if m.rope_index is None:
+        if not m.keeps_token_types():
             inputs.pop("mm_token_type_ids", None)
         out = model.generate(**inputs, generation_config=config)
         new = out[:, inputs["input_ids"].shape[1]:].tolist()

@@ -42,6 +42,9 @@ class ScoringModel:
         # pads inside a sliding window would hide real tokens: shared-prefix scoring avoids them
         self.sliding_window = has_sliding_window(model)
         self.keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
+        # Gemma-4 takes the token types too: its larger models let image tokens attend to each other
+        # bidirectionally (use_bidirectional_attention: vision), which it reads from them
+        self.takes_token_types = "mm_token_type_ids" in params
         # M-RoPE models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) expose get_rope_index on their inner model.
         self.rope_index = None
         for module in base.modules():
@@ -99,13 +102,19 @@ class ScoringModel:
             pos = text_pos.unsqueeze(0).expand(3, -1, -1)
         return pos, pos.amax(dim=(0, 2)) + 1
 
+    def keeps_token_types(self, cache=None) -> bool:
+        """Whether the model gets the processor's ``mm_token_type_ids``: M-RoPE models always
+        (their positions), a model that reads them for its image attention on a pass without a
+        cache (a continuation of a cached prefix is text, which attends causally)."""
+        return self.rope_index is not None or (self.takes_token_types and cache is None)
+
     def forward(self, inputs: Mapping[str, Any], *, position_ids, cache=None, use_cache: bool, last_only: bool,
                 keep: int | None = None):
         """Logits (of the last position with ``last_only``, of the last ``keep`` positions
         with ``keep``, else of all) and the cache."""
         if last_only:
             keep = 1
-        kwargs = {k: v for k, v in inputs.items() if k != "mm_token_type_ids" or self.rope_index is not None}
+        kwargs = {k: v for k, v in inputs.items() if k != "mm_token_type_ids" or self.keeps_token_types(cache)}
         kwargs["position_ids"] = position_ids
         kwargs["use_cache"] = use_cache
         if cache is not None:
