@@ -126,9 +126,10 @@ def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_g
 
 
 # both spellings of the launch: the recipe as a word with dashed options, and TRL's
-# `--config RECIPE` with underscored ones
+# `--config RECIPE` with underscored ones; ZeRO-3 packs, as the real-size ZeRO-3 recipes do
 @pytest.mark.parametrize("stage, spelling", [("zero2", ["RECIPE", "--accelerate-config", "STAGE", "--num-processes", "2"]),
-                                             ("zero3", ["--config", "RECIPE", "--accelerate_config", "STAGE", "--num_processes", "2"])])
+                                             ("zero3", ["--config", "RECIPE", "--accelerate_config", "STAGE", "--num_processes", "2",
+                                                        "--packing", "true", "--max_length", "1024"])])
 def test_deepspeed_two_processes(stage, spelling, tmp_path, tiny, timecatch_build):
     from safetensors.torch import load_file
 
@@ -142,6 +143,11 @@ def test_deepspeed_two_processes(stage, spelling, tmp_path, tiny, timecatch_buil
     assert adapter and all(t.numel() > 0 for t in adapter.values())  # gathered, not ZeRO-3 partition stubs
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 2
+    if stage == "zero3":  # it trained on packed rows
+        import yaml
+
+        assert yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())["packing"] is True
+        assert re.search(r"packing: 16 training records into \d+ rows of at most 1024 tokens", done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
