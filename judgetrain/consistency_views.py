@@ -21,7 +21,9 @@ video). A question's views are consecutive, all in one split (split by question,
 
 Each video is decoded once for the union of the frames its questions need
 (:class:`judgetrain.video.FrameCache`, questions taken video by video); the frames go to
-``OUT.work/frames`` as PNG and every view that shows a frame stores those same bytes.
+``OUT.work/frames`` as PNG and every view that shows a frame stores those same bytes. A
+build run again after a kill decodes only the questions whose frames are not there yet
+(``frames.json`` marks a question's folder complete, with the video and settings it holds).
 README: "Consistency tuning (paper 001, App. C)".
 """
 
@@ -51,6 +53,7 @@ from judgetrain.eval.phasefusion_passes import decode_question
 from judgetrain.eval.phasefusion_views import LETTERS, Grid, inverse_permutation, mcq_prompt, orderings
 from judgetrain.eval.runs import EvalInputError
 from judgetrain.mcq_manifest import VideoQuestion, load_manifest
+from judgetrain.io import write_text
 from judgetrain.records import make_id
 from judgetrain.video import MAX_SIDE, FrameCache, VideoDecodeError
 
@@ -173,27 +176,57 @@ def decode_questions(questions: list[VideoQuestion], cfg: ConsistencyViewsConfig
 
     cache = FrameCache(cfg.max_side, max_videos=1)
     grids = {"phase": Grid("phase", "phase", cfg.budget, cfg.phases)}
-    plans, skips = [], []
+    plans, skips, resumed = [], [], 0
     for q in tqdm(_by_video(questions), desc="decoding", unit="question", disable=not cfg.progress):
+        folder = work / "frames" / make_id(q.id)
         try:
-            decoded = decode_question(q, cache, grids, [Fraction(0)], cfg.budget, latency_lines=0)
+            frames = _decoded_before(folder, q, cfg)
+            if frames is not None:
+                resumed += 1
+            else:
+                frames = _decode_into(folder, q, cfg, cache, grids)
         except (VideoDecodeError, EvalInputError, OSError) as e:
             skip = Skip(str(cfg.manifest), q.line, f"video: {e}; fix or replace the file, or drop the line", q.id)
             if cfg.strict:
                 raise BuildError(str(skip)) from None
             skips.append(skip)
             continue
-        (_origin, _grid, frames), = decoded.plan
-        folder = work / "frames" / make_id(q.id)
-        folder.mkdir(parents=True, exist_ok=True)
-        for i, image in decoded.images.items():
-            image.save(folder / f"{i}.png", format="PNG")
         plans.append({"id": q.id, "line": q.line, "question": q.question, "options": list(q.options), "answer": q.answer,
                       "benchmark": q.benchmark, "video": str(q.video.relative_to(cfg.manifest.parent.resolve())),
                       "extra": q.extra, "frames": frames, "orderings": cfg.orderings, "folder": str(folder)})
     plans.sort(key=lambda p: p["line"])
-    counts = {"decode_passes": cache.decodes, "videos": len({str(q.video) for q in questions})}
+    counts = {"decode_passes": cache.decodes, "videos": len({str(q.video) for q in questions}), "resumed_questions": resumed}
     return plans, skips, counts
+
+
+_DONE = "frames.json"  # written after a question's PNGs, so a killed build decodes that question again
+
+
+def _frames_key(q: VideoQuestion, cfg) -> dict:
+    """What a question's decoded frames depend on: its video (path and size) and the sampling settings."""
+    return {"video": str(q.video), "bytes": q.video.stat().st_size, "budget": cfg.budget, "phases": cfg.phases,
+            "max_side": cfg.max_side}
+
+
+def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[int] | None:
+    """The frame indices an earlier (possibly killed) build decoded into ``folder`` for ``q`` with
+    the same video and settings; None when it must be decoded."""
+    done = folder / _DONE
+    if not done.is_file():
+        return None
+    saved = json.loads(done.read_text())
+    return saved["frames"] if saved.get("key") == _frames_key(q, cfg) else None
+
+
+def _decode_into(folder: Path, q: VideoQuestion, cfg, cache, grids) -> list[int]:
+    """Decode ``q``'s phase grids, write each frame as ``folder/<index>.png`` and mark the folder done."""
+    decoded = decode_question(q, cache, grids, [Fraction(0)], cfg.budget, latency_lines=0)
+    (_origin, _grid, frames), = decoded.plan
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, image in decoded.images.items():
+        image.save(folder / f"{i}.png", format="PNG")
+    write_text(folder / _DONE, json.dumps({"key": _frames_key(q, cfg), "frames": list(frames)}))
+    return list(frames)
 
 
 # --------------------------------------------------------------------------- the build

@@ -179,13 +179,23 @@ def test_views_are_phase_grids_times_orderings_and_each_video_is_decoded_once(vi
     lines.insert(1, {**lines[0], "id": "pf-0b", "question": "Which object is leftmost at the end?"})
     lines.append({**lines[2], "id": "pf-missing", "video": "videos/none.mp4"})
     (clips.parent / "two.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:2] + lines[-1:]))
+    # keep_work: the work folder stays, frames and all, as a killed build leaves it
     info = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "two", budget=2, phases=2, orderings=1,
-                                        splits="train=1.0", progress=False))
-    assert info["counts"]["decoding"] == {"decode_passes": 1, "videos": 2}
+                                        splits="train=1.0", progress=False, keep_work=True))
+    assert info["counts"]["decoding"] == {"decode_passes": 1, "videos": 2, "resumed_questions": 0}
     assert [(s["id"], s["line"]) for s in info["skipped"]] == [("pf-missing", 3)] and "no such video file" in info["skipped"][0]["reason"]
     again = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "again", budget=2, phases=2,
                                          orderings=1, splits="train=1.0", progress=False))
     assert again["splits"] == info["splits"]  # same inputs, same bytes
+    # run again where the first build ran (its work folder holds the frames, as after a kill): nothing is decoded
+    resumed = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "two", budget=2, phases=2,
+                                           orderings=1, splits="train=1.0", progress=False, keep_work=True))
+    assert resumed["counts"]["decoding"] == {"decode_passes": 0, "videos": 2, "resumed_questions": 2}
+    assert resumed["splits"] == info["splits"]
+    # other settings: the frames are decoded again
+    other = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "two", budget=3, phases=2,
+                                         orderings=1, splits="train=1.0", progress=False))
+    assert other["counts"]["decoding"] == {"decode_passes": 1, "videos": 2, "resumed_questions": 0}
 
 
 def test_groups_keep_every_view_and_refuse_a_cut_question(views, tiny_qwen):
