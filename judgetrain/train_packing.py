@@ -34,7 +34,7 @@ import copy
 from typing import Any, Sequence
 
 __all__ = ["PACKABLE_FAMILIES", "packed_rows", "PackingCollator", "family_packing_problem", "gradient_accumulation_for",
-           "pack_bins", "packing_problems", "rope_index_of"]
+           "pack_bins", "packing_problems"]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
 # run alone (tests/test_packing.py); a family joins only with that test.
@@ -101,14 +101,6 @@ def gradient_accumulation_for(effective_batch_size: int, n_records: int, n_rows:
     rows that an optimizer step sees that many records on average (at least one)."""
     records_per_row = n_records / max(n_rows, 1)
     return max(1, round(effective_batch_size / (records_per_row * per_device * world_size)))
-
-
-def rope_index_of(model):
-    """The model's own ``get_rope_index`` (multimodal RoPE, Qwen-VL), or None for 1-D RoPE."""
-    for module in model.modules():
-        if hasattr(type(module), "get_rope_index"):
-            return module.get_rope_index
-    return None
 
 
 def packed_rows(split: str, rows: list[list[int]]):
@@ -221,6 +213,8 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     summary = (f"packing: {len(train)} training records into {len(rows)} rows of at most {training_args.max_length} tokens "
                f"({len(train) / len(rows):.2f} records a row, {fill:.0%} full); gradient accumulation "
                f"{training_args.gradient_accumulation_steps}")
+    from judgetrain.scoring.model import rope_index_of
+
     completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
     collator = PackingCollator(processor, {"train": train, "eval": evaluation}, completion_only_loss=completion_only,
                                rope_index=rope_index_of(model))

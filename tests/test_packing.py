@@ -18,7 +18,8 @@ from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 from judgetrain.models import load_model_and_processor
 from judgetrain.models.tiny import build_tiny
 from judgetrain.train import ConfigError, setup, train_and_save
-from judgetrain.train_packing import PACKABLE_FAMILIES, PackingCollator, gradient_accumulation_for, pack_bins, rope_index_of
+from judgetrain.scoring.model import rope_index_of
+from judgetrain.train_packing import PACKABLE_FAMILIES, PackingCollator, gradient_accumulation_for, pack_bins
 
 REPO = Path(__file__).resolve().parents[1]
 

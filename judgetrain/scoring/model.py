@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from ..models.registry import ModelFamily, detect_family, get_family
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ScoringModel", "eval_mode", "has_sliding_window", "select_cache_rows"]
+__all__ = ["ScoringModel", "eval_mode", "has_sliding_window", "rope_index_of", "select_cache_rows"]
 
 
 class ScoringModel:
@@ -45,14 +45,8 @@ class ScoringModel:
         # Gemma-4 takes the token types too: its larger models let image tokens attend to each other
         # bidirectionally (use_bidirectional_attention: vision), which it reads from them
         self.takes_token_types = "mm_token_type_ids" in params
-        # M-RoPE models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) expose get_rope_index on their inner model.
-        self.rope_index = None
-        for module in base.modules():
-            fn = getattr(module, "get_rope_index", None)
-            if callable(fn):
-                self.rope_index = fn
-                self._rope_params = set(inspect.signature(fn).parameters)
-                break
+        self.rope_index = rope_index_of(base)
+        self._rope_params = set(inspect.signature(self.rope_index).parameters) if self.rope_index is not None else set()
         self.device = _model_device(base)
         self.dtype = getattr(base, "dtype", None)
         pad = self.tokenizer.pad_token_id
@@ -125,6 +119,17 @@ class ScoringModel:
         logits = out.logits[:, -keep:] if keep else out.logits
         # Reading the old name on a transformers 5 output logs a deprecation warning.
         return logits, getattr(out, self.cache_arg, None)
+
+
+def rope_index_of(model: Any) -> Callable | None:
+    """The model's own ``get_rope_index`` (multimodal RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL expose
+    it on their inner model), or None for 1-D RoPE. Scoring and packed training both take
+    positions from it."""
+    for module in model.modules():
+        fn = getattr(module, "get_rope_index", None)
+        if callable(fn):
+            return fn
+    return None
 
 
 def has_sliding_window(model: Any) -> bool:
