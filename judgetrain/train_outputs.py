@@ -28,6 +28,7 @@ __all__ = [
     "PIPELINE_TAG",
     "RECIPE_FILE",
     "base_license",
+    "global_batch",
     "checkpoint_complete_callback",
     "configure_reporting",
     "find_resume_checkpoint",
@@ -71,8 +72,7 @@ def checkpoint_complete_callback(recipe: dict | None = None):
                 if folder.is_dir():
                     if recipe is not None:
                         write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
-                    global_batch = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
-                    marker = {"global_step": state.global_step, "world_size": args.world_size, "global_batch": global_batch}
+                    marker = {"global_step": state.global_step, "world_size": args.world_size, "global_batch": global_batch(args)}
                     wandb = sys.modules.get("wandb")  # imported only when the run reports to it
                     if wandb is not None and wandb.run is not None:
                         marker["wandb_run_id"] = wandb.run.id  # a resume from here continues this run
@@ -116,6 +116,12 @@ def configure_reporting(training_args) -> None:
             logger.warning("wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"])
 
 
+def global_batch(args) -> int:
+    """What one optimizer step takes: processes × per-device batch × accumulation (records, or
+    packed rows with ``packing``)."""
+    return args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+
+
 def recorded_wandb_run(checkpoint: str | os.PathLike | None) -> str | None:
     """The wandb run id a checkpoint was logged under (its ``COMPLETE_MARKER``), or None."""
     marker = Path(checkpoint) / COMPLETE_MARKER if checkpoint else None
@@ -136,7 +142,8 @@ def wandb_run_config(model_args, data_args, lora_args, family, data_info: dict, 
         "dataset_content_hashes": {d["path"]: d["splits"] for d in data_info["datasets"]},
         "family": family.name,
         "base_model": stored_base(model_args.model_name_or_path),
-        "effective_batch_size": args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        # the recipe's (records, also when packing makes the batches rows), else what each step took
+        "effective_batch_size": data_args.effective_batch_size or global_batch(args),
         "world_size": args.world_size,
         "judgetrain": {**asdict(model_args), **asdict(data_args), **asdict(lora_args)},
     }
@@ -244,7 +251,7 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
     lora = getattr(trainer.model, "peft_config", None) is not None
     for_hub = bool(args.push_to_hub or args.hub_model_id)
     base_is_local = Path(base).expanduser().exists()
-    effective = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    effective = global_batch(args)
     tags = ["judgetrain", "vlm-judge", family.name, *(["lora"] if lora else []), *extra_tags]
     if not (for_hub and base_is_local):
         tags.append(f"base_model:{'adapter' if lora else 'finetune'}:{base}")
