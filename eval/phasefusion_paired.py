@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from .phasefusion_answers import collect_rows, per_question_answers
 from .phasefusion_metrics import POSTERIOR_POOLS, compute_metrics
 from .runs import METRICS, read_run
 
-__all__ = ["TESTS", "paired", "wilcoxon_signed_rank"]
+__all__ = ["TESTS", "paired"]
 
 # What each kind of column is tested with; ``eval compare`` prints it under its table.
 TESTS = {
@@ -63,23 +63,9 @@ def paired(first_run: str | os.PathLike, other_run: str | os.PathLike) -> dict[s
                 out[f"{kind} {arm}"] = {"pvalue": test["pvalue"], "n": len(ids), "test": TESTS[kind]}
         shared = [q for q in pa if q in pb]
         if shared and a["pools"][arm] in POSTERIOR_POOLS and b["pools"][arm] in POSTERIOR_POOLS:
-            p = wilcoxon_signed_rank([pb[q]["margin"] for q in shared], [pa[q]["margin"] for q in shared])
+            p = stats.wilcoxon_signed_rank([pb[q]["margin"] for q in shared], [pa[q]["margin"] for q in shared])
             out[f"margin {arm}"] = {"pvalue": p, "n": len(shared), "test": TESTS["margin"]}
     return out
-
-
-def wilcoxon_signed_rank(x: Sequence[float], y: Sequence[float]) -> float:
-    """Two-sided p-value of scipy's Wilcoxon signed-rank test on the paired differences
-    ``x - y`` (default ``zero_method="wilcox"``: zero differences are dropped). With no
-    non-zero difference there is no evidence of a shift and the p-value is 1.0 (scipy would
-    give ``nan``), as exact McNemar gives 1.0 with no discordant pair."""
-    from scipy.stats import wilcoxon
-
-    if len(x) != len(y) or not len(x):
-        raise stats.StatsError(f"wilcoxon_signed_rank needs aligned, non-empty x and y (got {len(x)} and {len(y)})")
-    if all(float(u) == float(v) for u, v in zip(x, y)):
-        return 1.0
-    return float(wilcoxon(x, y, alternative="two-sided").pvalue)
 
 
 def _answers(run: Path) -> dict[str, Any]:

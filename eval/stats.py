@@ -58,6 +58,7 @@ __all__ = [
     "pairwise_disagreement",
     "selective_risk",
     "tost_paired",
+    "wilcoxon_signed_rank",
     "wilson",
 ]
 
@@ -208,6 +209,20 @@ def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> dict[
     return {"n": int(a.size), "n11": n11, "n10": n10, "n01": n01, "n00": n00,
             "a_rate": float(a.mean()), "b_rate": float(b.mean()), "difference": float(a.mean() - b.mean()),
             "statistic": float(res.statistic), "pvalue": float(res.pvalue)}
+
+
+def wilcoxon_signed_rank(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p-value of scipy's Wilcoxon signed-rank test on the paired differences
+    ``x - y`` (default ``zero_method="wilcox"``: zero differences are dropped). With no
+    non-zero difference there is no evidence of a shift and the p-value is 1.0 (scipy would
+    give ``nan``), as exact McNemar gives 1.0 with no discordant pair."""
+    from scipy.stats import wilcoxon
+
+    if len(x) != len(y) or not len(x):
+        raise StatsError(f"wilcoxon_signed_rank needs aligned, non-empty x and y (got {len(x)} and {len(y)})")
+    if all(float(u) == float(v) for u, v in zip(x, y)):
+        return 1.0
+    return float(wilcoxon(x, y, alternative="two-sided").pvalue)
 
 
 def _cluster_codes(clusters: Sequence[Any], n: int) -> np.ndarray:

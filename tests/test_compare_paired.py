@@ -16,7 +16,8 @@ import scipy.stats
 from judgetrain.cli import main as cli_main
 from judgetrain.eval import phasefusion_report as PR
 from judgetrain.eval.compare import compare
-from judgetrain.eval.phasefusion_paired import TESTS, paired, wilcoxon_signed_rank
+from judgetrain.eval.phasefusion_paired import TESTS, paired
+from judgetrain.eval.stats import wilcoxon_signed_rank
 
 ARMS = ["single", "fusion", "vote"]
 ORIGINS = ["0", "1/4"]
