@@ -7,8 +7,9 @@ and the trial side (:mod:`judgetrain.sweep_trial`). README: "`judgetrain sweep`,
 
 from __future__ import annotations
 
+import hashlib
 import os
-import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,15 @@ from typing import Any
 from judgetrain.config import ConfigError
 
 __all__ = ["DEFAULT_OBJECTIVE", "DEFAULT_STORAGE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace",
-           "SweepError", "flag_value", "make_pruner", "parse_objectives", "process_alive", "storage_from_url"]
+           "SweepError", "flag_value", "make_pruner", "parse_objectives", "process_alive", "schema_lock", "storage_from_url"]
 
 ENV = "JUDGETRAIN_SWEEP"
 RESULT_FILE = "sweep_result.json"
 DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
 DEFAULT_OBJECTIVE = "judge:PRISM-Temporal/macro_f1"
 PRUNERS = ("median", "hyperband", "none")
+# the PostgreSQL advisory-lock key of schema_lock: the first 8 bytes of sha256("judgetrain optuna schema")
+SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"judgetrain optuna schema").digest()[:8], "big", signed=True)
 
 
 class SweepError(ConfigError):
@@ -251,19 +254,54 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
         kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
                       heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
     try:
-        for attempt in range(5):
-            try:
-                return optuna.storages.RDBStorage(url, **kwargs)
-            except Exception as e:  # noqa: BLE001 - only the schema-creation race is retried
-                # Controllers started at the same moment on an empty database race to
-                # create Optuna's tables and types; the loser sees "already exists" and
-                # finds the schema complete when it tries again.
-                if "already exists" not in str(e) or attempt == 4:
-                    raise
-                time.sleep(1.0 + attempt)
+        with schema_lock(url):
+            return optuna.storages.RDBStorage(url, **kwargs)
     except ImportError as e:  # the database driver
         raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
                          "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
+
+
+@contextmanager
+def schema_lock(url: str):
+    """Hold a lock that every judgetrain process opening ``url`` takes while Optuna creates
+    and stamps its schema. Controllers started at the same moment on an empty database
+    would otherwise race: both create the tables, and the second to stamp Optuna's
+    alembic version fails (``UNIQUE constraint failed: alembic_version``). SQLite takes an
+    ``fcntl`` lock on ``DB.lock`` beside the file; PostgreSQL and MySQL take a named
+    server-side lock (``pg_advisory_lock`` / ``GET_LOCK``) on a connection of their own."""
+    import sqlalchemy
+
+    backend = sqlalchemy.engine.make_url(url).get_backend_name()
+    if backend == "sqlite":
+        import fcntl
+
+        db = sqlalchemy.engine.make_url(url).database
+        if not db or db == ":memory:":
+            yield
+            return
+        with open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    statements = {"postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
+                  "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')")}
+    if backend not in statements:
+        yield
+        return
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    take, release = statements[backend]
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text(take))
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text(release))
+    finally:
+        engine.dispose()
 
 
 def make_pruner(name: str, warmup_steps: int = 0, startup_trials: int = 2):

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from judgetrain import sweep, sweep_sampler, train
+from judgetrain import sweep, sweep_sampler, sweep_space, train
 from judgetrain.models.tiny import build_tiny
 
 REPO = Path(__file__).resolve().parents[1]
@@ -516,6 +516,50 @@ def test_two_controllers_share_a_study(tmp_path, recipe, kind):
     _two_controllers(tmp_path, recipe, journal(tmp_path / "shared.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}")
 
 
+def _open_while_locked(url: str) -> None:
+    """A second opener of a fresh database waits while the schema lock is held: no table
+    exists until it is released, then it creates the whole schema."""
+    import threading
+
+    import sqlalchemy
+
+    opened: list = []
+    with sweep_space.schema_lock(url):
+        opener = threading.Thread(target=lambda: opened.append(sweep.storage_from_url(url, heartbeat_interval=None)))
+        opener.start()
+        opener.join(1.5)
+        assert opener.is_alive() and not opened  # blocked on the lock, not merely slow
+        engine = sqlalchemy.create_engine(url)
+        assert "studies" not in sqlalchemy.inspect(engine).get_table_names()
+        engine.dispose()
+    opener.join(60)
+    assert not opener.is_alive() and len(opened) == 1
+    optuna.create_study(study_name="after-the-lock", storage=opened[0])
+
+
+def test_a_second_opener_waits_for_the_schema_lock(tmp_path):
+    _open_while_locked(f"sqlite:///{tmp_path / 'locked.db'}")
+
+
+def test_controllers_opening_a_fresh_sqlite_study_at_once_all_succeed(tmp_path):
+    """Six processes open one empty SQLite database at the same moment (the CI failure of
+    session 6: the second to stamp Optuna's alembic version hit a UNIQUE constraint)."""
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    code = ("import sys, optuna; from judgetrain.sweep_space import storage_from_url; "
+            "s = storage_from_url(sys.argv[1], heartbeat_interval=None); "
+            "optuna.create_study(study_name='race', storage=s, load_if_exists=True)")
+    go = tmp_path / "go"
+    starter = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    procs = [subprocess.Popen([sys.executable, "-c", starter + code.replace("; ", "\n"), url], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(6)]
+    time.sleep(3.0)  # every process imported and waiting, so they open the database together
+    go.touch()
+    for p in procs:
+        log = p.communicate(timeout=300)[0]
+        assert p.returncode == 0, log[-2000:]
+    assert optuna.study.get_all_study_names(storage=url) == ["race"]
+
+
 @pytest.fixture(scope="module")
 def postgres():
     """A PostgreSQL server on 127.0.0.1 for this module, started from the Debian binaries."""
@@ -541,6 +585,11 @@ def postgres():
     finally:
         subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_second_postgresql_opener_waits_for_the_schema_lock(postgres):
+    _open_while_locked(postgres)
 
 
 @pytest.mark.slow
