@@ -51,9 +51,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from trl import SFTConfig, SFTTrainer
+from trl import SFTConfig
 
 from judgetrain.consistency_collator import BATCH_KEYS, ViewDataError, ViewGroupCollator, ViewGroups
+from judgetrain.judge_trainer import JudgeSFTTrainer
 
 __all__ = ["OBJECTIVES", "ConsistencyArguments", "ConsistencyConfig", "ConsistencyTrainer", "consistency_problems",
            "content_log_posteriors", "js_to_mixture", "log_mixture", "objective_problems", "pseudo_label", "trainer_class"]
@@ -121,8 +122,9 @@ def consistency_problems(data_args, training_args) -> list[str]:
 
 
 def trainer_class(training_args) -> type:
-    """:class:`ConsistencyTrainer` when the recipe sets a consistency objective, else TRL's ``SFTTrainer``."""
-    return SFTTrainer if getattr(training_args, "consistency_objective", "none") == "none" else ConsistencyTrainer
+    """:class:`ConsistencyTrainer` when the recipe sets a consistency objective, else
+    :class:`~judgetrain.judge_trainer.JudgeSFTTrainer` (TRL's ``SFTTrainer``, judgetrain's card)."""
+    return JudgeSFTTrainer if getattr(training_args, "consistency_objective", "none") == "none" else ConsistencyTrainer
 
 
 # --------------------------------------------------------------------------- the objectives (pure tensors)
@@ -186,7 +188,7 @@ def _first_output(module):
         handle.remove()
 
 
-class ConsistencyTrainer(SFTTrainer):
+class ConsistencyTrainer(JudgeSFTTrainer):
     """``SFTTrainer`` whose loss adds the consistency term of ``args.consistency_objective``
     (module docstring). Takes ``SFTTrainer``'s arguments unchanged, with view records
     (``judgetrain build consistency-views``) as ``train_dataset``/``eval_dataset`` and a

@@ -153,7 +153,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train_packing
     training_args.packing = False
     try:
-        trainer = trainer_class(training_args)(  # SFTTrainer, or ConsistencyTrainer under consistency_objective
+        trainer = trainer_class(training_args)(  # JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
             model=model, args=training_args, train_dataset=packed.train if packed else train,
             eval_dataset=packed.evaluation if packed else evaluation_used, data_collator=packed.collator if packed else None,
             processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],
@@ -197,7 +197,7 @@ def train_and_save(run: Run) -> Path:
     import yaml
 
     from judgetrain.models.adapters import stored_base
-    from judgetrain.train_outputs import start_wandb_run, use_model_card, wandb_run_config
+    from judgetrain.train_outputs import start_wandb_run, wandb_run_config
 
     trainer, training_args = run.trainer, run.training_args
     resume = training_args.resume_from_checkpoint
@@ -211,7 +211,7 @@ def train_and_save(run: Run) -> Path:
     def write_card(tags: list[str]) -> None:
         write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags)
 
-    use_model_card(trainer, write_card)
+    trainer.card_writer = write_card  # TRL's checkpoints and push_to_hub write this card too
     wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.lora_args, run.family,
                                                           run.data_info, training_args),
                                 resume if isinstance(resume, str) else None)

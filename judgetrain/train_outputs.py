@@ -18,7 +18,7 @@ import shlex
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from judgetrain.io import write_text
 
@@ -36,7 +36,6 @@ __all__ = [
     "recorded_wandb_run",
     "resolved_recipe",
     "start_wandb_run",
-    "use_model_card",
     "wandb_netrc_configured",
     "wandb_run_config",
     "write_model_card",
@@ -327,17 +326,3 @@ def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[
                      extra_tags: list[str] | tuple[str, ...] = ()) -> None:
     """``out/README.md``: :func:`model_card`, written atomically."""
     write_text(Path(out) / "README.md", str(model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags)))
-
-
-def use_model_card(trainer, write: Callable[[list[str]], None]) -> None:
-    """Make ``trainer.create_model_card`` write judgetrain's card (``write(tags)``) instead of
-    TRL's: TRL calls it at every checkpoint and ``Trainer.push_to_hub`` calls it right
-    before uploading the output folder, after PEFT's save has rewritten README.md's tags
-    and base, so the card on the hub, like the one on disk, is this one."""
-
-    def create_model_card(model_name: str | None = None, dataset_name: str | None = None,
-                          tags: str | list[str] | None = None, **kwargs: Any) -> None:
-        if trainer.is_world_process_zero():
-            write([tags] if isinstance(tags, str) else list(tags or []))
-
-    trainer.create_model_card = create_model_card

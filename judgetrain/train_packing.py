@@ -33,7 +33,7 @@ import bisect
 import copy
 from typing import Any, Sequence
 
-__all__ = ["PACKABLE_FAMILIES", "packed_rows", "PackingCollator", "family_packing_problem", "gradient_accumulation_for",
+__all__ = ["PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "packed_rows", "PackingCollator", "family_packing_problem", "gradient_accumulation_for",
            "pack_bins", "packing_problems"]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
@@ -41,6 +41,9 @@ __all__ = ["PACKABLE_FAMILIES", "packed_rows", "PackingCollator", "family_packin
 PACKABLE_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "gemma-4")
 PACKABLE_ATTENTION = (None, "sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
 IGNORE_INDEX = -100
+# the batch key holding a packed batch's real (non-padding) token count, for the logged num_tokens
+# (judgetrain.judge_trainer takes it out before the forward)
+REAL_TOKENS_KEY = "num_real_tokens"
 
 
 def pack_bins(lengths: Sequence[int], max_length: int) -> list[list[int]]:
@@ -128,6 +131,8 @@ class PackingCollator:
         self.rope_index = rope_index
 
     def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
         records = [self.records[item["split"]][j] for item in items for j in item["members"]]
         # TRL rewrites the messages of what it collates, in place
         batch = self.inner([{**r, "prompt": copy.deepcopy(r["prompt"]), "completion": copy.deepcopy(r["completion"])} for r in records])
@@ -137,6 +142,7 @@ class PackingCollator:
         sizes = [len(item["members"]) for item in items]
         out = {k: v for k, v in batch.items() if k not in per_token}
         out.update(self._lay_out(batch, per_token, positions, lengths, sizes))
+        out[REAL_TOKENS_KEY] = torch.tensor(sum(lengths))
         return out
 
     def _positions(self, batch, lengths: list[int]) -> list[Any]:

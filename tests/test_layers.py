@@ -16,7 +16,7 @@ LAYERS = {
     "judgetrain.models": 1, "judgetrain.scoring": 1,
     "judgetrain.data_builders": 2, "judgetrain.eval": 2,
     "judgetrain.train": 3, "judgetrain.train_config": 3, "judgetrain.train_resume": 3, "judgetrain.train_data": 3, "judgetrain.train_model": 3,
-    "judgetrain.train_outputs": 3, "judgetrain.train_packing": 3, "judgetrain.merge": 3, "judgetrain.accelerate_configs": 0, "judgetrain.errors": 0,
+    "judgetrain.train_outputs": 3, "judgetrain.train_packing": 3, "judgetrain.judge_trainer": 3, "judgetrain.merge": 3, "judgetrain.accelerate_configs": 0, "judgetrain.errors": 0,
     "judgetrain.consistency": 3, "judgetrain.consistency_collator": 3, "judgetrain.consistency_views": 3,
     "judgetrain.jsonl": 0, "judgetrain.plotting": 0, "judgetrain.mcq_manifest": 0,
     "judgetrain.sweep": 4, "judgetrain.sweep_space": 4, "judgetrain.sweep_trial": 4, "judgetrain.sweep_reporting": 4,

@@ -19,7 +19,7 @@ from judgetrain.models import load_model_and_processor
 from judgetrain.models.tiny import build_tiny
 from judgetrain.train import ConfigError, setup, train_and_save
 from judgetrain.scoring.model import rope_index_of
-from judgetrain.train_packing import PACKABLE_FAMILIES, PackingCollator, gradient_accumulation_for, pack_bins
+from judgetrain.train_packing import PACKABLE_FAMILIES, REAL_TOKENS_KEY, PackingCollator, gradient_accumulation_for, pack_bins
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,6 +85,11 @@ def _load(path, family):
     return model, processor
 
 
+def _model_inputs(batch):
+    """The packed batch without the real-token count (JudgeSFTTrainer logs it, the model never sees it)."""
+    return {k: v for k, v in batch.items() if k != REAL_TOKENS_KEY}
+
+
 def _one_by_one(model, processor):
     """Token-weighted loss and gradients of the records run alone, and each record's logits."""
     collate = DataCollatorForVisionLanguageModeling(processor=processor, completion_only_loss=True)
@@ -110,7 +115,7 @@ def test_packed_row_equals_records_one_by_one(family, family_models):
     packed = collate([{"split": "train", "members": [0, 1, 2]}])
     assert "attention_mask" not in packed  # the mask comes from the restarting positions
     model.zero_grad()
-    out = model(**packed, use_cache=False)
+    out = model(**_model_inputs(packed), use_cache=False)
     out.loss.backward()
 
     assert out.loss.item() == pytest.approx(loss, abs=1e-5)
@@ -152,6 +157,7 @@ def test_without_restarting_positions_the_records_would_mix(family_models):
     alone = collate([{"split": "train", "members": [1]}])
     n = alone["input_ids"].shape[1]
     with torch.no_grad():
+        packed, alone = _model_inputs(packed), _model_inputs(alone)
         restarted = model(**packed, use_cache=False).logits[0, -n:]
         packed["position_ids"] = torch.arange(packed["input_ids"].shape[1])[None]  # one sequence: attends across records
         mixed = model(**packed, use_cache=False).logits[0, -n:]
@@ -170,8 +176,9 @@ def test_two_rows_a_micro_batch_pad_the_shorter_row_apart(family_models):
     tail = width - len(logits[1])
     assert batch["labels"][1, -tail:].eq(-100).all()
     assert batch["position_ids"][0, 1, -tail:].tolist() == list(range(tail))  # the padding is a sequence of its own
+    assert batch[REAL_TOKENS_KEY].item() == sum(len(x) for x in logits)  # every record's tokens, no padding
     with torch.no_grad():
-        out = model(**batch, use_cache=False)
+        out = model(**_model_inputs(batch), use_cache=False)
     assert out.loss.item() == pytest.approx(loss, abs=1e-5)
     assert (out.logits[1, :len(logits[1])] - logits[1]).abs().max().item() < 1e-5
 
@@ -192,7 +199,8 @@ def _argv(model, data, out, *extra):
 def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, timecatch_build):
     data = timecatch_build[0]
     run = setup(_argv(tiny_qwen3, data, tmp_path / "o", "--max_steps", "-1", "--num_train_epochs", "1",
-                      "--per_device_train_batch_size", "2", "--effective_batch_size", "12", "--save_strategy", "no"))
+                      "--per_device_train_batch_size", "2", "--effective_batch_size", "12", "--save_strategy", "no",
+                      "--logging_steps", "1"))
     rows = run.trainer.train_dataset
     n_records = sum(len(m) for m in rows["members"])
     assert n_records == 80 and len(rows) < n_records
@@ -201,6 +209,12 @@ def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, tim
     out = train_and_save(run)
     micro_batches = -(-len(rows) // 2)
     assert run.trainer.state.global_step == -(-micro_batches // accumulation)
+    # the logged num_tokens counts every record's real tokens once (TRL alone would count rows)
+    from judgetrain.train_data import record_length
+
+    records = run.trainer.data_collator.records["train"]
+    logged = [h["num_tokens"] for h in run.trainer.state.log_history if "num_tokens" in h]
+    assert logged[-1] == sum(record_length(run.processor, records[j]) for m in rows["members"] for j in m)
     saved = yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())
     assert saved["packing"] is True and saved["gradient_accumulation_steps"] == accumulation
 

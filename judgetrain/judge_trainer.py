@@ -1,0 +1,55 @@
+"""The trainer ``judgetrain train`` runs: TRL's ``SFTTrainer`` with two overrides and
+nothing else.
+
+- **The model card.** ``create_model_card`` writes judgetrain's card (set
+  :attr:`JudgeSFTTrainer.card_writer`) instead of TRL's. TRL calls it at every
+  checkpoint and ``Trainer.push_to_hub`` calls it right before uploading the output
+  folder, after PEFT's save has rewritten README.md, so the card on the hub, like
+  the one on disk, is judgetrain's.
+- **Token counts of packed rows.** A packed batch has no attention mask, so TRL counts
+  its tokens from ``position_ids.size(1)``: the row width for 1-D positions (one row
+  of several), and the number of rows for Qwen-VL's ``(4, rows, length)`` M-RoPE
+  positions. :class:`~judgetrain.train_packing.PackingCollator` therefore sends the
+  number of real (non-padding) tokens as ``num_real_tokens``; this trainer takes it
+  out of the model inputs and logs it as TRL's ``num_tokens``, gathered over
+  processes like TRL's own count.
+
+README: "`judgetrain train`".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from trl import SFTTrainer
+
+from judgetrain.train_packing import REAL_TOKENS_KEY
+
+__all__ = ["JudgeSFTTrainer"]
+
+
+class JudgeSFTTrainer(SFTTrainer):
+    """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
+    count of packed rows (module docstring)."""
+
+    card_writer: Callable[[list[str]], None] | None = None
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None, **kwargs: Any) -> None:
+        """judgetrain's card through :attr:`card_writer` (``write(tags)``) on the main
+        process; TRL's card when no writer is set."""
+        if self.card_writer is None:
+            super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags, **kwargs)
+        elif self.is_world_process_zero():
+            self.card_writer([tags] if isinstance(tags, str) else list(tags or []))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens."""
+        real = inputs.pop(REAL_TOKENS_KEY, None)
+        before = self._total_train_tokens
+        out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        if real is not None and model.training:
+            gathered = self.accelerator.gather_for_metrics(real.reshape(1).to(self.accelerator.device)).sum().item()
+            self._total_train_tokens = before + int(gathered)
+            self._metrics["train"]["num_tokens"] = [self._total_train_tokens]
+        return out
