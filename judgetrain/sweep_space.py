@@ -279,7 +279,12 @@ def schema_lock(url: str):
         if not db or db == ":memory:":
             yield
             return
-        with open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a") as handle:
+        try:
+            handle = open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a")
+        except OSError:  # a folder this user cannot write: reading a study, never creating a schema
+            yield
+            return
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
