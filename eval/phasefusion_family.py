@@ -28,9 +28,9 @@ LTT_ALPHAS = (0.30, 0.25)
 SCORING = "letter log-probabilities, the logit path"
 # Table S2's eight rows: (key, the paper's row, how one run tests it, or None and why it cannot).
 TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
-    ("margin_vs_msp", "Margin vs. MSP, flip prediction", None,
-     "a difference of two AUROCs on the same items; judgetrain has no test of correlated AUROCs "
-     "(both AUROCs are in the margin table, descriptively)"),
+    ("margin_vs_msp", "Margin vs. MSP, flip prediction",
+     "the single pass's answer margin vs its top-1 probability as predictors of an ordering flip "
+     "(both negated: low predicts a flip), DeLong's test of the two correlated AUROCs, two-sided", ""),
     ("s3_vs_s2", "S = 3 vs. S = 2 phase count", None, "needs a second run at S = 2 on the same items"),
     ("tost_vs_reference", "Fusion vs. 32f, clustered TOST",
      "fusion vs the largest single pass of Table A (32f in the paper), two one-sided paired t-tests, ±2.5 points", ""),
@@ -42,7 +42,7 @@ TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
      "a replication on another model (MiMo-VL-7B-RL); this run's own fusion gain over its phase-0 view "
      "is the 'its own single views' row"),
     ("margin_vs_vote", "One-pass margin vs. ten-pass vote", None,
-     "a difference of two AUROCs on the same items (no correlated-AUROC test in judgetrain)"),
+     "needs a ten-pass sampled self-consistency vote share, which judgetrain does not score"),
     ("phase_lever", "Phase lever, order-averaged", None, "a gap between two models: needs two runs"),
 )
 LTT_SIGNALS = ("margin", "top-1 prob.", "neg. entropy", "random")
@@ -59,14 +59,15 @@ def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list
 def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: Mapping[str, Any],
                 shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str | None) -> list[dict]:
     """The computable members on ``ids``; a member whose arms the run lacks is left out, with why."""
-    out = []
+    out = [_margin_vs_msp(ids, pq.get("single"))]
     fusion = pq.get("fusion")
 
     def correct(arm: Mapping[str, Any], qs: Sequence[str]) -> list[bool]:
         return [bool(arm[q]["correct"]) for q in qs]
 
     if fusion is None:
-        return [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2 if how]
+        return out + [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2
+                      if how and k != "margin_vs_msp"]
     if reference and reference != "fusion":
         qs = [q for q in ids if q in fusion and q in pq[reference]]
         res = _attempt(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
@@ -92,6 +93,23 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
         out.append({"key": "origin_shift_vs_union", "against": "union", "n": len(qs),
                     "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
     return out
+
+
+def _margin_vs_msp(ids: Sequence[str], single: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Table S2's first row on ``ids``: the single pass's margin against its top-1
+    probability as flip predictors (DeLong)."""
+    if single is None:
+        return {"key": "margin_vs_msp", "pvalue": None, "note": "no single arm in this run"}
+    qs = [q for q in ids if q in single]
+    flips = [bool(single[q]["flip"]) for q in qs]
+    res = _attempt(stats.delong_auroc_difference, [-_signal("margin", single[q], q) for q in qs],
+                   [-_signal("top-1 prob.", single[q], q) for q in qs], flips) if qs else None
+    if res is None:
+        return {"key": "margin_vs_msp", "n": len(qs), "pvalue": None,
+                "note": f"undefined ({sum(flips)} flipped, {len(qs) - sum(flips)} stable: DeLong needs two of each "
+                        "and rankings that differ)"}
+    return {"key": "margin_vs_msp", "against": "top-1 prob.", "n": len(qs), "pvalue": res["pvalue"],
+            "difference": res["difference"], "auroc_margin": res["auroc_a"], "auroc_msp": res["auroc_b"]}
 
 
 def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]], pq: Mapping[str, Mapping],

@@ -165,7 +165,8 @@ def _md_family(bh: Mapping[str, Any]) -> list[str]:
           "one model computes the rows below, one family per benchmark × scoring cell (scoring: "
           f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
           "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
-          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}.\n\n"
+          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. Δ points: the accuracy difference, or for the "
+          "margin row the AUROC difference (margin − top-1 prob.), × 100.\n\n"
           "| Table S2 row | how this run tests it |\n|---|---|\n"]
     for m in bh["members"]:
         md.append(f"| {m['row']} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")

@@ -315,7 +315,7 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
         "S = 3 vs. its own single views", "Fusion vs. union pass, origin shift", "MiMo-VL fusion gain",
         "One-pass margin vs. ten-pass vote", "Phase lever, order-averaged"]
     assert [x["key"] for x in fam["members"] if "not_computed" not in x] == \
-        ["tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union"]
+        ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union"]
     assert list(fam["cells"]) == ["all", "ego", "mme"] and fam["alpha"] == 0.05
     tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
     # fusion right on q1, q3; union (Table A's reference) on q2, q3, q4
@@ -331,6 +331,8 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     assert [tests[k]["qvalue"] for k in ("tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union")] == \
         pytest.approx(list(multipletests(p, method="fdr_bh")[1]))
     assert fam["cells"]["all"]["m"] == 3 and fam["cells"]["ego"]["n"] == 2
+    # two flips and two stable questions, ranked alike by margin and top-1 probability: DeLong is undefined
+    assert tests["margin_vs_msp"]["pvalue"] is None and "undefined (2 flipped, 2 stable" in tests["margin_vs_msp"]["note"]
     # p-values outside the family carry no q
     assert all("mcnemar_q" not in r for r in m["table_a"]["rows"])
     assert all("mcnemar_q_vs_fusion" not in r for b in m["table_b"] for r in b["rows"])
@@ -339,6 +341,31 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     no_run_json = PR.compute_metrics(_hand_rows(), {})
     assert "fusion-geo" in no_run_json["arms"] and no_run_json["bh_family"] == fam
     assert PR.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "union"]})["bh_family"]["cells"]["all"]["m"] == 0
+
+
+def test_margin_vs_msp_is_delongs_test_on_the_single_pass():
+    """Table S2's first row: the single pass's margin and top-1 probability as flip predictors.
+    Flipped q1, q2, q6; stable q3, q4, q5. Negated margins: flipped -.1, -.15, -.3 over stable
+    -.25, -.05, -.5 → placements 2/3, 2/3, 1/3, AUROC 5/9; negated top-1 probabilities: flipped
+    -.5, -.45, -.55 over stable -.6, -.4, -.7 → 2/3 each, AUROC 2/3."""
+    from judgetrain.eval import phasefusion_family as F
+    from judgetrain.eval import stats as S
+
+    post = {"q1": [.5, .4, .1], "q2": [.45, .3, .25], "q3": [.6, .35, .05], "q4": [.4, .35, .25], "q5": [.7, .2, .1],
+            "q6": [.55, .25, .2]}
+    flips = {"q1": True, "q2": True, "q6": True, "q3": False, "q4": False, "q5": False}
+    single = {q: {"posterior": p, "margin": round(p[0] - p[1], 10), "flip": flips[q], "correct": True} for q, p in post.items()}
+    col = {"questions": {q: {"benchmark": "b"} for q in post}}
+    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(post), None)
+    (row,) = [t for t in fam["cells"]["all"]["tests"] if t["key"] == "margin_vs_msp"]
+    assert (row["auroc_margin"], row["auroc_msp"]) == (pytest.approx(5 / 9), pytest.approx(2 / 3))
+    assert row["difference"] == pytest.approx(-1 / 9) and row["n"] == 6 and row["against"] == "top-1 prob."
+    want = S.delong_auroc_difference([-single[q]["margin"] for q in post], [-max(p) for p in post.values()],
+                                     [flips[q] for q in post])
+    assert row["pvalue"] == pytest.approx(want["pvalue"]) and 0 < row["pvalue"] < 1
+    # the only member this run computes: its q is its p
+    assert fam["cells"]["all"]["m"] == 1 and row["qvalue"] == pytest.approx(row["pvalue"])
+    assert {t["key"]: t.get("note") for t in fam["cells"]["all"]["tests"]}["fusion_vs_own_view"] == "no fusion arm in this run"
 
 
 def test_certified_selection_splits_each_cell_in_half(tmp_path):

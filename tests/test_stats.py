@@ -381,3 +381,49 @@ def test_auroc_by_hand_and_against_mann_whitney():
     with pytest.raises(StatsError, match="both classes"):
         S.auroc([0.2, 0.3], [True, True])
 
+
+
+def test_delong_by_hand():
+    """Positives 0.9, 0.4 and negatives 0.5, 0.1 under a; 0.8, 0.7 and 0.3, 0.6 under b.
+    Placement values: a's positives 1, 1/2 (AUROC .75), negatives 1/2, 1; b's all 1 (AUROC 1).
+    var(A_a) = s²(1, ½)/2 + s²(½, 1)/2 = .125/2 + .125/2 = .125, var(A_b) = 0, cov = 0,
+    so z = -.25 / √.125 = -1/√2 and p = 2 Φ(-1/√2) = .4795."""
+    got = S.delong_auroc_difference([0.9, 0.4, 0.5, 0.1], [0.8, 0.7, 0.3, 0.6], [1, 1, 0, 0])
+    assert (got["auroc_a"], got["auroc_b"], got["difference"]) == (0.75, 1.0, -0.25)
+    assert got["se"] == pytest.approx(math.sqrt(0.125))
+    assert got["z"] == pytest.approx(-1 / math.sqrt(2))
+    assert got["pvalue"] == pytest.approx(0.479500122186953)
+    assert (got["n_positive"], got["n_negative"]) == (2, 2)
+
+
+def test_delong_equals_its_definition_with_ties():
+    """The midrank placement values equal the ψ-kernel definition (1 above, ½ tied), ties included."""
+    rng = np.random.default_rng(5)
+    y = rng.random(60) < 0.4
+    a = np.round(rng.random(60) + 0.5 * y, 1)  # rounded: many ties within and across classes
+    b = np.round(rng.random(60) + 0.2 * y, 1)
+
+    def placements(s):
+        psi = (s[y][:, None] > s[~y][None, :]) + 0.5 * (s[y][:, None] == s[~y][None, :])
+        return psi.mean(axis=1), psi.mean(axis=0)
+
+    (pa, na), (pb, nb) = placements(a), placements(b)
+    cov = np.cov(np.vstack([pa, pb])) / y.sum() + np.cov(np.vstack([na, nb])) / (~y).sum()
+    se = math.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
+    got = S.delong_auroc_difference(a, b, y)
+    assert got["auroc_a"] == pytest.approx(S.auroc(a, y)) and got["auroc_b"] == pytest.approx(S.auroc(b, y))
+    assert got["se"] == pytest.approx(se)
+    assert got["pvalue"] == pytest.approx(2 * sps.norm.sf(abs(pa.mean() - pb.mean()) / se))
+    swapped = S.delong_auroc_difference(b, a, y)
+    assert swapped["z"] == pytest.approx(-got["z"]) and swapped["pvalue"] == pytest.approx(got["pvalue"])
+
+
+def test_delong_separates_a_signal_from_noise_and_refuses_the_undefined():
+    rng = np.random.default_rng(7)
+    margin = rng.random(400)
+    flips = rng.random(400) < 1 - margin
+    assert S.delong_auroc_difference(-margin, rng.random(400), flips)["pvalue"] < 1e-6
+    with pytest.raises(StatsError, match="zero standard error"):
+        S.delong_auroc_difference(margin, 2 * margin, flips)  # the same ranking twice
+    with pytest.raises(StatsError, match="at least 2 items of each class"):
+        S.delong_auroc_difference([0.1, 0.2, 0.3], [0.3, 0.2, 0.1], [True, False, False])
