@@ -19,6 +19,7 @@ import numpy as np
 
 from . import stats
 from .phasefusion_answers import per_question_answers
+from .phasefusion_signals import SIGNALS, VOTE_SHARE, deployed_error, signal_value
 
 __all__ = ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
            "confirmatory_family"]
@@ -41,11 +42,13 @@ TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
     ("mimo_fusion_gain", "MiMo-VL fusion gain", None,
      "a replication on another model (MiMo-VL-7B-RL); this run's own fusion gain over its phase-0 view "
      "is the 'its own single views' row"),
-    ("margin_vs_vote", "One-pass margin vs. ten-pass vote", None,
-     "needs a ten-pass sampled self-consistency vote share, which judgetrain does not score"),
+    ("margin_vs_vote", "One-pass margin vs. ten-pass vote",
+     "the single pass's answer margin vs the vote share of its K orderings (the paper's ten) as predictors of the "
+     "identity pass's correctness, the target every signal shares (Table S11), DeLong's test, two-sided", ""),
     ("phase_lever", "Phase lever, order-averaged", None, "a gap between two models: needs two runs"),
 )
-LTT_SIGNALS = ("margin", "top-1 prob.", "neg. entropy", "random")
+# Table S10's rows, in its order
+LTT_SIGNALS = SIGNALS
 
 
 def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list[str]]:
@@ -59,7 +62,8 @@ def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list
 def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: Mapping[str, Any],
                 shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str | None) -> list[dict]:
     """The computable members on ``ids``; a member whose arms the run lacks is left out, with why."""
-    out = [_margin_vs_msp(ids, pq.get("single"))]
+    out = [_margin_vs("margin_vs_msp", ids, pq.get("single"), "top-1 prob.")]
+    vote = _margin_vs("margin_vs_vote", ids, pq.get("single"), VOTE_SHARE)
     fusion = pq.get("fusion")
 
     def correct(arm: Mapping[str, Any], qs: Sequence[str]) -> list[bool]:
@@ -67,11 +71,11 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
 
     if fusion is None:
         return out + [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2
-                      if how and k != "margin_vs_msp"]
+                      if how and k not in ("margin_vs_msp", "margin_vs_vote")] + [vote]
     if reference and reference != "fusion":
         qs = [q for q in ids if q in fusion and q in pq[reference]]
-        res = _attempt(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
-                       [float(x) for x in correct(pq[reference], qs)])
+        res = stats.or_none(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
+                            [float(x) for x in correct(pq[reference], qs)])
         ok = res is not None and math.isfinite(res["pvalue"]) and res["se"] > 0
         out.append({"key": "tost_vs_reference", "against": reference, "n": len(qs),
                     "pvalue": res["pvalue"] if ok else None, "difference": res["difference"] if ok else None,
@@ -79,7 +83,7 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
     else:
         out.append({"key": "tost_vs_reference", "pvalue": None, "note": "no single pass to test against"})
     qs = [q for q in ids if q in fusion and q in view0]
-    mc = _attempt(stats.mcnemar_exact, correct(fusion, qs), correct(view0, qs)) if qs else None
+    mc = stats.or_none(stats.mcnemar_exact, correct(fusion, qs), correct(view0, qs)) if qs else None
     out.append({"key": "fusion_vs_own_view", "against": "phase 0", "n": len(qs),
                 "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
     if shifted is None:
@@ -89,27 +93,32 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
         first, second = shifted
         qs = [q for q in ids if all(q in first[a] and q in second[a] for a in ("fusion", "union"))]
         changed = {a: [first[a][q]["identity"] != second[a][q]["identity"] for q in qs] for a in ("fusion", "union")}
-        mc = _attempt(stats.mcnemar_exact, changed["fusion"], changed["union"]) if qs else None
+        mc = stats.or_none(stats.mcnemar_exact, changed["fusion"], changed["union"]) if qs else None
         out.append({"key": "origin_shift_vs_union", "against": "union", "n": len(qs),
                     "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
-    return out
+    return out + [vote]
 
 
-def _margin_vs_msp(ids: Sequence[str], single: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Table S2's first row on ``ids``: the single pass's margin against its top-1
-    probability as flip predictors (DeLong)."""
+def _margin_vs(key: str, ids: Sequence[str], single: Mapping[str, Any] | None, other: str) -> dict[str, Any]:
+    """Table S2's row ``key`` on ``ids``: the single pass's margin against signal ``other`` by
+    DeLong's test; flip prediction against the top-1 probability (low predicts a flip),
+    the identity pass's correctness against the K-ordering vote share."""
     if single is None:
-        return {"key": "margin_vs_msp", "pvalue": None, "note": "no single arm in this run"}
+        return {"key": key, "pvalue": None, "note": "no single arm in this run"}
     qs = [q for q in ids if q in single]
-    flips = [bool(single[q]["flip"]) for q in qs]
-    res = _attempt(stats.delong_auroc_difference, [-_signal("margin", single[q], q) for q in qs],
-                   [-_signal("top-1 prob.", single[q], q) for q in qs], flips) if qs else None
+    if other == VOTE_SHARE and qs and len(single[qs[0]]["answers"]) < 2:
+        return {"key": key, "n": len(qs), "pvalue": None, "note": "one ordering: no vote share (run with --orderings K > 1)"}
+    target, sign = ("flip", -1.0) if other == "top-1 prob." else ("correct", 1.0)
+    labels = [bool(single[q][target]) for q in qs]
+    res = stats.or_none(stats.delong_auroc_difference, [sign * signal_value("margin", single[q], q) for q in qs],
+                        [sign * signal_value(other, single[q], q) for q in qs], labels) if qs else None
     if res is None:
-        return {"key": "margin_vs_msp", "n": len(qs), "pvalue": None,
-                "note": f"undefined ({sum(flips)} flipped, {len(qs) - sum(flips)} stable: DeLong needs two of each "
-                        "and rankings that differ)"}
-    return {"key": "margin_vs_msp", "against": "top-1 prob.", "n": len(qs), "pvalue": res["pvalue"],
-            "difference": res["difference"], "auroc_margin": res["auroc_a"], "auroc_msp": res["auroc_b"]}
+        words = ("flipped", "stable") if target == "flip" else ("right", "wrong")
+        return {"key": key, "n": len(qs), "pvalue": None,
+                "note": f"undefined ({sum(labels)} {words[0]}, {len(qs) - sum(labels)} {words[1]}: DeLong needs two of "
+                        "each and rankings that differ)"}
+    return {"key": key, "against": other, "n": len(qs), "pvalue": res["pvalue"], "difference": res["difference"],
+            "auroc_margin": res["auroc_a"], "auroc_other": res["auroc_b"]}
 
 
 def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]], pq: Mapping[str, Mapping],
@@ -127,7 +136,7 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
     rows = {k: row for k, row, how, _ in TABLE_S2}
     cells = {}
     for cell, ids in _ids_by_cell(col, order).items():
-        tests = _cell_tests(ids, pq, view0, shifted, reference)
+        tests = sorted(_cell_tests(ids, pq, view0, shifted, reference), key=lambda t: list(rows).index(t["key"]))
         done = [t for t in tests if t.get("pvalue") is not None]
         if done:
             reject, q = stats.benjamini_hochberg([t["pvalue"] for t in done], BH_ALPHA)
@@ -145,27 +154,13 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
 # --------------------------------------------------------------------------- Learn-then-Test (App. H)
 
 
-def _signal(name: str, item: Mapping[str, Any], qid: str) -> float:
-    post = np.asarray(item["posterior"], dtype=float)
-    if name == "margin":
-        return float(item["margin"])
-    if name == "top-1 prob.":
-        return float(post.max())
-    if name == "neg. entropy":
-        from scipy.stats import entropy
-
-        return -float(entropy(post))
-    from judgetrain.seeding import rng_for
-
-    return float(rng_for("ltt-random-signal", qid).random())  # the Random row: a score unrelated to the item
-
-
 def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, Any]], order: Sequence[str],
                         n_splits: int = stats.LTT_SPLITS) -> dict[str, Any]:
     """Table S10 per (benchmark) cell and pooled: for the single pass under every signal of
     :data:`LTT_SIGNALS` and for each pooled arm under its fused margin, certified coverage and
     test-half violation rate over ``n_splits`` seeded halves at each α of :data:`LTT_ALPHAS`."""
-    plan = [(a, s) for a in ("single",) if a in pq for s in LTT_SIGNALS]
+    k = len(next(iter(pq["single"].values()))["answers"]) if pq.get("single") else 0
+    plan = [(a, s) for a in ("single",) if a in pq for s in LTT_SIGNALS if s != VOTE_SHARE or k > 1]
     plan += [(a, "margin") for a in pq if a != "single" and a.startswith("fusion")]
     cells = _ids_by_cell(col, order)
     cells = {c: ids for c, ids in cells.items() if c != "all"} or cells  # in-cell: per benchmark
@@ -177,8 +172,8 @@ def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, An
                 qs = [q for q in ids if q in pq[arm]]
                 if len(qs) < 2:
                     continue
-                scores = [_signal(signal, pq[arm][q], q) for q in qs]
-                errors = [not pq[arm][q]["correct"] for q in qs]
+                scores = [signal_value(signal, pq[arm][q], q) for q in qs]
+                errors = [deployed_error(signal, pq[arm][q]) for q in qs]  # each protocol's own answers
                 res = stats.ltt_splits(scores, errors, alpha, n_splits=n_splits, key=(arm, signal, cell, alpha))
                 per_cell[cell] = {k: res[k] for k in ("n", "n_calibration", "coverage", "violation_rate",
                                                       "certified_splits", "median_threshold")}
@@ -188,10 +183,3 @@ def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, An
                              "violation_rate": float(np.mean([c["violation_rate"] for c in per_cell.values()]))})
     return {"delta": stats.LTT_DELTA, "n_splits": n_splits, "min_answered": stats.LTT_MIN_ANSWERED,
             "alphas": list(LTT_ALPHAS), "cells": list(cells), "rows": rows}
-
-
-def _attempt(fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except stats.StatsError:
-        return None

@@ -5,8 +5,8 @@ flips and cost (Table S8: scoring only, and decoding + scoring at batch 1); Tabl
 (difference to the largest single pass: bootstrap CI, exact McNemar; TOST of ``fusion``
 within ±2.5 points); Table 1B (answers changed under an origin shift); the confirmatory
 Benjamini–Hochberg family of Table S2 (every other p uncorrected); phase sensitivity,
-deployed samplers, accuracy per benchmark, margin flagging and Table S10's in-cell
-Learn-then-Test. Rates carry Wilson 95% intervals, as the paper's brackets do.
+deployed samplers, accuracy per benchmark, margin flagging, Table S11's reliability
+signals and Table S10's in-cell Learn-then-Test. Rates carry Wilson 95% intervals, as the paper's brackets do.
 Unless a measure says otherwise it is read at the identity ordering and the first
 origin, on the questions that carry every arm it compares. :func:`rerun_floor` compares
 two runs. Statistics come from :mod:`judgetrain.eval.stats`. README: "`judgetrain eval phasefusion`".
@@ -15,7 +15,7 @@ two runs. Statistics come from :mod:`judgetrain.eval.stats`. README: "`judgetrai
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ import numpy as np
 from . import stats
 from .phasefusion_answers import arm_answers, arm_specs, collect_rows, per_question_answers
 from .phasefusion_family import LTT_ALPHAS, certified_selection, confirmatory_family
+from .phasefusion_signals import reliability_signals
 
 __all__ = ["FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
            "identity_differences", "rerun_floor"]
@@ -56,17 +57,6 @@ def flagged_fifth(margins: Sequence[float], flips: Sequence[bool], fraction: flo
     return {"n": int(len(m)), "flagged": int(k), "flip_rate_flagged": float(f[flag].mean()),
             "flip_rate_rest": float(f[rest].mean()) if rest.any() else None,
             "flips_caught": float(f[flag].sum() / f.sum()) if f.any() else None}
-
-
-def _attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """A statistic, or ``None`` where the data leave it undefined (one class only, no variance…)."""
-    try:
-        out = fn(*args, **kwargs)
-    except stats.StatsError:
-        return None
-    if isinstance(out, float) and not math.isfinite(out):
-        return None
-    return out
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
@@ -126,9 +116,9 @@ def _table_a(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence
             x = [float(pq[a["name"]][q]["correct"]) for q in ids]
             y = [float(pq[ref["name"]][q]["correct"]) for q in ids]
             row["delta_vs_reference"] = float(np.mean(x) - np.mean(y))
-            boot = _attempt(stats.paired_bootstrap_ci, x, y, seed=0)
+            boot = stats.or_none(stats.paired_bootstrap_ci, x, y, seed=0)
             row["delta_ci95"] = list(boot["ci"]) if boot else None
-            mc = _attempt(stats.mcnemar_exact, [bool(v) for v in x], [bool(v) for v in y])
+            mc = stats.or_none(stats.mcnemar_exact, [bool(v) for v in x], [bool(v) for v in y])
             row["mcnemar_p"] = mc["pvalue"] if mc else None
         rows.append(row)
     return {"n": len(ids), "reference": ref["name"] if ref else None, "rows": rows}
@@ -143,7 +133,7 @@ def _tost(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[st
         ids = _shared((pq["fusion"], pq[other]), order)
         x = [float(pq["fusion"][q]["correct"]) for q in ids]
         y = [float(pq[other][q]["correct"]) for q in ids]
-        res = _attempt(stats.tost_paired, x, y)
+        res = stats.or_none(stats.tost_paired, x, y)
         entry = {"a": "fusion", "b": other, "n": len(ids), "margin": stats.EQUIVALENCE_MARGIN}
         if res is None or not math.isfinite(res["pvalue"]) or not res["se"] > 0:  # a t-test needs variation
             entry.update(pvalue=None, note="undefined (fewer than two items, or no variation in the paired differences)")
@@ -172,7 +162,7 @@ def _table_b(arms: list[dict[str, Any]], col: Mapping[str, Any], origins: Sequen
                    "accuracy_first": float(np.mean([pq0[name][q]["correct"] for q in ids])) if ids else None,
                    "accuracy_shifted": float(np.mean([pq1[name][q]["correct"] for q in ids])) if ids else None}
             if "fusion" in changed and name != "fusion" and ids:
-                mc = _attempt(stats.mcnemar_exact, c, changed["fusion"])
+                mc = stats.or_none(stats.mcnemar_exact, c, changed["fusion"])
                 row["mcnemar_p_vs_fusion"] = mc["pvalue"] if mc else None
             rows.append(row)
         out.append({"origins": [origins[0], shifted], "n": len(ids), "rows": rows})
@@ -280,8 +270,8 @@ def _margins(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence
         flips = [pq[a["name"]][q]["flip"] for q in ids]
         correct = [pq[a["name"]][q]["correct"] for q in ids]
         entry = {"n": len(ids), "median_margin": float(np.median(m)), "flip_rate": float(np.mean(flips)),
-                 "auroc_flip": _attempt(stats.auroc, [-x for x in m], flips),
-                 "auroc_correct": _attempt(stats.auroc, m, correct),
+                 "auroc_flip": stats.or_none(stats.auroc, [-x for x in m], flips),
+                 "auroc_correct": stats.or_none(stats.auroc, m, correct),
                  "flagged_fifth": flagged_fifth(m, flips)}
         out[a["name"]] = entry
     return out
@@ -344,6 +334,8 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         "phases": _phases(col, arms, first, order),
         "samplers": _samplers(col, arms, first, order),
         "margin": _margins(arms, pq, order),
+        "reliability": reliability_signals({a["name"]: pq[a["name"]] for a in arms if a["pool"] in POSTERIOR_POOLS}, order,
+                                           {a["name"]: a["views"] for a in arms}),
         "certified_selection": certified_selection(col, {a["name"]: pq[a["name"]] for a in arms
                                                          if a["pool"] in POSTERIOR_POOLS}, order),
         "rate_interval": RATE_INTERVAL,

@@ -14,6 +14,8 @@ import numpy as np
 
 from judgetrain.plotting import pyplot
 
+from .phasefusion_signals import vote_share
+
 __all__ = ["plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement"]
 
 
@@ -156,7 +158,13 @@ def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[
         axes[1].plot(xs, ys, marker="o", color=color, label=name)
         order = np.argsort(-m, kind="stable")
         answered = np.arange(1, len(m) + 1)
-        axes[2].plot(answered / len(m), 100 * np.cumsum(correct[order]) / answered, color=color, label=name)
+        axes[2].plot(answered / len(m), 100 * np.cumsum(correct[order]) / answered, color=color, label=f"{name}: margin")
+        if name == "single" and len(items[0]["answers"]) > 1:  # Fig. S2: the K-ordering vote share, on its own answers
+            share = np.array([vote_share(x) for x in items])
+            plural = np.array([x["consensus_correct"] for x in items], bool)
+            by_share = np.argsort(-share, kind="stable")
+            axes[2].plot(answered / len(m), 100 * np.cumsum(plural[by_share]) / answered, color=color, linestyle="--",
+                         label=f"{name}: {len(items[0]['answers'])}-ordering vote share")
     axes[0].set_xlabel("margin (top-1 − top-2), identity ordering")
     axes[0].set_ylabel("questions")
     axes[0].set_title("Margin of flipping vs stable questions", fontsize=9)
@@ -166,9 +174,9 @@ def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[
     axes[1].set_ylabel("accuracy")
     axes[1].set_title("Reliability", fontsize=9)
     axes[1].legend(fontsize=7)
-    axes[2].set_xlabel("coverage (answered, highest margin first)")
+    axes[2].set_xlabel("coverage (answered, most reliable first)")
     axes[2].set_ylabel("accuracy on answered (%)")
-    axes[2].set_title("Risk–coverage by margin", fontsize=9)
+    axes[2].set_title("Risk–coverage (Fig. S2)", fontsize=9)
     axes[2].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -73,6 +73,7 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
                 _md_by_benchmark(metrics.get("by_benchmark") or {}),
                 _when(metrics.get("phase_offset_split"), _md_phase_offset_split),
                 _when(metrics.get("samplers"), _md_samplers), _when(metrics["margin"], _md_margin),
+                _when(metrics.get("reliability"), _md_reliability),
                 _when((metrics.get("certified_selection") or {}).get("rows") and metrics["certified_selection"],
                       _md_certified),
                 _when(metrics["table_a"]["rows"] and metrics, _md_latency),
@@ -166,7 +167,7 @@ def _md_family(bh: Mapping[str, Any]) -> list[str]:
           f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
           "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
           f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. Δ points: the accuracy difference, or for the "
-          "margin row the AUROC difference (margin − top-1 prob.), × 100.\n\n"
+          "margin rows the AUROC difference (margin − the other signal), × 100.\n\n"
           "| Table S2 row | how this run tests it |\n|---|---|\n"]
     for m in bh["members"]:
         md.append(f"| {m['row']} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")
@@ -190,7 +191,8 @@ def _md_certified(cs: Mapping[str, Any]) -> list[str]:
           f"bound (confidence 1 − δ, δ = {cs['delta']:.2f}) on its selective error is at most α, and stops at the "
           "first failure. The test half is answered at the selected threshold: cov. is its mean coverage over "
           "splits, viol. the share of splits whose test-half selective error exceeds α (a split answering nothing "
-          "does not violate). Pooled: the mean over cells "
+          "does not violate). Each signal is scored on the answers its protocol deploys: the plurality over the K "
+          "orderings for the vote share, the identity pass's for the others. Pooled: the mean over cells "
           f"({', '.join(f'`{c}`' for c in cs['cells'])}).\n\n"]
     md.append("| arm | signal |" + "".join(f" α={a:.2f} viol. % | α={a:.2f} cov. % |" for a in cs["alphas"]) + " n per cell |\n")
     md.append("|---|---|" + "---:|---:|" * len(cs["alphas"]) + "---|\n")
@@ -297,6 +299,25 @@ def _md_margin(margin: Mapping[str, Mapping[str, Any]]) -> list[str]:
         ff = e["flagged_fifth"]
         md.append(f"| {arm} | {e['n']} | {_pct(e['flip_rate'])} | {_num(e['auroc_flip'])} | {_num(e['auroc_correct'])} | "
                   f"{_pct(ff['flip_rate_flagged'])} | {_pct(ff['flip_rate_rest'])} | {_pct(ff['flips_caught'])} |\n")
+    return md
+
+
+def _md_reliability(rel: Mapping[str, Any]) -> list[str]:
+    """Table S11: every signal of the single pass on the same questions, for flips and correctness."""
+    md = [f"\n## Reliability signals (App. I, Table S11; n = {rel['n']}, K = {rel['orderings']} orderings)\n\n"
+          "AUROC of each signal of the single pass (low predicts a flip; high predicts that the identity pass is "
+          "right, the target every signal shares). The vote share is the share of the K orderings giving their "
+          "plurality answer (the paper's ten-pass vote at K = 10); it has no flip AUROC, the flip being read off the "
+          "same orderings. p vs margin†: DeLong's test of two correlated AUROCs, two-sided, uncorrected (the MSP flip "
+          "and vote-share correctness comparisons are Table S2's, corrected there). Fused margins are read on each "
+          "arm's own answers.\n\n| signal | passes | AUROC flip | p vs margin† | AUROC correct | p vs margin† |\n"
+          "|---|---:|---:|---:|---:|---:|\n"]
+    for r in rel["rows"]:
+        md.append(f"| {r['signal']} | {r['passes']} | {_num(r['auroc_flip'])} | {_p(r['p_vs_margin_flip'])} | "
+                  f"{_num(r['auroc_correct'])} | {_p(r['p_vs_margin_correct'])} |\n")
+    for r in rel["fused"]:
+        md.append(f"| fused margin (`{r['arm']}`, n = {r['n']}) | {r['passes'] or '–'} | {_num(r['auroc_flip'])} | – | "
+                  f"{_num(r['auroc_correct'])} | – |\n")
     return md
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "ltt_halves",
     "ltt_splits",
     "mcnemar_exact",
+    "or_none",
     "paired_bootstrap_ci",
     "pairwise_disagreement",
     "selective_risk",
@@ -75,6 +76,19 @@ LTT_SPLITS = 300
 
 class StatsError(ValueError):
     """A statistic that cannot be computed from the given input (empty, misaligned, one class only)."""
+
+
+def or_none(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, or ``None`` where the data leave the statistic undefined
+    (:class:`StatsError`: one class only, no variance…; or a non-finite float), for
+    reports that print "–" there."""
+    try:
+        out = fn(*args, **kwargs)
+    except StatsError:
+        return None
+    if isinstance(out, float) and not np.isfinite(out):
+        return None
+    return out
 
 
 def _array(values: Sequence[Any], name: str, *, dtype: Any = float) -> np.ndarray:

@@ -315,7 +315,9 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
         "S = 3 vs. its own single views", "Fusion vs. union pass, origin shift", "MiMo-VL fusion gain",
         "One-pass margin vs. ten-pass vote", "Phase lever, order-averaged"]
     assert [x["key"] for x in fam["members"] if "not_computed" not in x] == \
-        ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union"]
+        ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union", "margin_vs_vote"]
+    assert [t["key"] for t in fam["cells"]["all"]["tests"]] == \
+        ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union", "margin_vs_vote"]
     assert list(fam["cells"]) == ["all", "ego", "mme"] and fam["alpha"] == 0.05
     tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
     # fusion right on q1, q3; union (Table A's reference) on q2, q3, q4
@@ -333,6 +335,7 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     assert fam["cells"]["all"]["m"] == 3 and fam["cells"]["ego"]["n"] == 2
     # two flips and two stable questions, ranked alike by margin and top-1 probability: DeLong is undefined
     assert tests["margin_vs_msp"]["pvalue"] is None and "undefined (2 flipped, 2 stable" in tests["margin_vs_msp"]["note"]
+    assert tests["margin_vs_vote"]["pvalue"] is None and "undefined (3 right, 1 wrong" in tests["margin_vs_vote"]["note"]
     # p-values outside the family carry no q
     assert all("mcnemar_q" not in r for r in m["table_a"]["rows"])
     assert all("mcnemar_q_vs_fusion" not in r for b in m["table_b"] for r in b["rows"])
@@ -343,29 +346,80 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     assert PR.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "union"]})["bh_family"]["cells"]["all"]["m"] == 0
 
 
-def test_margin_vs_msp_is_delongs_test_on_the_single_pass():
-    """Table S2's first row: the single pass's margin and top-1 probability as flip predictors.
-    Flipped q1, q2, q6; stable q3, q4, q5. Negated margins: flipped -.1, -.15, -.3 over stable
-    -.25, -.05, -.5 → placements 2/3, 2/3, 1/3, AUROC 5/9; negated top-1 probabilities: flipped
-    -.5, -.45, -.55 over stable -.6, -.4, -.7 → 2/3 each, AUROC 2/3."""
+# Six single-pass questions, K = 3 orderings: identity posterior, answers per ordering, gold.
+SIGNAL_QS = {
+    "q1": ([.5, .4, .1], [0, 1, 1], 0), "q2": ([.45, .3, .25], [0, 2, 0], 2), "q3": ([.6, .35, .05], [0, 0, 0], 0),
+    "q4": ([.4, .35, .25], [0, 0, 0], 1), "q5": ([.7, .2, .1], [0, 0, 0], 0), "q6": ([.55, .25, .2], [0, 1, 2], 0)}
+
+
+def _signal_items():
+    from judgetrain.eval import stats as S
+
+    out = {}
+    for q, (post, answers, gold) in SIGNAL_QS.items():
+        consensus = S.consensus_answer(answers)
+        out[q] = {"posterior": post, "margin": round(post[0] - post[1], 10), "answers": answers, "identity": answers[0],
+                  "flip": len(set(answers)) > 1, "correct": answers[0] == gold, "consensus": consensus,
+                  "consensus_correct": consensus == gold}
+    return out
+
+
+def test_margin_rows_of_table_s2_are_delongs_test_on_the_single_pass():
+    """Table S2's first and seventh rows. Flipped q1, q2, q6. Negated margins: flipped -.1, -.15, -.3
+    over stable -.25, -.05, -.5 → placements 2/3, 2/3, 1/3, AUROC 5/9; negated top-1 probabilities:
+    flipped -.5, -.45, -.55 over stable -.6, -.4, -.7 → 2/3 each, AUROC 2/3. The identity pass is
+    right on q1, q3, q5, q6: margins .1, .25, .5, .3 over .15, .05 → AUROC 3.5/4; vote shares
+    2/3, 1, 1, 1/3 over 2/3, 1 (ties count half) → (1/4 + 3/4 + 3/4 + 0)/4 = 7/16."""
     from judgetrain.eval import phasefusion_family as F
     from judgetrain.eval import stats as S
 
-    post = {"q1": [.5, .4, .1], "q2": [.45, .3, .25], "q3": [.6, .35, .05], "q4": [.4, .35, .25], "q5": [.7, .2, .1],
-            "q6": [.55, .25, .2]}
-    flips = {"q1": True, "q2": True, "q6": True, "q3": False, "q4": False, "q5": False}
-    single = {q: {"posterior": p, "margin": round(p[0] - p[1], 10), "flip": flips[q], "correct": True} for q, p in post.items()}
-    col = {"questions": {q: {"benchmark": "b"} for q in post}}
-    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(post), None)
-    (row,) = [t for t in fam["cells"]["all"]["tests"] if t["key"] == "margin_vs_msp"]
-    assert (row["auroc_margin"], row["auroc_msp"]) == (pytest.approx(5 / 9), pytest.approx(2 / 3))
-    assert row["difference"] == pytest.approx(-1 / 9) and row["n"] == 6 and row["against"] == "top-1 prob."
-    want = S.delong_auroc_difference([-single[q]["margin"] for q in post], [-max(p) for p in post.values()],
-                                     [flips[q] for q in post])
-    assert row["pvalue"] == pytest.approx(want["pvalue"]) and 0 < row["pvalue"] < 1
-    # the only member this run computes: its q is its p
-    assert fam["cells"]["all"]["m"] == 1 and row["qvalue"] == pytest.approx(row["pvalue"])
-    assert {t["key"]: t.get("note") for t in fam["cells"]["all"]["tests"]}["fusion_vs_own_view"] == "no fusion arm in this run"
+    single = _signal_items()
+    assert [single[q]["consensus"] for q in SIGNAL_QS] == [1, 0, 0, 0, 0, 0]  # q6: a three-way tie, the lowest index
+    col = {"questions": {q: {"benchmark": "b"} for q in SIGNAL_QS}}
+    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), None)
+    tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
+    msp, vote = tests["margin_vs_msp"], tests["margin_vs_vote"]
+    assert (msp["auroc_margin"], msp["auroc_other"]) == (pytest.approx(5 / 9), pytest.approx(2 / 3))
+    assert msp["difference"] == pytest.approx(-1 / 9) and msp["n"] == 6 and msp["against"] == "top-1 prob."
+    assert (vote["auroc_margin"], vote["auroc_other"]) == (pytest.approx(7 / 8), pytest.approx(7 / 16))
+    assert vote["against"] == "vote share" and vote["difference"] == pytest.approx(7 / 16)
+    flips = [single[q]["flip"] for q in SIGNAL_QS]
+    want = S.delong_auroc_difference([-single[q]["margin"] for q in SIGNAL_QS], [-max(p) for p, _, _ in SIGNAL_QS.values()], flips)
+    assert msp["pvalue"] == pytest.approx(want["pvalue"]) and 0 < msp["pvalue"] < 1
+    # the two members this run computes form the family: BH over exactly these two p-values
+    from statsmodels.stats.multitest import multipletests
+
+    assert fam["cells"]["all"]["m"] == 2
+    assert [msp["qvalue"], vote["qvalue"]] == pytest.approx(list(multipletests([msp["pvalue"], vote["pvalue"]],
+                                                                                method="fdr_bh")[1]))
+    assert tests["fusion_vs_own_view"]["note"] == "no fusion arm in this run"
+    one = {q: {**it, "answers": it["answers"][:1]} for q, it in single.items()}
+    only = F.confirmatory_family(col, [{"name": "single"}], {"single": one}, ["0"], list(SIGNAL_QS), None)
+    assert "one ordering: no vote share" in {t["key"]: t for t in only["cells"]["all"]["tests"]}["margin_vs_vote"]["note"]
+
+
+def test_reliability_signals_are_table_s11_on_the_shared_target():
+    from judgetrain.eval import phasefusion_family as F
+    from judgetrain.eval.phasefusion_signals import deployed_error, reliability_signals, vote_share
+
+    single = _signal_items()
+    assert [vote_share(single[q]) for q in SIGNAL_QS] == pytest.approx([2 / 3, 2 / 3, 1, 1, 1, 1 / 3])
+    # selective prediction scores each protocol on the answer it deploys: q1's identity answer is right,
+    # its plurality over the orderings (content 1) is not
+    assert (deployed_error("margin", single["q1"]), deployed_error("vote share", single["q1"])) == (False, True)
+    rel = reliability_signals({"single": single}, list(SIGNAL_QS))
+    rows = {r["signal"]: r for r in rel["rows"]}
+    assert list(rows) == ["margin", "top-1 prob.", "neg. entropy", "vote share", "random"] and rel["orderings"] == 3
+    assert (rows["margin"]["auroc_flip"], rows["margin"]["auroc_correct"]) == (pytest.approx(5 / 9), pytest.approx(7 / 8))
+    assert rows["margin"]["p_vs_margin_flip"] is None and rows["vote share"]["auroc_flip"] is None
+    assert (rows["vote share"]["passes"], rows["vote share"]["auroc_correct"]) == (3, pytest.approx(7 / 16))
+    col = {"questions": {q: {"benchmark": "b"} for q in SIGNAL_QS}}
+    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), None)
+    tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
+    # the two Table S2 comparisons, uncorrected here, are the family's p-values
+    assert rows["top-1 prob."]["p_vs_margin_flip"] == pytest.approx(tests["margin_vs_msp"]["pvalue"])
+    assert rows["vote share"]["p_vs_margin_correct"] == pytest.approx(tests["margin_vs_vote"]["pvalue"])
+    assert reliability_signals({"single": {q: {**it, "answers": [0]} for q, it in single.items()}}, list(SIGNAL_QS)) is None
 
 
 def test_certified_selection_splits_each_cell_in_half(tmp_path):
@@ -378,8 +432,8 @@ def test_certified_selection_splits_each_cell_in_half(tmp_path):
     cs = m["certified_selection"]
     assert (cs["n_splits"], cs["delta"], cs["alphas"], cs["cells"]) == (300, 0.1, [0.30, 0.25], ["ego", "mme"])
     assert [(r["arm"], r["signal"]) for r in cs["rows"] if r["alpha"] == 0.30] == \
-        [("single", "margin"), ("single", "top-1 prob."), ("single", "neg. entropy"), ("single", "random"),
-         ("fusion", "margin")]
+        [("single", "margin"), ("single", "top-1 prob."), ("single", "neg. entropy"), ("single", "vote share"),
+         ("single", "random"), ("fusion", "margin")]
     # one calibration item per cell is fewer than the 10 the walk starts at: nothing is certified
     assert all(r["coverage"] == 0.0 and r["violation_rate"] == 0.0 for r in cs["rows"])
     assert cs["rows"][0]["cells"]["ego"] == {"n": 2, "n_calibration": 1, "coverage": 0.0, "violation_rate": 0.0,
