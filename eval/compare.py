@@ -205,27 +205,52 @@ def make_parser():
         "  judgetrain eval compare results/judge-base results/judge-ft      # judge runs: accuracy / F1 per subset\n")
 
 
-def main(cfg: CompareConfig) -> int:
-    from rich.console import Console
+def _console_table(result: Mapping[str, Any], wide: bool):
+    """The comparison for the terminal: runs as rows (as in the markdown) when ``wide``, else
+    transposed, one row per column of the markdown, so that many arms stay readable."""
     from rich.table import Table
 
-    result = compare(cfg.runs, cfg.names, allow_different_data=cfg.allow_different_data)
-    t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
-                    + ("; p: paired test against it" if result["paired"] else ""))
-    t.add_column("run")
-    for label in result["columns"]:
-        t.add_column(label, justify="right")
+    rows = []
     for label, texts, kind, values in _table(result):
         if kind == "delta":  # colour the sign of each difference
             texts = [s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]" for s, v in zip(texts, values)]
-        t.add_row(label, *texts)
-    Console().print(t)
+        rows.append((label, texts))
+    t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
+                    + ("; p: paired test against it" if result["paired"] else ""))
+    if wide:
+        t.add_column("run")
+        for label in result["columns"]:
+            t.add_column(label, justify="right")
+        for label, texts in rows:
+            t.add_row(label, *texts)
+        return t
+    t.add_column("", no_wrap=True)
+    for label, _ in rows:
+        t.add_column(label, justify="right")
+    for j, column in enumerate(result["columns"]):
+        t.add_row(column, *(texts[j] for _, texts in rows))
+    return t
+
+
+def main(cfg: CompareConfig) -> int:
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    from judgetrain.io import write_text
+
+    result = compare(cfg.runs, cfg.names, allow_different_data=cfg.allow_different_data)
+    console = Console()
+    table = _console_table(result, wide=True)
+    natural = Measurement.get(console, console.options.update(width=10_000), table).maximum  # unwrapped width
+    if natural > console.width:  # too many columns side by side: one row per column
+        table = _console_table(result, wide=False)
+    console.print(table)
     if result["paired"]:
         print(_tests_note(result).replace("`", ""), end="")
     for name, diff in result["differences"].items():
         print(f"* {name}: other data than {result['names'][0]} ({'; '.join(diff)})")
     if cfg.out:
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
-        cfg.out.write_text(result["markdown"])
+        write_text(cfg.out, result["markdown"])
         print(f"Comparison written to {cfg.out}", flush=True)
     return 0

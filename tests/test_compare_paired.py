@@ -189,3 +189,20 @@ def test_evaluations_without_paired_tests_have_no_p_row(tmp_path):
     assert result["rows"] == [("a", [50.0], False), ("b", [75.0], False), ("Δ b", [25.0], True)]
     assert result["markdown"] == ("timecatch: values in %; Δ rows: difference to a in percentage points.\n\n"
                                   "| | TD clevrer |\n|---|---:|\n| a | 50.0 |\n| b | 75.0 |\n| Δ b | +25.0 |\n")
+
+
+@pytest.mark.parametrize("columns, wide", [(400, True), (80, False)])
+def test_the_terminal_table_turns_when_the_arms_do_not_fit(runs, capsys, monkeypatch, columns, wide):
+    """Side by side (runs as rows, like the markdown) where the terminal is wide enough; otherwise
+    one row per column, so a dozen arm columns are not squeezed into ellipses."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert cli_main(["eval", "compare", str(runs["base"]), str(runs["tuned"]), "--names", "base,js1"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split("│")[1].strip() for line in printed.splitlines() if line.startswith("│")]
+    if wide:
+        assert rows == ["base", "js1", "Δ js1", "p js1"]
+    else:
+        result = compare([runs["base"], runs["tuned"]], ["base", "js1"])
+        assert rows == result["columns"] and "acc single" in rows and "…" not in printed
+        acc = next(line for line in printed.splitlines() if line.startswith("│ acc single"))
+        assert [c.strip() for c in acc.split("│")[2:-1]][-1] == "0.250"  # the p js1 cell of McNemar above
