@@ -47,7 +47,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parents[1]
-LEVERS = ("packing", "attn", "checkpointing", "batch", "compile", "workers", "group_by_length", "liger")
+LEVERS = ("packing", "attn", "checkpointing", "batch", "compile", "workers", "group_by_length", "group_rows", "liger")
 # What the TRL arm copies from the recipe: the optimizer, schedule, data order, batch and precision
 # must match or the two losses could not be compared; everything else stays at TRL's defaults.
 SHARED_FIELDS = ("seed", "data_seed", "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio",
@@ -457,6 +457,10 @@ def lever_args(lever: str, recipe: dict, base: list[str]) -> tuple[list[str] | N
         flag = (["--train_sampling_strategy", "group_by_length"] if "train_sampling_strategy" in SFTConfig.__dataclass_fields__
                 else ["--group_by_length", "true"])
         return [*flag, *(["--packing", "false"] if packing else [])], "length-grouped sampling" + (", packing off" if packing else "")
+    if lever == "group_rows":
+        if not packing:
+            return None, "length-grouped packed rows: the recipe does not pack"
+        return ["--train_sampling_strategy", "group_by_length"], "length-grouped packed rows (rows of like length per micro-batch)"
     if lever == "liger":
         if importlib.util.find_spec("liger_kernel") is None:
             return None, "Liger kernels: liger-kernel is not installed here (pip install liger-kernel; GPU only)"

@@ -85,9 +85,6 @@ def packing_problems(model_args, data_args, training_args) -> list[str]:
         problems.append("packing: needs max_length, the length of a packed row in tokens; set `max_length:`")
     if not data_args.check_lengths:
         problems.append("packing: needs every record's length in tokens; set `check_lengths: true`")
-    if training_args.train_sampling_strategy == "group_by_length":
-        problems.append("train_sampling_strategy: group_by_length groups records of like length into padded batches, which packed "
-                        "rows do not have; leave it `random` with packing (or set `packing: false`)")
     return problems
 
 
@@ -106,13 +103,17 @@ def gradient_accumulation_for(effective_batch_size: int, n_records: int, n_rows:
     return max(1, round(effective_batch_size / (records_per_row * per_device * world_size)))
 
 
-def packed_rows(split: str, rows: list[list[int]]):
+def packed_rows(split: str, rows: list[list[int]], lengths: dict[str, list[int]] | None = None):
     """The set the Trainer iterates: a ``datasets.Dataset`` with one item per packed row,
     ``{"split": split, "members": [record indices]}``; the collator fetches the records.
-    (TRL takes only ``datasets`` sets; rows of indices copy no image.)"""
+    (TRL takes only ``datasets`` sets; rows of indices copy no image.) ``lengths``,
+    ``{column: record lengths}``, adds that column holding each row's tokens."""
     import datasets
 
-    return datasets.Dataset.from_dict({"split": [split] * len(rows), "members": rows})
+    columns: dict[str, list] = {"split": [split] * len(rows), "members": rows}
+    for name, per_record in (lengths or {}).items():
+        columns[name] = [sum(per_record[j] for j in row) for row in rows]
+    return datasets.Dataset.from_dict(columns)
 
 
 class PackingCollator:
@@ -224,4 +225,7 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
     collator = PackingCollator(processor, {"train": train, "eval": evaluation}, completion_only_loss=completion_only,
                                rope_index=rope_index_of(model))
-    return PackedData(packed_rows("train", rows), packed_eval, collator, summary)
+    # group_by_length: the Trainer's LengthGroupedSampler reads each row's tokens, so the rows of a
+    # micro-batch, padded to the longest, are of like length
+    grouped = {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
+    return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, summary)

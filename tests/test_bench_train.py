@@ -129,6 +129,8 @@ def test_each_lever_changes_one_setting(bench) -> None:
         "--train_sampling_strategy", "group_by_length", "--packing", "false"]
     assert bench.lever_args("group_by_length", recipe, ["--packing", "false"])[0] == [
         "--train_sampling_strategy", "group_by_length"]
+    assert bench.lever_args("group_rows", {**recipe, "packing": True}, [])[0] == ["--train_sampling_strategy", "group_by_length"]
+    assert bench.lever_args("group_rows", {**recipe, "packing": False}, [])[0] is None
     liger, what = bench.lever_args("liger", recipe, [])
     if importlib.util.find_spec("liger_kernel") is None:
         assert liger is None and "not installed" in what

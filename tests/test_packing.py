@@ -244,3 +244,25 @@ def test_length_grouped_sampling_reads_the_measured_lengths(tmp_path, tiny_qwen3
     assert isinstance(sampler, LengthGroupedSampler) and sampler.lengths == ds["length"]
     run.trainer.train()
     assert run.trainer.state.global_step == 6
+
+
+def test_length_grouped_packed_rows_pair_rows_of_like_length(tmp_path, tiny_qwen3, timecatch_build):
+    """Packed, `group_by_length` hands the sampler each row's tokens: the rows of a micro-batch,
+    padded to the longer, are then of like length."""
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    from judgetrain.train_data import record_length
+
+    flags = ("--max_steps", "2", "--per_device_train_batch_size", "2", "--save_strategy", "no")
+    run = setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "g", "--train_sampling_strategy", "group_by_length", *flags))
+    rows, records = run.trainer.train_dataset, run.trainer.data_collator.records["train"]
+    assert rows["length"] == [sum(record_length(run.processor, records[j]) for j in m) for m in rows["members"]]
+    loader = run.trainer.get_train_dataloader()
+    sampler = loader.base_dataloader.batch_sampler.sampler
+    assert isinstance(sampler, LengthGroupedSampler) and sampler.lengths == rows["length"]
+    # LengthGroupedSampler puts the longest row first; the micro-batches hold every row once
+    batches = list(loader.base_dataloader.batch_sampler)
+    order = [i for b in batches for i in b]
+    assert sorted(order) == list(range(len(rows))) and rows["length"][order[0]] == max(rows["length"])
+    run.trainer.train()
+    assert run.trainer.state.global_step == 2
