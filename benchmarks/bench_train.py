@@ -21,11 +21,12 @@ Arms. ``trl``: SFTTrainer with its own vision collator (padded batches), LoRA th
 leaves the rest at TRL's defaults. ``judgetrain``: ``judgetrain.train.setup`` + ``train_and_save``
 on --recipe (default recipes/qwen3vl-2b/timecatch-lora.yaml, which packs) with the bench's model,
 data and steps, plus --judgetrain-args (default ``--packing true``). On a CPU the batch, the
-effective batch and max_length are scaled down (--batch 2, --effective-batch 4, --max-length
-1024: a few records a step, about two CPU-size records a packed row as 4096 holds about two 448²
-ones). ``--levers`` adds judgetrain arms with one setting changed each: packing, attention
-implementation, gradient checkpointing, per-device batch, torch.compile, dataloader workers +
-pinned memory, length-grouped sampling (packing off), Liger kernels.
+effective batch and max_length are scaled down (per-device batch the recipe's but at most 2,
+--effective-batch 4, --max-length 1024: a few records a step, about two CPU-size records a packed
+row as 4096 holds about two 448² ones). ``--levers`` adds judgetrain arms with one setting changed
+each: packing, attention implementation, gradient checkpointing, per-device batch, torch.compile,
+dataloader workers + pinned memory, length-grouped sampling (packing off), length-grouped packed
+rows, Liger kernels.
 
 Measured per arm over the timed steps: real tokens/s (2-D attention-mask ones, or the non-pad
 tokens of packed rows), padding fraction (1 - real / token slots), records/s, peak memory (CPU:
@@ -367,6 +368,8 @@ def bench_recipe(args, model_dir: Path, data: list[Path], out: Path) -> tuple[Pa
         recipe.update(dtype="float32", bf16=False)
     if args.batch:
         recipe["per_device_train_batch_size"] = args.batch
+    elif args.device == "cpu":
+        recipe["per_device_train_batch_size"] = min(recipe.get("per_device_train_batch_size", 2), 2)
     if args.effective_batch:
         recipe["effective_batch_size"] = args.effective_batch
     if args.max_length:
@@ -654,7 +657,7 @@ def parse_args(argv=None):
     p.add_argument("--levers", default="", help=f"comma list of {', '.join(LEVERS)}, or all")
     p.add_argument("--steps", type=int, help="timed optimizer steps per arm (default: CPU 3, CUDA 4)")
     p.add_argument("--warmup-steps", type=int, help="untimed optimizer steps first (default: CPU 1, CUDA 2)")
-    p.add_argument("--batch", type=int, help="per-device batch (default: the recipe's; CPU: 2)")
+    p.add_argument("--batch", type=int, help="per-device batch (default: the recipe's; CPU: the recipe's, at most 2)")
     p.add_argument("--effective-batch", type=int, help="effective batch in records (default: the recipe's; CPU: 4)")
     p.add_argument("--max-length", type=int, help="max_length, the packed row length (default: the recipe's; CPU: 1024, "
                                                   "as CPU-size records are about a quarter of 448² ones)")
@@ -692,7 +695,7 @@ def parse_args(argv=None):
     if args.device == "cpu":
         # Scaled to a CPU: a few records a step, rows of about two CPU-size records (as 4096 holds about two
         # 448² ones on a GPU), and no torch.compile in "all" (inductor's compile on 2 cores outlasts the run).
-        args.batch, args.effective_batch = args.batch or 2, args.effective_batch or 4
+        args.effective_batch = args.effective_batch or 4  # the per-device batch: the recipe's, at most 2 (bench_recipe)
         args.max_length = args.max_length or 1024
     args.skip_compile = args.device == "cpu" and "compile" in args.levers and not explicit_compile
     return args
