@@ -5,7 +5,9 @@ nothing else.
   :attr:`JudgeSFTTrainer.card_writer`) instead of TRL's. TRL calls it at every
   checkpoint and ``Trainer.push_to_hub`` calls it right before uploading the output
   folder, after PEFT's save has rewritten README.md, so the card on the hub, like
-  the one on disk, is judgetrain's.
+  the one on disk, is judgetrain's. The Trainer's own saves (``save_model`` with
+  ``_internal_call``: each checkpoint folder, which ``hub_strategy: checkpoint``
+  uploads too) write it over PEFT's card in the folder they save to.
 - **Token counts of packed rows.** A packed batch has no attention mask, so TRL counts
   its tokens from ``position_ids.size(1)``: the row width for 1-D positions (one row
   of several), and the number of rows for Qwen-VL's ``(4, rows, length)`` M-RoPE
@@ -19,6 +21,7 @@ README: "`judgetrain train`".
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from trl import SFTTrainer
@@ -32,7 +35,7 @@ class JudgeSFTTrainer(SFTTrainer):
     """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
     count of packed rows (module docstring)."""
 
-    card_writer: Callable[[list[str]], None] | None = None
+    card_writer: Callable[..., None] | None = None  # write(tags, folder=None): the card into folder (default: the run's)
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None, **kwargs: Any) -> None:
@@ -42,6 +45,13 @@ class JudgeSFTTrainer(SFTTrainer):
             super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags, **kwargs)
         elif self.is_world_process_zero():
             self.card_writer([tags] if isinstance(tags, str) else list(tags or []))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """The Trainer's save; where the Trainer saves a checkpoint or its output folder itself,
+        judgetrain's card replaces the one PEFT's save wrote there."""
+        super().save_model(output_dir, _internal_call=_internal_call)
+        if self.card_writer is not None and _internal_call and self.is_world_process_zero():
+            self.card_writer(list(getattr(self.model, "model_tags", None) or []), Path(output_dir or self.args.output_dir))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens."""

@@ -208,10 +208,10 @@ def train_and_save(run: Run) -> Path:
     for peft_config in (getattr(trainer.model, "peft_config", None) or {}).values():
         peft_config.base_model_name_or_path = stored_base(run.model_args.model_name_or_path)  # into adapter_config.json
 
-    def write_card(tags: list[str]) -> None:
-        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags)
+    def write_card(tags: list[str], folder: Path | None = None) -> None:
+        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags, folder)
 
-    trainer.card_writer = write_card  # TRL's checkpoints and push_to_hub write this card too
+    trainer.card_writer = write_card  # checkpoints (their folders too) and push_to_hub write this card
     wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.lora_args, run.family,
                                                           run.data_info, training_args),
                                 resume if isinstance(resume, str) else None)

@@ -323,6 +323,8 @@ def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], t
 
 
 def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
-                     extra_tags: list[str] | tuple[str, ...] = ()) -> None:
-    """``out/README.md``: :func:`model_card`, written atomically."""
-    write_text(Path(out) / "README.md", str(model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags)))
+                     extra_tags: list[str] | tuple[str, ...] = (), folder: Path | None = None) -> None:
+    """``README.md`` in ``folder`` (default: the run folder ``out``, which names the card):
+    :func:`model_card`, written atomically."""
+    card = model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags)
+    write_text(Path(folder or out) / "README.md", str(card))

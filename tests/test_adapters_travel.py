@@ -202,6 +202,12 @@ def test_a_resumed_run_continues_its_wandb_run_in_the_sweeps_project_with_the_re
     config = seen[1][2]
     assert (config["datasets"], config["family"], config["effective_batch_size"], config["max_steps"]) == ([str(data)], "qwen3-vl", 2, 3)
     assert config["dataset_content_hashes"][str(data)]["train"] == records.read_build_info(data)["splits"]["train"]["content_hash"]
+    # a checkpoint folder (what hub_strategy: checkpoint uploads) holds judgetrain's card, not PEFT's
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "checkpoint-2" / "README.md").data
+    assert "judgetrain" in card.tags and (card.base_model, card.library_name) == (BASE, "peft")
+    assert card.judgetrain["global_step"] == 2 and card.judgetrain["wandb_run_id"] == recorded
     shutil.rmtree(out)
 
 
