@@ -1,4 +1,4 @@
-"""The trainer ``judgetrain train`` runs: TRL's ``SFTTrainer`` with two overrides and
+"""The trainer ``judgetrain train`` runs: TRL's ``SFTTrainer`` with two changes and
 nothing else.
 
 - **The model card.** ``create_model_card`` writes judgetrain's card (set
