@@ -334,8 +334,7 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         "phases": _phases(col, arms, first, order),
         "samplers": _samplers(col, arms, first, order),
         "margin": _margins(arms, pq, order),
-        "reliability": reliability_signals({a["name"]: pq[a["name"]] for a in arms if a["pool"] in POSTERIOR_POOLS}, order,
-                                           {a["name"]: a["views"] for a in arms}),
+        "reliability": reliability_signals(pq, order),
         "certified_selection": certified_selection(col, {a["name"]: pq[a["name"]] for a in arms
                                                          if a["pool"] in POSTERIOR_POOLS}, order),
         "rate_interval": RATE_INTERVAL,

@@ -73,7 +73,7 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
                 _md_by_benchmark(metrics.get("by_benchmark") or {}),
                 _when(metrics.get("phase_offset_split"), _md_phase_offset_split),
                 _when(metrics.get("samplers"), _md_samplers), _when(metrics["margin"], _md_margin),
-                _when(metrics.get("reliability"), _md_reliability),
+                _when(metrics.get("reliability"), _md_reliability, metrics),
                 _when((metrics.get("certified_selection") or {}).get("rows") and metrics["certified_selection"],
                       _md_certified),
                 _when(metrics["table_a"]["rows"] and metrics, _md_latency),
@@ -302,7 +302,7 @@ def _md_margin(margin: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return md
 
 
-def _md_reliability(rel: Mapping[str, Any]) -> list[str]:
+def _md_reliability(rel: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
     """Table S11: every signal of the single pass on the same questions, for flips and correctness."""
     md = [f"\n## Reliability signals (App. I, Table S11; n = {rel['n']}, K = {rel['orderings']} orderings)\n\n"
           "AUROC of each signal of the single pass (low predicts a flip; high predicts that the identity pass is "
@@ -315,9 +315,10 @@ def _md_reliability(rel: Mapping[str, Any]) -> list[str]:
     for r in rel["rows"]:
         md.append(f"| {r['signal']} | {r['passes']} | {_num(r['auroc_flip'])} | {_p(r['p_vs_margin_flip'])} | "
                   f"{_num(r['auroc_correct'])} | {_p(r['p_vs_margin_correct'])} |\n")
-    for r in rel["fused"]:
-        md.append(f"| fused margin (`{r['arm']}`, n = {r['n']}) | {r['passes'] or '–'} | {_num(r['auroc_flip'])} | – | "
-                  f"{_num(r['auroc_correct'])} | – |\n")
+    for arm, r in metrics["margin"].items():  # the margin table's fused rows, each on its arm's own answers
+        if arm.startswith("fusion"):
+            md.append(f"| fused margin (`{arm}`, n = {r['n']}) | {metrics['arms'][arm]['views']} | {_num(r['auroc_flip'])} | – | "
+                      f"{_num(r['auroc_correct'])} | – |\n")
     return md
 
 

@@ -84,26 +84,14 @@ def _auroc_row(qs: Sequence[str], single: Mapping[str, Mapping[str, Any]], name:
     return row
 
 
-def reliability_signals(pq: Mapping[str, Mapping[str, Mapping[str, Any]]], order: Sequence[str],
-                        views: Mapping[str, int] | None = None) -> dict[str, Any] | None:
+def reliability_signals(pq: Mapping[str, Mapping[str, Mapping[str, Any]]], order: Sequence[str]) -> dict[str, Any] | None:
     """Table S11: AUROC of each signal of the single pass for flips and for its correctness, with
-    DeLong's p against the margin (uncorrected: two of these comparisons are Table S2's); then
-    each pooled arm's fused margin on its own answers (``views``: its passes). ``None`` without a
-    single arm of K ≥ 2 orderings."""
+    DeLong's p against the margin (uncorrected: two of these comparisons are Table S2's). The
+    fused-margin rows are the margin table's (``metrics["margin"]``), on each arm's own answers.
+    ``None`` without a single arm of K ≥ 2 orderings."""
     single = pq.get("single")
     qs = [q for q in order if single and q in single]
     if not qs or len(single[qs[0]]["answers"]) < 2:
         return None
-    rows = [_auroc_row(qs, single, name) for name in SIGNALS]
-    fused = []
-    for arm, items in pq.items():
-        if arm == "single" or not arm.startswith("fusion"):
-            continue
-        ids = [q for q in order if q in items]
-        if ids:
-            m = [float(items[q]["margin"]) for q in ids]
-            fused.append({"arm": arm, "n": len(ids), "passes": (views or {}).get(arm),
-                          "auroc_flip": stats.or_none(stats.auroc, [-x for x in m], [bool(items[q]["flip"]) for q in ids]),
-                          "auroc_correct": stats.or_none(stats.auroc, m, [bool(items[q]["correct"]) for q in ids])})
-    return {"n": len(qs), "orderings": len(single[qs[0]]["answers"]), "rows": rows, "fused": fused,
+    return {"n": len(qs), "orderings": len(single[qs[0]]["answers"]), "rows": [_auroc_row(qs, single, name) for name in SIGNALS],
             "test": "DeLong, two-sided, against the margin on the same items and target"}
