@@ -3,16 +3,13 @@
 One registry (:data:`COMMANDS`, a plain dict) maps each command to the module that
 implements it. A module exposes ``make_parser()`` (its typed config, see
 :mod:`judgetrain.config`) and ``main(cfg)``, the shape of TRL's ``scripts/sft.py``;
-only the module of the command being run is imported. Modules not yet moved to a
-typed config expose ``configure_parser(parser)`` and ``main(args)`` instead.
+only the module of the command being run is imported.
 README: "Commands".
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import difflib
 import importlib
 import importlib.util
 import sys
@@ -21,27 +18,25 @@ from pathlib import Path
 # command words -> module (imported lazily: building TimeCatch should not import the trainer)
 COMMANDS: dict[tuple[str, ...], str] = {
     ("quickstart",): "judgetrain.quickstart",
-    ("train",): "judgetrain.launch",
-    ("merge",): "judgetrain.merge",
-    ("sweep",): "judgetrain.sweep",
-    ("dashboard",): "judgetrain.dashboard",
-    ("build", "timecatch"): "judgetrain.data_builders.timecatch",
-    ("build", "prism"): "judgetrain.data_builders.prism",
-    ("build", "mirage"): "judgetrain.data_builders.mirage",
+    ("train",): "judgetrain.train.launch",
+    ("merge",): "judgetrain.train.merge",
+    ("sweep",): "judgetrain.sweep.controller",
+    ("dashboard",): "judgetrain.sweep.dashboard",
+    ("build", "timecatch"): "judgetrain.data_builders.timecatch.command",
+    ("build", "prism"): "judgetrain.data_builders.prism.command",
+    ("build", "mirage"): "judgetrain.data_builders.mirage.command",
     ("build", "ordering-probe"): "judgetrain.data_builders.ordering",
-    ("build", "video-mcq"): "judgetrain.data_builders.video_mcq",
-    ("build", "rationales"): "judgetrain.data_builders.rationales",
-    ("build", "consistency-views"): "judgetrain.consistency_views",
-    ("eval", "timecatch"): "judgetrain.eval.timecatch",
-    ("eval", "judge"): "judgetrain.eval.judge",
-    ("eval", "phasefusion"): "judgetrain.eval.phasefusion",
+    ("build", "video-mcq"): "judgetrain.data_builders.video_mcq.command",
+    ("build", "rationales"): "judgetrain.data_builders.rationales.command",
+    ("build", "consistency-views"): "judgetrain.data_builders.consistency_views",
+    ("eval", "timecatch"): "judgetrain.eval.timecatch.command",
+    ("eval", "judge"): "judgetrain.eval.judge.command",
+    ("eval", "phasefusion"): "judgetrain.eval.phasefusion.command",
     ("eval", "bias"): "judgetrain.eval.positional_bias",
-    ("eval", "report"): "judgetrain.eval.rebuild",
-    ("eval", "compare"): "judgetrain.eval.compare",
+    ("eval", "report"): "judgetrain.eval.core.rebuild",
+    ("eval", "compare"): "judgetrain.eval.core.compare",
 }
 GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, rebuild reports, compare runs"}
-# legacy modules whose unknown arguments are passed on (recipe overrides for the trainer)
-PASS_THROUGH = {("train",)}
 
 EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline
@@ -59,7 +54,7 @@ every command takes --config FILE.yaml (its fields as keys; flags win) and lists
 def _summary(module: str) -> str:
     """First docstring line of ``module`` without importing it (importing every
     command would load torch and the training stack just to print help)."""
-    spec = importlib.util.find_spec(module.split(":")[0])
+    spec = importlib.util.find_spec(module)
     doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) if spec and spec.origin else None
     return doc.strip().splitlines()[0] if doc else ""
 
@@ -97,8 +92,9 @@ def find_command(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
         print(_usage(prefix), end="")
         raise SystemExit(0 if wanted else 2)
     names = sorted({w[len(prefix)] for w in COMMANDS if w[: len(prefix)] == prefix and len(w) > len(prefix)})
-    close = difflib.get_close_matches(wanted, names, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    from judgetrain.errors import did_you_mean
+
+    hint = did_you_mean(wanted, names, sentence=True)
     print(f"error: unknown command {' '.join((*prefix, wanted))!r}.{hint} Commands: {', '.join(names)}\n", file=sys.stderr)
     print(_usage(prefix), end="", file=sys.stderr)
     raise SystemExit(2)
@@ -119,23 +115,11 @@ def _silence_library_progress_bars() -> None:
 def _run(words: tuple[str, ...], rest: list[str]) -> int:
     from judgetrain import config
 
-    name, configure, entry = (COMMANDS[words] + "::").split(":")[:3]
-    module = importlib.import_module(name)
-    if not configure and hasattr(module, "make_parser"):
-        cfgs = config.parse(module.make_parser(), rest, help_hint=f"`judgetrain {' '.join(words)} --help`")
-        if any(getattr(c, "progress", True) is False for c in cfgs):
-            _silence_library_progress_bars()
-        return module.main(*cfgs)
-    # legacy: an argparse sub-parser filled by the module
-    parser = argparse.ArgumentParser(prog=f"judgetrain {' '.join(words)}", description=_summary(COMMANDS[words]))
-    getattr(module, configure or "configure_parser")(parser)
-    run = getattr(module, entry or "main")
-    args, extra = parser.parse_known_args(rest)
-    if words in PASS_THROUGH:
-        return run(args, extra)
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return run(args)
+    module = importlib.import_module(COMMANDS[words])
+    cfgs = config.parse(module.make_parser(), rest, help_hint=f"`judgetrain {' '.join(words)} --help`")
+    if any(getattr(c, "progress", True) is False for c in cfgs):
+        _silence_library_progress_bars()
+    return module.main(*cfgs)
 
 
 def main(argv: list[str] | None = None) -> int:

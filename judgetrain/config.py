@@ -1,10 +1,11 @@
-"""One typed config per command, parsed the way ``judgetrain train`` parses a recipe.
+"""One typed config per command, and the one parser every command uses (the recipes of
+``judgetrain train`` included).
 
 Every command declares its settings once, as a dataclass (shared parents:
-:class:`BuildArgs` for ``build *``, :class:`EvalArgs` for ``eval *``), and exposes
-``make_parser()`` (a TRL :class:`~trl.TrlParser` over its dataclasses, from
-:func:`make_parser`) and ``main(cfg)``. :func:`parse` then does what every command
-needs: ``--config FILE.yaml`` sets defaults, flags win, unknown keys and flags fail
+:class:`~judgetrain.data_builders.core.args.BuildArgs` for ``build *``,
+:class:`~judgetrain.eval.core.args.EvalArgs` for ``eval *``), and exposes ``make_parser()``
+(a TRL :class:`~trl.TrlParser` over its dataclasses, from :func:`make_parser`) and
+``main(cfg)``. :func:`parse` then does what every command needs: ``--config FILE.yaml`` sets defaults, flags win, unknown keys and flags fail
 with a "did you mean", and ``--help`` lists every field with its help text (fields
 spelled ``--field_name`` or ``--field-name``; booleans that default to true also get
 ``--no-field-name``).
@@ -20,16 +21,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import os
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from judgetrain.errors import UserError
+from judgetrain.errors import UserError, did_you_mean
 
-__all__ = ["BuildArgs", "ConfigError", "EvalArgs", "OutputArgs", "WorkBuildArgs", "arg", "comma_list", "identity", "jsonable", "make_parser", "parse", "parse_batch_size",
-           "read_config_file"]
+__all__ = ["ConfigError", "arg", "comma_list", "identity", "jsonable", "make_parser", "one_of", "parse", "read_config_file",
+           "split_config_flag"]
 
 
 class ConfigError(UserError, ValueError):
@@ -60,6 +61,13 @@ def comma_list(values: Any) -> list[str]:
     return [part.strip() for v in values for part in str(v).split(",") if part.strip()]
 
 
+def one_of(choices: Sequence[Any]) -> str:
+    """``"a, b or c"``: the choices of a registry as a help text names them, so the text
+    cannot drift from the registry it lists."""
+    names = [str(c) for c in choices]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Examples in the epilog kept as written, defaults shown after each help text."""
 
@@ -68,8 +76,12 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 _OWN_METADATA = ("identity", "positional", "passthrough")
 
 
-def make_parser(types, prog: str, description: str, epilog: str = "", usage: str | None = None):
-    """A :class:`trl.TrlParser` over ``types`` (a dataclass or a tuple of them)."""
+def make_parser(types, prog: str, description: str = "", epilog: str = "", usage: str | None = None, *,
+                formatter_class: type[argparse.HelpFormatter] = _HelpFormatter, **kwargs: Any):
+    """A :class:`trl.TrlParser` over ``types`` (a dataclass or a tuple of them), with
+    judgetrain's field metadata (:func:`arg`) kept from argparse and no abbreviations: a
+    prefix of a flag is refused, not taken for it. ``kwargs`` go to the parser
+    (``add_help=False`` for a listing inside another command's help)."""
     import copy
     from types import MappingProxyType
 
@@ -84,7 +96,7 @@ def make_parser(types, prog: str, description: str, epilog: str = "", usage: str
             TrlParser._parse_dataclass_field(parser, field)
 
     return Parser(types if isinstance(types, tuple) else (types,), prog=prog, description=description, epilog=epilog,
-                  usage=usage, formatter_class=_HelpFormatter, allow_abbrev=False)  # a prefix must not pass for a field
+                  usage=usage, formatter_class=formatter_class, allow_abbrev=False, **kwargs)
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -107,11 +119,6 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     for key, value in env.items():
         os.environ[str(key)] = str(value)
     return config
-
-
-def _closest(word: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def split_config_flag(argv: list[str]) -> tuple[list[str], Path | None]:
@@ -148,21 +155,29 @@ def _positional_to_flags(parser, argv: list[str]) -> list[str]:
     return flags + bare + argv
 
 
-def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, help_hint: str = "--help") -> tuple:
+def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, help_hint: str = "--help",
+          prepare: Callable[[list[str], dict[str, Any]], None] | None = None) -> tuple:
     """The dataclasses of ``parser`` from ``argv``: ``--config FILE.yaml`` values become
     defaults, flags win, ``defaults`` (set by code, e.g. a launcher) sit under both.
     Leading bare words fill the fields marked ``positional=True``. Unknown config keys and
     unknown flags raise :class:`ConfigError` naming each one, unless a list field is
-    marked ``passthrough=True``: then unknown arguments are appended to it."""
-    argv, path = split_config_flag(argv)
+    marked ``passthrough=True``: then unknown arguments are appended to it. A parser with an
+    option of its own spelled ``--config`` reads no config file. ``prepare(argv,
+    values)``, when given, may change the file's values before they become defaults (what
+    ``judgetrain train`` needs: bf16 off where no GPU supports it, the process group of
+    the launch)."""
+    own = {o for a in parser._actions for o in a.option_strings}
+    # a command whose own field is spelled --config (`judgetrain train --config RECIPE`) reads no config file
+    argv, path = (list(argv), None) if "--config" in own else split_config_flag(argv)
     argv = _positional_to_flags(parser, argv)
     config = {**(defaults or {}), **(read_config_file(path) if path else {})}
+    if prepare is not None:
+        prepare(argv, config)
     dests = [a.dest for a in parser._actions if a.dest != "help"]
     unknown = [k for k in config if k not in dests]
     if unknown:
-        raise ConfigError([f"{path}: unknown key {k!r}{_closest(k, dests)} (fields: {help_hint})" for k in unknown])
+        raise ConfigError([f"{path}: unknown key {k!r}{did_you_mean(k, dests)} (fields: {help_hint})" for k in unknown])
     parser.set_defaults_with_config(**config)
-    flags = [o for a in parser._actions for o in a.option_strings]
     cfgs = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     *cfgs, rest = cfgs
     sink = [(c, f.name) for c in cfgs for f in fields(c) if f.metadata.get("passthrough")]
@@ -171,10 +186,21 @@ def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, he
         setattr(cfg, name, [*getattr(cfg, name), *rest])
         rest = []
     if rest:
-        words = [r for r in rest if r.startswith("-")] or rest
-        raise ConfigError([f"unknown argument {w!r}{_closest(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"
-                           for w in words])
+        raise ConfigError(_leftover_problems(rest, parser, help_hint))
     return tuple(cfgs)
+
+
+def _leftover_problems(rest: list[str], parser, help_hint: str) -> list[str]:
+    """One problem per command-line flag the parser did not take, and one for the bare words
+    that follow no flag (a word after an unknown flag is taken for its value)."""
+    flags = [o for a in parser._actions for o in a.option_strings]
+    problems = [f"unknown argument {w!r}{did_you_mean(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"
+                for w in rest if w.startswith("-")]
+    stray = [w for i, w in enumerate(rest) if not w.startswith("-") and (i == 0 or not rest[i - 1].startswith("-"))]
+    if stray:
+        problems.append(f"unknown argument {' '.join(stray)!r}: not used. A flag takes `--field value`; only a list field "
+                        f"takes several values (`--field a b`), and only where {help_hint} shows `[FIELD ...]`")
+    return problems
 
 
 def jsonable(value: Any) -> Any:
@@ -193,69 +219,3 @@ def jsonable(value: Any) -> Any:
 def identity(cfg: Any) -> dict[str, Any]:
     """The fields of ``cfg`` marked ``identity=True``, as JSON values."""
     return {f.name: jsonable(getattr(cfg, f.name)) for f in fields(cfg) if f.metadata.get("identity")}
-
-
-@dataclass(kw_only=True)
-class OutputArgs:
-    """What every command that writes a folder takes."""
-
-    out: Path = arg(help="output folder (written atomically; rerunning the same command resumes)")
-    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
-
-
-@dataclass(kw_only=True)
-class BuildArgs(OutputArgs):
-    """What every ``judgetrain build *`` command takes."""
-
-    seed: int = arg(42, "seed of every random choice the builder makes (hash-based: same seed, same bytes)")
-    strict: bool = arg(False, "fail on the first bad input instead of skipping and counting it in build.json")
-
-
-@dataclass(kw_only=True)
-class WorkBuildArgs(BuildArgs):
-    """Builders that keep intermediate work in ``OUT.work/`` until the build succeeds."""
-
-    keep_work: bool = arg(False, "keep OUT.work/ (synthetic sources, decoded frames, arrow cache) after a successful build")
-
-
-@dataclass(kw_only=True)
-class EvalArgs:
-    """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes."""
-
-    model: str = arg(help="model folder or hub id (base or merged)", identity=True)
-    out: Path = arg(help="run folder; rerunning the same command resumes it")
-    adapter: str | None = arg(None, "PEFT adapter folder to load onto --model", identity=True)
-    dtype: str | None = arg(None, "float32, bfloat16, float16 or auto (default: float32 on CPU, the checkpoint's on GPU)",
-                            identity=True)
-    batch_size: str = arg("auto", "items per forward pass, or 'auto'")
-    limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
-    overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
-    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
-
-    def common_problems(self) -> list[str]:
-        """Normalise the shared fields and return their problems (each evaluation's
-        ``__post_init__`` adds its own and raises them together)."""
-        self.model, self.out = str(self.model), Path(self.out)
-        self.adapter = str(self.adapter) if self.adapter else None
-        self.batch_size = str(self.batch_size)
-        problems = []
-        if self.limit is not None and self.limit < 1:
-            problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
-        try:
-            parse_batch_size(self.batch_size)
-        except ValueError as e:
-            problems.append(f"batch_size: {e}")
-        return problems
-
-
-def parse_batch_size(text: str) -> int | str:
-    """``--batch-size``: a positive integer or ``"auto"``."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
-    return value

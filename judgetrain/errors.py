@@ -10,8 +10,24 @@ README: "Commands".
 
 from __future__ import annotations
 
-__all__ = ["UserError"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["UserError", "did_you_mean"]
 
 
 class UserError(Exception):
     """Bad input or a missing file, named with the fix; printed without a traceback."""
+
+
+def did_you_mean(word: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.6, sentence: bool = False) -> str:
+    """The "did you mean" every message that refuses a name ends with: ``""`` when nothing in
+    ``known`` is close to ``word`` (``difflib.get_close_matches``), else ``"; did you mean 'x'?"``
+    to end a clause, or with ``sentence=True`` ``" Did you mean 'x'?"`` (several: ``" Did you
+    mean: 'x', 'y'?"``) to follow a full stop."""
+    close = difflib.get_close_matches(str(word), list(known), n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    if not sentence:
+        return f"; did you mean {close[0]!r}?"
+    return f" Did you mean {close[0]!r}?" if n == 1 else f" Did you mean: {', '.join(repr(c) for c in close)}?"
