@@ -20,13 +20,14 @@ import torch
 
 from judgetrain.errors import UserError
 
-__all__ = ["LpipsDistance", "BackboneWeightsMissing", "filter_near_duplicates", "backbone_weights_path"]
+__all__ = ["LPIPS_NETS", "LpipsDistance", "BackboneWeightsMissing", "filter_near_duplicates", "backbone_weights_path"]
 
 _BACKBONE_URLS = {
     "alex": "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth",
     "vgg": "https://download.pytorch.org/models/vgg16-397923af.pth",
     "squeeze": "https://download.pytorch.org/models/squeezenet1_1-b8a52dc0.pth",
 }
+LPIPS_NETS = tuple(_BACKBONE_URLS)  # the backbones lpips.LPIPS(net=...) takes
 
 
 class BackboneWeightsMissing(UserError, FileNotFoundError):

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import arg
+from .config import arg
 
 REPO_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
 
@@ -32,7 +32,7 @@ class QuickstartConfig:
 
 
 def make_parser():
-    from judgetrain.config import make_parser as make_config_parser
+    from .config import make_parser as make_config_parser
 
     return make_config_parser(QuickstartConfig, "judgetrain quickstart", __doc__.strip().splitlines()[0],
                               "examples:\n"
@@ -41,9 +41,10 @@ def make_parser():
 
 
 def main(cfg: QuickstartConfig) -> int:
-    from judgetrain.data_builders import timecatch
+    from judgetrain.data_builders.timecatch.command import build, print_summary
+    from judgetrain.data_builders.timecatch.config import TimeCatchConfig
     from judgetrain.models import load_model_and_processor
-    from judgetrain.models.tiny import build_all
+    from judgetrain.models.tiny.builder import build_all
     from judgetrain.perceptual import backbone_weights_path
 
     out = cfg.out.resolve()
@@ -61,12 +62,12 @@ def main(cfg: QuickstartConfig) -> int:
               " using a random backbone for this offline demo (see README, 'LPIPS weights').")
         random_backbone = True
     print(f"[2/5] synthetic TimeCatch set from {cfg.clips} physics clips -> {out / 'timecatch'}")
-    data = timecatch.TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone)
-    info = timecatch.build(data)
-    timecatch.print_summary(info, data.out)
+    data = TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone)
+    info = build(data)
+    print_summary(info, data.out)
 
-    from judgetrain.eval.compare import compare
-    from judgetrain.eval.timecatch import evaluate
+    from judgetrain.eval.core.compare import compare
+    from judgetrain.eval.timecatch.command import evaluate
 
     limit = cfg.eval_limit or None
     results = out / "results"
@@ -74,11 +75,11 @@ def main(cfg: QuickstartConfig) -> int:
     evaluate(str(models["qwen3-vl"]), data.out, results / "zero-shot", split="validation", limit=limit, progress=False)
     runs, names = [results / "zero-shot"], ["zero-shot"]
     if cfg.train_steps and REPO_RECIPE.is_file():
-        from judgetrain import train
+        from judgetrain.train.run import main as train
 
         run_dir = out / "runs" / "tiny-qwen3vl-timecatch"
         print(f"[4/5] LoRA on the tiny Qwen3-VL, {cfg.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}")
-        train.main(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(data.out),
+        train(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(data.out),
                     "--output_dir", str(run_dir), "--max_steps", str(cfg.train_steps), "--seed", str(cfg.seed)])
         print(f"[5/5] evaluation of the adapter -> {results / 'lora'}")
         evaluate(str(models["qwen3-vl"]), data.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit, progress=False)

@@ -13,7 +13,6 @@ README: "Models".
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import re
 from collections.abc import Iterator
@@ -21,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetrain.errors import UserError
+from judgetrain.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:  # importing transformers costs seconds; only the loader needs it
     import torch
     from transformers import PretrainedConfig, PreTrainedModel, ProcessorMixin
 
 __all__ = [
+    "DTYPES",
     "FAMILIES",
     "ModelFamily",
     "ModelNotFoundError",
@@ -254,8 +254,7 @@ def get_family(name: str) -> ModelFamily:
     for fam in FAMILIES.values():
         if key in {_normalise(t) for t in fam.model_types}:
             return fam
-    close = difflib.get_close_matches(key, list(_NAMES), n=3, cutoff=0.4)
-    hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = did_you_mean(key, _NAMES, n=3, cutoff=0.4, sentence=True)
     raise ValueError(f"Unknown model family {name!r}.{hint} Available: {', '.join(sorted(FAMILIES))}.")
 
 
@@ -398,7 +397,8 @@ def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only
         return AutoConfig.from_pretrained(name_or_path, **_hub_kwargs(trust_remote_code, local_files_only))
 
 
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
+# the weights dtypes a loader takes by name (`--dtype`); help texts list them from here
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def _resolve_dtype(dtype: str | torch.dtype) -> str | torch.dtype:
@@ -408,10 +408,9 @@ def _resolve_dtype(dtype: str | torch.dtype) -> str | torch.dtype:
         return dtype
     aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
     name = aliases.get(str(dtype).lower(), str(dtype).lower())
-    if name not in _DTYPES:
-        close = difflib.get_close_matches(name, list(_DTYPES) + list(aliases), n=2)
-        hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"Unknown dtype {dtype!r}.{hint} Use one of: {', '.join(_DTYPES)} (or a torch.dtype).")
+    if name not in DTYPES:
+        hint = did_you_mean(name, [*DTYPES, *aliases], n=2, sentence=True)
+        raise ValueError(f"Unknown dtype {dtype!r}.{hint} Use one of: {', '.join(DTYPES)} (or a torch.dtype).")
     return name if name == "auto" else getattr(torch, name)
 
 

@@ -15,16 +15,7 @@ from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
 from .model import ScoringModel, eval_mode
 from .parsers import parser_for_record
-from .prompts import (
-    FAMILY_PREFILL,
-    FamilyPrefill,
-    Item,
-    as_sequence,
-    describe_item,
-    render_prompt,
-    resolve_prefill,
-    to_item,
-)
+from .prompts import FAMILY_PREFILL, FamilyPrefill, Item, as_sequence, describe_item, render_prompt, resolve_prefill, to_item
 from .results import Generation, GenerationOutput
 
 if TYPE_CHECKING:

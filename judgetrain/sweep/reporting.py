@@ -14,7 +14,9 @@ from typing import Any
 from transformers import TrainerCallback
 
 from judgetrain.io import write_text
-from judgetrain.sweep_space import RESULT_FILE, Objective, SweepError, make_pruner, process_alive, storage_from_url
+
+from .space import RESULT_FILE, Objective, SweepError, make_pruner
+from .storage import process_alive, storage_from_url
 
 __all__ = ["SweepCallback", "lookup_metric"]
 
@@ -59,7 +61,8 @@ class SweepCallback(TrainerCallback):
         return self._trial
 
     def _judge_metrics(self, model) -> dict[str, Any]:
-        from judgetrain.eval.judge import SUBSETS, judge_metrics
+        from judgetrain.eval.judge.command import judge_metrics
+        from judgetrain.eval.judge.metrics import SUBSETS
 
         # score only the subsets the objectives read (PRISM-Temporal by default), when they name subsets
         wanted = sorted({o.subset for o in self.objectives if o.is_judge})
@@ -136,7 +139,7 @@ def _nan_none(x):
 
 def lookup_metric(metrics: dict[str, Any], subset: str, metric: str) -> float | None:
     """``metrics`` of the judge evaluation -> the value of METRIC for SUBSET (``all`` = overall)."""
-    from judgetrain.eval.judge import metric_value
+    from judgetrain.eval.judge.metrics import metric_value
 
     return metric_value(metrics, subset, metric)
 

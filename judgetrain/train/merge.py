@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judgetrain.config import ConfigError, arg
+from judgetrain.models.registry import DTYPES
 
 
 @dataclass
@@ -26,7 +27,7 @@ class MergeConfig:
     out: Path = arg(help="folder for the merged model")
     base: str | None = arg(None, "base model folder or hub id (None: the one recorded in the adapter config, a relative "
                                  "folder read from the working directory)")
-    dtype: str = arg("auto", "dtype to load the base in (auto, float32, bfloat16)")
+    dtype: str = arg("auto", f"dtype to load the base in ({', '.join(DTYPES)})")
 
 
 def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto") -> Path:

@@ -23,9 +23,9 @@ a multi-image prompt), float32 weights (real ones are bfloat16), and greedy
 decoding in ``generation_config.json``.
 
 The tokenizer, chat templates and generation config are made in
-``judgetrain.models.tiny_tokenizer``; this module builds each family's config,
+``judgetrain.models.tiny.tokenizer``; this module builds each family's config,
 processor and random weights around them (InternVL and Gemma-4 in
-``judgetrain.models.tiny_families``). ``build_all`` builds the quickstart's three
+``judgetrain.models.tiny.families``). ``build_all`` builds the quickstart's three
 families unless told otherwise; the command line builds every family. README: "Models".
 
 Usage::
@@ -37,14 +37,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import tiny_families
-from .registry import FAMILIES, get_family
-from .tiny_tokenizer import (
+from ..registry import FAMILIES, get_family
+from . import families as tiny_families
+from .tokenizer import (
     LLAVA_SPECIAL,
     QWEN3_ADDED,
     QWEN25_ADDED,
@@ -52,21 +51,13 @@ from .tiny_tokenizer import (
     generation_config,
     make_tokenizer,
     padded_vocab,
-    tiny_corpus,
     token_ids,
     trl_template,
 )
 
 __all__ = [
-    "QUICKSTART_FAMILIES",
-    "REAL_WIDTHS",
-    "TEMPLATES_DIR",
-    "VARIANTS",
-    "build_all",
-    "build_tiny",
-    "main",
+    "QUICKSTART_FAMILIES", "REAL_WIDTHS", "TEMPLATES_DIR", "VARIANTS", "build_all", "build_tiny", "main",
     "random_real_width",
-    "tiny_corpus",
 ]
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
@@ -509,7 +500,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, path in built.items():
         print(f"{name}: {path.resolve()}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ nothing else.
 - **Token counts of packed rows.** A packed batch has no attention mask, so TRL counts
   its tokens from ``position_ids.size(1)``: the row width for 1-D positions (one row
   of several), and the number of rows for Qwen-VL's ``(4, rows, length)`` M-RoPE
-  positions. :class:`~judgetrain.train_packing.PackingCollator` therefore sends the
+  positions. :class:`~judgetrain.train.packing.PackingCollator` therefore sends the
   number of real (non-padding) tokens as ``num_real_tokens``; this trainer takes it
   out of the model inputs and logs it as TRL's ``num_tokens``, gathered over
   processes like TRL's own count.
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from trl import SFTTrainer
 
-from judgetrain.train_packing import REAL_TOKENS_KEY
+from .packing import REAL_TOKENS_KEY
 
 __all__ = ["JudgeSFTTrainer"]
 

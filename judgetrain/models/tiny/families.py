@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .tiny_tokenizer import (
+from .tokenizer import (
     GEMMA4_NAMED,
     GEMMA4_SPECIAL,
     INTERNVL_NAMED,

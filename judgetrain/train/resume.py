@@ -7,8 +7,8 @@ it holds an adapter of one shape on one base model. A resume that changes one of
 these would silently keep the checkpoint's value (``--learning_rate``: the
 optimizer's restored one wins) or mix two runs, while the saved recipe recorded the
 new one. Each checkpoint carries the recipe it was trained with
-(``judgetrain_recipe.yaml``, written by ``judgetrain.train_outputs``); a resume is
-compared with it. Used by ``judgetrain.train_config.check_config``.
+(``judgetrain_recipe.yaml``, written by ``judgetrain.train.outputs``); a resume is
+compared with it. Used by ``judgetrain.train.args.check_config``.
 README: "`judgetrain train`".
 """
 
@@ -40,7 +40,7 @@ _LENGTH_FREE_SCHEDULES = ("constant", "constant_with_warmup")
 
 def checkpoint_to_resume(training_args) -> str | None:
     """The checkpoint folder ``resume_from_checkpoint`` names (``auto``: the newest complete one in ``output_dir``), or None."""
-    from judgetrain.train_outputs import find_resume_checkpoint
+    from .outputs import find_resume_checkpoint
 
     resume = training_args.resume_from_checkpoint
     if resume == "auto":
@@ -54,7 +54,7 @@ def resume_problems(model_args, data_args, lora_args, training_args, world_size:
     or when the checkpoint predates the recipe it records."""
     import yaml
 
-    from judgetrain.train_outputs import COMPLETE_MARKER, RECIPE_FILE, resolved_recipe
+    from .outputs import COMPLETE_MARKER, RECIPE_FILE, resolved_recipe
 
     checkpoint = checkpoint_to_resume(training_args)
     if checkpoint is None or not (Path(checkpoint) / RECIPE_FILE).is_file():
@@ -89,7 +89,7 @@ def _default(name: str) -> Any:
     """A field's default as the saved recipe leaves it out (SFTConfig's, or judgetrain's dataclasses')."""
     from trl import SFTConfig
 
-    from judgetrain.train_config import DataArguments, LoraArguments, ModelArguments
+    from .args import DataArguments, LoraArguments, ModelArguments
 
     for cls in (SFTConfig, ModelArguments, DataArguments, LoraArguments):
         for f in fields(cls):

@@ -16,7 +16,7 @@ How it fits together (paper 002 §4D, B.1):
   :func:`run_sweep` takes; arguments it does not know are recipe overrides
   for every trial.
 - **Controller** (:func:`run_sweep`): ``study.optimize`` with TPE seeded per
-  trial from (study, ``--seed``, trial number) (:mod:`judgetrain.sweep_sampler`),
+  trial from (study, ``--seed``, trial number) (:mod:`judgetrain.sweep.sampler`),
   so that a restarted controller, or a second one with the same ``--seed``,
   continues the study's sampling instead of replaying it; a parameter set that
   a finished or running trial already has is skipped (recorded as FAIL with
@@ -30,7 +30,7 @@ How it fits together (paper 002 §4D, B.1):
   while finished + running trials (of every controller) are fewer, and waits
   for the others' running trials otherwise, so several controllers (machines)
   sharing one storage end with exactly ``--trials`` finished trials.
-- **Trial side** (:class:`~judgetrain.sweep_reporting.SweepCallback`, which the trial entry
+- **Trial side** (:class:`~judgetrain.sweep.reporting.SweepCallback`, which the trial entry
   :func:`trial_main` hands to ``judgetrain.train.main`` as a callback; it reads
   the controller's ``JUDGETRAIN_SWEEP`` variable): at every evaluation
   it computes the objective (validation loss, or a judge metric such as
@@ -48,7 +48,7 @@ How it fits together (paper 002 §4D, B.1):
   re-queues the RUNNING trials of dead controllers of this host at start.
   Finished trials are never rerun.
 
-- **Results** (:mod:`judgetrain.sweep_results`): the table of trials, the wandb
+- **Results** (:mod:`judgetrain.sweep.results`): the table of trials, the wandb
   summary run, and ``sweep best``'s recipe with exactly the winning trial's overrides.
 
 README: "`judgetrain sweep`, `judgetrain dashboard`". Storage URLs: ``sqlite:///path.db`` (one machine), ``postgresql://…`` /
@@ -70,30 +70,26 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import arg
-from judgetrain.sweep_space import (  # noqa: F401  (re-exported: the sweep's public names, as before the split)
-    DEFAULT_OBJECTIVE, DEFAULT_STORAGE, ENV, PRUNERS, RESULT_FILE, Objective, Param, SearchSpace, SweepError, flag_value,
-    make_pruner, parse_objectives, process_alive, storage_from_url,
+from judgetrain.config import arg, one_of
+from judgetrain.train.accelerate_configs import NAMES
+
+from .results import best_recipe, print_summary, wandb_summary
+from .space import (
+    DEFAULT_OBJECTIVE,
+    ENV,
+    PRUNERS,
+    RESULT_FILE,
+    Objective,
+    SearchSpace,
+    SweepError,
+    flag_value,
+    make_pruner,
+    parse_objectives,
 )
-from judgetrain.sweep_results import best_recipe, print_summary, recipe_with_overrides, wandb_summary  # noqa: F401
-from judgetrain.sweep_trial import sweep_callback, trial_main  # noqa: F401
+from .storage import DEFAULT_STORAGE, process_alive, storage_from_url
 
-
-def __getattr__(name: str):
-    # the trial's callback imports transformers: loaded on first use, not by `judgetrain sweep --help`
-    if name in ("SweepCallback", "lookup_metric"):
-        from judgetrain import sweep_reporting
-
-        return getattr(sweep_reporting, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-__all__ = [  # with the names re-exported from sweep_space, sweep_trial and sweep_results
-    "DEFAULT_OBJECTIVE", "DEFAULT_STORAGE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace",
-    "SweepCallback", "SweepConfig", "SweepError", "TRIAL_MODULE", "best_recipe", "dashboard_storage", "flag_value",
-    "lookup_metric", "main", "make_parser", "make_pruner", "open_study", "parse_objectives", "process_alive", "run_sweep",
-    "storage_from_url", "sweep_callback", "trial_command", "trial_main", "wandb_summary", "recipe_with_overrides",
-    "print_summary", "skip_reason", "study_room", "trial_overrides",
-]
+__all__ = ["MAX_SKIPPED", "TRIAL_MODULE", "SweepConfig", "TrialFailed", "TrialSkipped", "dashboard_storage", "main",
+           "make_parser", "open_study", "run_sweep", "skip_reason", "study_room", "trial_command", "trial_overrides"]
 
 # --------------------------------------------------------------------------- orphaned trials
 
@@ -147,12 +143,12 @@ class SweepConfig:
     out: Path | None = arg(None, "trial folders (None: runs/sweeps/STUDY); with `best`, the recipe file to write (None: stdout)")
     objective: str = arg(DEFAULT_OBJECTIVE, "eval_loss or judge:SUBSET/METRIC, comma-separated for several")
     direction: str | None = arg(None, "minimize/maximize per objective (None: from the metric)")
-    pruner: str = arg("median", "median, hyperband or none", choices=PRUNERS)
+    pruner: str = arg("median", one_of(PRUNERS), choices=PRUNERS)
     warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned")
     startup_trials: int = arg(2, "median pruner: trials that are never pruned")
     seed: int = arg(42, "sampler seed; each trial's TPE draw is seeded from (study, seed, trial number), so restarted "
                         "and parallel controllers may keep the same seed without repeating each other")
-    accelerate_config: str | None = arg(None, "shipped name (zero3, ddp, …) or accelerate YAML, per trial")
+    accelerate_config: str | None = arg(None, f"shipped name ({', '.join(NAMES)}) or accelerate YAML, per trial")
     num_processes: int | None = arg(None, "processes per trial")
     retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
@@ -186,7 +182,7 @@ class SweepConfig:
     @cached_property
     def world_size(self) -> int:
         """Processes per trial (a searched batch size must divide the recipe's effective batch)."""
-        from judgetrain.accelerate_configs import world_size
+        from judgetrain.train.accelerate_configs import world_size
 
         return world_size(self)
 
@@ -218,7 +214,7 @@ class SweepConfig:
             raise SweepError(f"recipe {self.recipe} not found")
         for implied in ("search_space", "objectives", "enqueued"):  # loaded now, so that their errors come first
             getattr(self, implied)
-        from judgetrain.accelerate_configs import accelerate_args
+        from judgetrain.train.accelerate_configs import accelerate_args
 
         accelerate_args(self)  # an unknown --accelerate_config fails here, not in the first trial
 
@@ -243,7 +239,7 @@ TRIAL_MODULE = "judgetrain.sweep"  # its __main__ is the trial entry (trial_main
 
 def trial_command(cfg: SweepConfig, overrides: list[str]) -> list[str]:
     """``python -m accelerate.commands.launch [config] -m judgetrain.sweep --config RECIPE overrides``."""
-    from judgetrain.accelerate_configs import accelerate_args
+    from judgetrain.train.accelerate_configs import accelerate_args
 
     return [sys.executable, "-m", "accelerate.commands.launch", *accelerate_args(cfg),
             "-m", TRIAL_MODULE, "--config", str(cfg.recipe), *overrides]
@@ -261,7 +257,7 @@ def skip_reason(study, trial, values: dict[str, Any], size: int) -> str | None:
     """Why ``trial`` (with sampled ``values``) must not be trained, else ``None``: another
     finished or running trial has the same parameters, or ``size`` trials numbered before
     it are finished or running. Marks the trial with ``duplicate_of`` / ``surplus``."""
-    from judgetrain.sweep_sampler import TAKEN, first_duplicate
+    from .sampler import TAKEN, first_duplicate
 
     others = study.get_trials(deepcopy=False)
     duplicate = first_duplicate(others, trial.number, values)
@@ -373,7 +369,7 @@ def open_study(cfg: SweepConfig):
     import optuna
 
     storage = storage_from_url(cfg.storage, heartbeat_interval=cfg.heartbeat, retries=cfg.retries)
-    from judgetrain.sweep_sampler import TrialSeededSampler
+    from .sampler import TrialSeededSampler
 
     study = optuna.create_study(
         study_name=cfg.study, storage=storage, load_if_exists=True,
@@ -535,7 +531,3 @@ def dashboard_storage(target: str) -> str:
     if not Path(target).is_file():
         raise SweepError(f"{target}: no such database file; give a storage URL (sqlite:///…, postgresql://…) or a .db/.journal file")
     return f"sqlite:///{target}"
-
-
-if __name__ == "__main__":
-    sys.exit(trial_main())

@@ -34,7 +34,8 @@ def make_parser():
 
 
 def main(cfg: DashboardConfig) -> int:
-    from judgetrain.sweep import dashboard_storage, storage_from_url
+    from .controller import dashboard_storage
+    from .storage import storage_from_url
 
     storage = storage_from_url(dashboard_storage(cfg.storage), heartbeat_interval=None)  # SweepError: the CLI prints it
     try:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judgetrain.sweep_space import SweepError, flag_value, storage_from_url
+from .space import SweepError, flag_value
+from .storage import storage_from_url
 
 __all__ = ["best_recipe", "print_summary", "recipe_with_overrides", "wandb_summary"]
 
@@ -23,8 +24,10 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     import wandb
     from optuna.trial import TrialState
 
-    from judgetrain.train import wandb_netrc_configured
-    from judgetrain.train_outputs import DEFAULT_WANDB_PROJECT  # the training runs' project: one place for both
+    from judgetrain.train.outputs import (
+        DEFAULT_WANDB_PROJECT,  # the training runs' project: one place for both
+        wandb_netrc_configured,
+    )
 
     if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
         os.environ["WANDB_MODE"] = "offline"
@@ -51,8 +54,8 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
 
 def print_summary(study, cfg, console) -> None:
     """The study's trials as a table on the console, the best trial(s), and where the folders are."""
-    from rich.table import Table
     from optuna.trial import TrialState
+    from rich.table import Table
 
     table = Table(title=f"study {cfg.study} ({cfg.storage})")
     for col in ("trial", "state", "value(s)", "steps", "params", "note"):
@@ -77,10 +80,10 @@ def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[
     next flag), later flags winning. What the parser does not take raises a SweepError."""
     import argparse
 
-    from judgetrain import train
     from judgetrain.config import jsonable
+    from judgetrain.train.parser import make_parser
 
-    parser = train.make_parser()
+    parser = make_parser()
     for action in parser._actions:  # only the fields the overrides name end up in the namespace
         action.default = argparse.SUPPRESS
     given, rest = parser.parse_known_args(overrides)

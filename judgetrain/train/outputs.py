@@ -55,7 +55,7 @@ PIPELINE_TAG = "image-text-to-text"
 def checkpoint_complete_callback(recipe: dict | None = None):
     """A ``TrainerCallback`` that writes into each checkpoint, once it is saved, the
     resolved ``recipe`` it was trained with (``RECIPE_FILE``; what a resume is checked
-    against, ``judgetrain.train_resume``) and then ``COMPLETE_MARKER`` with the step,
+    against, ``judgetrain.train.resume``) and then ``COMPLETE_MARKER`` with the step,
     world size, global batch and the wandb run id (when logging to wandb)."""
     import yaml
     from transformers import TrainerCallback

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.errors import UserError
-from judgetrain.jsonl import inside, read_jsonl
-from judgetrain.jsonl import text as text_field
+from judgetrain.jsonl import inside, read_jsonl, text as text_field
 
 __all__ = ["ManifestError", "VideoQuestion", "check_line", "load_manifest"]
 

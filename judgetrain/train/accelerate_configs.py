@@ -2,7 +2,7 @@
 
 :class:`LaunchArgs` are the options `judgetrain train` (and every sweep trial) hands to
 `accelerate launch`; a shipped config is named by its file in `deepspeed_configs/`
-(`zero3`, `ddp`, …) or given as a path. Used by :mod:`judgetrain.launch` and
+(`zero3`, `ddp`, …) or given as a path. Used by :mod:`judgetrain.train.launch` and
 :mod:`judgetrain.sweep`, so it sits below both.
 README: "`judgetrain train`".
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.config import ConfigError, arg
+from judgetrain.errors import did_you_mean
 
 __all__ = ["NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config", "resolve_accelerate_config",
            "world_size"]
@@ -57,10 +58,7 @@ def find_accelerate_config(name_or_path: str) -> Path:
     path = config_dir() / f"{name_or_path.removesuffix('.yaml')}.yaml"
     if path.is_file():
         return path
-    import difflib
-
-    close = difflib.get_close_matches(name_or_path, NAMES, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(name_or_path, NAMES)
     raise ConfigError([f"accelerate_config: {name_or_path!r} is neither a file nor a shipped config{hint} "
                        f"(shipped: {', '.join(NAMES)}, in {config_dir()})"])
 

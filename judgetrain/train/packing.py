@@ -37,12 +37,12 @@ __all__ = ["PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "packed_rows", "PackingCollat
            "pack_bins", "packing_problems"]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
-# run alone (tests/test_packing.py); a family joins only with that test.
+# run alone (tests/train/test_packing.py); a family joins only with that test.
 PACKABLE_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "gemma-4")
 PACKABLE_ATTENTION = (None, "sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3")
 IGNORE_INDEX = -100
 # the batch key holding a packed batch's real (non-padding) token count, for the logged num_tokens
-# (judgetrain.judge_trainer takes it out before the forward)
+# (judgetrain.train.trainer takes it out before the forward)
 REAL_TOKENS_KEY = "num_real_tokens"
 
 
@@ -199,7 +199,7 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     ``effective_batch_size`` when given, and build the collator; the training arguments
     get TRL's settings for a custom collator (keep the row columns, skip TRL's own
     tokenization). Raises ConfigError for a family whose packing is not verified."""
-    from judgetrain.train_config import ConfigError
+    from .args import ConfigError
 
     problem = family_packing_problem(family_name)
     if problem:

@@ -1,31 +1,27 @@
 """What a sweep searches and what it optimises: the search space (a YAML file mapping recipe
-fields to Optuna distributions, checked against the trainer's own parser) and the objectives
-(``eval_loss`` or ``judge:SUBSET/METRIC``), and where the study lives (storage URLs,
-pruners). Shared by the controller (:mod:`judgetrain.sweep`)
-and the trial side (:mod:`judgetrain.sweep_trial`). README: "`judgetrain sweep`, `judgetrain dashboard`".
+fields to Optuna distributions, checked against the trainer's own parser), the objectives
+(``eval_loss`` or ``judge:SUBSET/METRIC``) and the pruners. Shared by the controller
+(:mod:`judgetrain.sweep.controller`) and the trial side (:mod:`judgetrain.sweep.trial`).
+README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from judgetrain.config import ConfigError
+from judgetrain.errors import did_you_mean
 
-__all__ = ["DEFAULT_OBJECTIVE", "DEFAULT_STORAGE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace",
-           "SweepError", "flag_value", "make_pruner", "parse_objectives", "process_alive", "schema_lock", "storage_from_url"]
+__all__ = ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
+           "flag_value", "make_pruner", "parse_objectives"]
 
 ENV = "JUDGETRAIN_SWEEP"
 RESULT_FILE = "sweep_result.json"
-DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
 DEFAULT_OBJECTIVE = "judge:PRISM-Temporal/macro_f1"
 PRUNERS = ("median", "hyperband", "none")
-# the PostgreSQL advisory-lock key of schema_lock: the first 8 bytes of sha256("judgetrain optuna schema")
-SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"judgetrain optuna schema").digest()[:8], "big", signed=True)
 
 
 class SweepError(ConfigError):
@@ -147,31 +143,30 @@ class SearchSpace:
         through the trainer's parser and cross-field checks (for ``world_size`` processes
         per trial: a searched batch size must divide the recipe's effective batch); raise one
         :class:`SweepError` listing every problem."""
-        from judgetrain import train
+        from judgetrain.train.args import ConfigError as TrainConfigError
+        from judgetrain.train.checks import check_config
+        from judgetrain.train.parser import make_parser, parse
 
-        known = {a.dest for a in train.make_parser()._actions}
+        known = {a.dest for a in make_parser()._actions}
         problems = []
         for name in [p.name for p in self.params] + list(self.fixed):
             if name not in known:
-                import difflib
-
-                close = difflib.get_close_matches(name, known, n=1)
-                problems.append(f"{self.path}: {name!r} is not a recipe field" + (f"; did you mean {close[0]!r}?" if close else ""))
+                problems.append(f"{self.path}: {name!r} is not a recipe field{did_you_mean(name, known)}")
         base = self.overrides({}) + list(extra or [])
         if not problems:
             try:
-                train.parse(["--config", str(recipe), *base])
-            except (train.ConfigError, SystemExit, ValueError) as e:
+                parse(["--config", str(recipe), *base])
+            except (TrainConfigError, SystemExit, ValueError) as e:
                 raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
             for p in self.params:
                 for v in p.probe_values():
                     try:
-                        margs, dargs, largs, targs = train.parse(["--config", str(recipe), *base, f"--{p.name}", flag_value(v)])
-                    except (train.ConfigError, SystemExit, ValueError) as e:
+                        margs, dargs, largs, targs = parse(["--config", str(recipe), *base, f"--{p.name}", flag_value(v)])
+                    except (TrainConfigError, SystemExit, ValueError) as e:
                         problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
                         continue
                     problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
-                                 for m in train.check_config(margs, dargs, largs, targs, world_size=world_size)]
+                                 for m in check_config(margs, dargs, largs, targs, world_size=world_size)]
         if problems:
             raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
 
@@ -211,7 +206,7 @@ class Objective:
 def parse_objectives(names: str, directions: str | None) -> list[Objective]:
     """``--objective a,b --direction maximize,minimize``; directions default to
     minimize for losses and errors, maximize otherwise."""
-    from judgetrain.data_builders.common import csv
+    from judgetrain.data_builders.core.common import csv
 
     objs = csv(names)
     dirs = csv(directions) if directions else ()
@@ -229,84 +224,7 @@ def parse_objectives(names: str, directions: str | None) -> list[Objective]:
     return out
 
 
-# --------------------------------------------------------------------------- storage and study
-
-
-def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: int = 0):
-    """An Optuna storage for ``url`` (see the module docstring for the forms)."""
-    import optuna
-
-    if url.startswith("journal:") or url.endswith((".journal", ".log")):
-        from optuna.storages.journal import JournalFileBackend
-
-        path = Path(url.removeprefix("journal:"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-    if "://" not in url:
-        raise SweepError(f"--storage {url!r}: give sqlite:///runs/sweeps.db, postgresql://user@host/db, mysql://…, "
-                         "or journal:path/to/study.journal")
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    kwargs: dict[str, Any] = {}
-    if heartbeat_interval:
-        from optuna.storages import RetryHeartbeatStaleTrialCallback
-
-        kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
-                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
-    try:
-        with schema_lock(url):
-            return optuna.storages.RDBStorage(url, **kwargs)
-    except ImportError as e:  # the database driver
-        raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
-                         "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
-
-
-@contextmanager
-def schema_lock(url: str):
-    """Hold a lock that every judgetrain process opening ``url`` takes while Optuna creates
-    and stamps its schema. Controllers started at the same moment on an empty database
-    would otherwise race: both create the tables, and the second to stamp Optuna's
-    alembic version fails (``UNIQUE constraint failed: alembic_version``). SQLite takes an
-    ``fcntl`` lock on ``DB.lock`` beside the file; PostgreSQL and MySQL take a named
-    server-side lock (``pg_advisory_lock`` / ``GET_LOCK``) on a connection of their own."""
-    import sqlalchemy
-
-    backend = sqlalchemy.engine.make_url(url).get_backend_name()
-    if backend == "sqlite":
-        import fcntl
-
-        db = sqlalchemy.engine.make_url(url).database
-        if not db or db == ":memory:":
-            yield
-            return
-        try:
-            handle = open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a")
-        except OSError:  # a folder this user cannot write: reading a study, never creating a schema
-            yield
-            return
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-        return
-    statements = {"postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
-                  "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')")}
-    if backend not in statements:
-        yield
-        return
-    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
-    take, release = statements[backend]
-    try:
-        with engine.connect() as conn:
-            conn.execute(sqlalchemy.text(take))
-            try:
-                yield
-            finally:
-                conn.execute(sqlalchemy.text(release))
-    finally:
-        engine.dispose()
+# --------------------------------------------------------------------------- pruners
 
 
 def make_pruner(name: str, warmup_steps: int = 0, startup_trials: int = 2):
@@ -319,13 +237,3 @@ def make_pruner(name: str, warmup_steps: int = 0, startup_trials: int = 2):
     if name == "none":
         return optuna.pruners.NopPruner()
     raise SweepError(f"--pruner {name!r}: choose from {', '.join(PRUNERS)}")
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

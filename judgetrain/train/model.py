@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from judgetrain.train_config import LoraArguments, ModelArguments
+from .args import LoraArguments, ModelArguments
 
 __all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable",
            "vllm_serving_problem"]

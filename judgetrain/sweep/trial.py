@@ -1,6 +1,6 @@
 """The trial side of a sweep: the training process a controller launches
 (``accelerate launch -m judgetrain.sweep …``) runs :func:`trial_main`, which is
-``judgetrain.train`` with :class:`~judgetrain.sweep_reporting.SweepCallback` added
+``judgetrain.train`` with :class:`~judgetrain.sweep.reporting.SweepCallback` added
 (the callback that reports, prunes and writes ``sweep_result.json``).
 README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
@@ -11,9 +11,9 @@ import json
 import os
 from typing import Any
 
-from judgetrain.sweep_space import ENV
+from .space import ENV
 
-__all__ = ["SweepCallback", "lookup_metric", "sweep_callback", "trial_main"]
+__all__ = ["sweep_callback", "trial_main"]
 
 
 def _sweep_env() -> dict | None:
@@ -27,7 +27,7 @@ def sweep_callback(eval_records, processor, training_args) -> Any | None:
     env = _sweep_env()
     if env is None:
         return None
-    from judgetrain.sweep_reporting import SweepCallback
+    from .reporting import SweepCallback
 
     return SweepCallback(env, eval_records, processor, training_args)
 
@@ -36,15 +36,6 @@ def trial_main(argv: list[str] | None = None) -> int:
     """A trial's training process (``accelerate launch -m judgetrain.sweep --config
     RECIPE …``): ``judgetrain.train`` with :class:`SweepCallback`, so that the trainer
     knows nothing of sweeps. User errors print as one message (exit code 2)."""
-    from judgetrain import train
+    from judgetrain.train.run import script
 
-    return train.script(argv, callbacks=[sweep_callback])
-
-
-def __getattr__(name: str):
-    # the callback class imports transformers: loaded on first use, not by `judgetrain sweep --help`
-    if name in ("SweepCallback", "lookup_metric"):
-        from judgetrain import sweep_reporting
-
-        return getattr(sweep_reporting, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return script(argv, callbacks=[sweep_callback])

@@ -9,10 +9,10 @@ sets the fields of :class:`ModelArguments`, :class:`DataArguments`,
 it; unknown keys fail. Records go to ``SFTTrainer`` as they are (conversational
 prompt–completion), so the loss covers only the completion.
 
-The parts it wires live beside it: the configuration and its checks in
-``train_config``, the data in ``train_data``, what trains in ``train_model``,
-checkpoints, reporting and the model card in ``train_outputs``; their public
-names are importable from here too. README: "`judgetrain train`".
+The parts it wires live beside it in :mod:`judgetrain.train`: the recipe's fields in
+``args``, their parsing in ``parser`` and checks in ``checks``, the data in ``data``,
+what trains in ``model``, checkpoints, reporting and the model card in ``outputs``.
+README: "`judgetrain train`".
 """
 
 from __future__ import annotations
@@ -24,39 +24,24 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from judgetrain import config
-# Re-exported: the launcher, the sweep, the quickstart and the tests import these from judgetrain.train.
 from judgetrain.io import write_text
-from judgetrain.train_config import (  # noqa: F401
-    ConfigError,
-    DataArguments,
-    LoraArguments,
-    ModelArguments,
-    bf16_capable,
-    check_config,
-    env_world_size,
-    make_parser,
-    parse,
-)
-from judgetrain.train_data import check_records, image_expansion, load_training_data, record_length, with_length_column  # noqa: F401
-from judgetrain.train_model import (  # noqa: F401
-    lora_config,
-    prepare_trainable,
-    set_full_finetune_trainable,
-    vision_is_trainable,
-)
-from judgetrain.train_outputs import (  # noqa: F401
-    COMPLETE_MARKER,
+
+from .args import ConfigError, DataArguments, LoraArguments, ModelArguments
+from .checks import check_config
+from .data import check_records, load_training_data, with_length_column
+from .model import prepare_trainable
+from .outputs import (
     RECIPE_FILE,
     checkpoint_complete_callback,
     configure_reporting,
     find_resume_checkpoint,
     resolved_recipe,
-    wandb_netrc_configured,
     write_model_card,
 )
-from judgetrain.train_packing import prepare_packing
+from .packing import prepare_packing
+from .parser import env_world_size, parse
 
-__all__ = ["ModelArguments", "DataArguments", "LoraArguments", "ConfigError", "make_parser", "main", "script", "find_resume_checkpoint"]
+__all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
 
 logger = logging.getLogger("judgetrain.train")
 # (evaluation records or None, processor, training arguments) -> a TrainerCallback or None; see setup()
@@ -119,7 +104,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
 
     from transformers import set_seed
 
-    from judgetrain.consistency import trainer_class
+    from judgetrain.consistency.trainer import trainer_class
     from judgetrain.models import get_family, load_model_and_processor
 
     set_seed(training_args.seed)
@@ -150,7 +135,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     # 3. trainer
     peft_config = prepare_trainable(model, family, model_args, lora_args, training_args)
     recipe = resolved_recipe(model_args, data_args, lora_args, training_args, argv)  # each checkpoint records it for resume
-    # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train_packing
+    # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train.packing
     training_args.packing = False
     try:
         trainer = trainer_class(training_args)(  # JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
@@ -197,7 +182,8 @@ def train_and_save(run: Run) -> Path:
     import yaml
 
     from judgetrain.models.adapters import stored_base
-    from judgetrain.train_outputs import start_wandb_run, wandb_run_config
+
+    from .outputs import start_wandb_run, wandb_run_config
 
     trainer, training_args = run.trainer, run.training_args
     resume = training_args.resume_from_checkpoint
@@ -262,7 +248,3 @@ def script(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory
     except (config.ConfigError, IncompleteDatasetError, RecordValidationError, ModelNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(script())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from judgetrain.train_config import ConfigError, DataArguments
+from .args import ConfigError, DataArguments
 
 __all__ = ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"]
 

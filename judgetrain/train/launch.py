@@ -8,8 +8,8 @@ deepspeed_configs/NAME.yaml -m judgetrain.train --config RECIPE overrides…`, a
 overrides are parsed and checked here first, so a bad field, a missing dataset or
 `bf16: true` without a bf16 GPU fails with one message before anything launches.
 
-The accelerate side (:class:`~judgetrain.accelerate_configs.LaunchArgs`, the shipped
-configs, the `accelerate launch` options) is :mod:`judgetrain.accelerate_configs`, which
+The accelerate side (:class:`~judgetrain.train.accelerate_configs.LaunchArgs`, the shipped
+configs, the `accelerate launch` options) is :mod:`judgetrain.train.accelerate_configs`, which
 `judgetrain sweep` shares.
 README: "`judgetrain train`".
 """
@@ -18,83 +18,85 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import io
 import os
 import shlex
 import signal
 import subprocess
 import sys
-import typing
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from judgetrain.accelerate_configs import NAMES, LaunchArgs, accelerate_args, world_size
-from judgetrain.config import ConfigError
+from judgetrain import config
+from judgetrain.config import arg
+
+from .accelerate_configs import NAMES, LaunchArgs, accelerate_args, world_size
+from .args import ConfigError
 
 MODULE = "judgetrain.train"
 
 
 # --------------------------------------------------------------------------- parsing
 
+USAGE = "judgetrain train (RECIPE | --config RECIPE) [launch options] [--field value …]"
+EPILOG = (
+    "examples:\n"
+    "  judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
+    "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --max_steps 6\n"
+    "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate_config zero3 --num_processes 2 --learning_rate 5e-5\n"
+    "  judgetrain train recipes/llava-ov-7b/prism-pairwise-lora.yaml --accelerate_config zero3 --num_processes 16 \\\n"
+    "      --num_machines 2 --machine_rank 0 --main_process_ip 10.0.0.1 --main_process_port 29500\n"
+    f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
+    "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
+)
 
-def add_dataclass_options(parser: argparse.ArgumentParser, cls: type) -> None:
-    """The fields of ``cls`` as options of ``parser``, as :class:`~transformers.HfArgumentParser`
-    makes them (``--field_name`` and ``--field-name``, help and defaults from the field)."""
-    from transformers import HfArgumentParser
 
-    hints = typing.get_type_hints(cls)
-    for f in fields(cls):
-        f = copy.copy(f)
-        f.type = hints[f.name]
-        f.metadata = {k: v for k, v in f.metadata.items() if k != "identity"}
-        HfArgumentParser._parse_dataclass_field(parser, f)
+@dataclass
+class TrainCommand(LaunchArgs):
+    """``judgetrain train``: the launch options and, in ``overrides``, every other argument
+    (recipe overrides, and the recipe itself when it is the first word)."""
+
+    overrides: list[str] = arg([], argparse.SUPPRESS, passthrough=True)
 
 
 def recipe_help() -> str:
-    """Every recipe field (``judgetrain.train.make_parser()``), grouped by dataclass."""
-    from trl import SFTConfig, TrlParser
+    """Every recipe field (:func:`judgetrain.train.parser.make_parser`), grouped by dataclass."""
+    from trl import SFTConfig
 
-    from judgetrain import train
-    from judgetrain.consistency import ConsistencyArguments
+    from judgetrain.consistency.args import ConsistencyArguments
 
-    groups = [(train.ModelArguments, "recipe fields: judgetrain's ModelArguments"),
-              (train.DataArguments, "recipe fields: judgetrain's DataArguments"),
-              (train.LoraArguments, "recipe fields: judgetrain's LoraArguments"),
+    from .args import DataArguments, LoraArguments, ModelArguments
+
+    groups = [(ModelArguments, "recipe fields: judgetrain's ModelArguments"),
+              (DataArguments, "recipe fields: judgetrain's DataArguments"),
+              (LoraArguments, "recipe fields: judgetrain's LoraArguments"),
               (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
               (SFTConfig, "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
     # a subclass per dataclass only to give HfArgumentParser a group title
     titled = tuple(type(cls.__name__, (cls,), {"_argument_group_name": title}) for cls, title in groups)
-    parser = TrlParser(titled, prog="judgetrain train", usage=argparse.SUPPRESS, add_help=False,
-                       description="Every field below is a recipe key (YAML) and, on the command line, an override "
-                                   "(--field value) that wins over the recipe:")
+    parser = config.make_parser(titled, prog="judgetrain train", usage=argparse.SUPPRESS, add_help=False,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                description="Every field below is a recipe key (YAML) and, on the command line, an "
+                                            "override (--field value) that wins over the recipe:")
     return parser.format_help()
 
 
-def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.description = __doc__.strip().splitlines()[0]
-    p.usage = "judgetrain train (RECIPE | --config RECIPE) [launch options] [--field value …]"
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = (
-        "examples:\n"
-        "  judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
-        "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --max_steps 6\n"
-        "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate_config zero3 --num_processes 2 --learning_rate 5e-5\n"
-        "  judgetrain train recipes/llava-ov-7b/prism-pairwise-lora.yaml --accelerate_config zero3 --num_processes 16 \\\n"
-        "      --num_machines 2 --machine_rank 0 --main_process_ip 10.0.0.1 --main_process_port 29500\n"
-        f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
-        "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
-    )
-    add_dataclass_options(p, LaunchArgs)
-    launcher_help = p.format_help
-    p.format_help = lambda: launcher_help() + "\n" + recipe_help()  # --help lists every recipe field too
+def make_parser():
+    """``judgetrain train``'s parser: :class:`TrainCommand`; ``--help`` lists every recipe field too."""
+    parser = config.make_parser(TrainCommand, prog="judgetrain train", description=__doc__.strip().splitlines()[0],
+                                epilog=EPILOG, usage=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    launcher_help = parser.format_help
+    parser.format_help = lambda: launcher_help() + "\n" + recipe_help()
+    return parser
 
 
-def launch_config(args: argparse.Namespace, extra: list[str] | None = None) -> tuple[LaunchArgs, list[str]]:
-    """The parsed launch options and the recipe overrides; a first word that is not an
-    option is the recipe (``judgetrain train RECIPE …``)."""
-    overrides = list(extra or [])
-    launch = LaunchArgs(**{f.name: getattr(args, f.name) for f in fields(LaunchArgs)})
+def launch_config(cfg: TrainCommand) -> tuple[LaunchArgs, list[str]]:
+    """The launch options and the recipe overrides; a first word that is not an option is the
+    recipe (``judgetrain train RECIPE …``)."""
+    overrides = list(cfg.overrides)
+    launch = LaunchArgs(**{f.name: getattr(cfg, f.name) for f in fields(LaunchArgs)})
+    if launch.recipe is not None:
+        launch.recipe = Path(launch.recipe)
     if overrides and not overrides[0].startswith("-"):
         word = Path(overrides.pop(0))
         if launch.recipe is not None and launch.recipe != word:
@@ -105,10 +107,8 @@ def launch_config(args: argparse.Namespace, extra: list[str] | None = None) -> t
 
 def parse_command(argv: list[str]) -> tuple[LaunchArgs, list[str]]:
     """``judgetrain train ARGV`` as the CLI parses it: the launch options and the overrides."""
-    p = argparse.ArgumentParser(prog="judgetrain train")
-    configure_parser(p)
-    args, extra = p.parse_known_args(argv)
-    return launch_config(args, extra)
+    (cfg,) = config.parse(make_parser(), list(argv), help_hint="`judgetrain train --help`")
+    return launch_config(cfg)
 
 
 def command(launch: LaunchArgs, overrides: list[str]) -> list[str]:
@@ -135,34 +135,37 @@ def check(launch: LaunchArgs, overrides: list[str]) -> None:
     """Parse the recipe with the overrides as the trainer will, with its cross-field
     checks at the launch's world size and every dataset folder looked at; one
     :class:`~judgetrain.config.ConfigError` listing every problem."""
-    from judgetrain import records, train
+    from judgetrain import records
+
+    from .checks import check_config
+    from .parser import parse
 
     if launch.recipe is None:
-        raise train.ConfigError(["recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
+        raise ConfigError(["recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
                            "(recipes/ has one per model and task)"])
     if not launch.recipe.is_file():
-        raise train.ConfigError([f"recipe: {launch.recipe}: no such file"])
+        raise ConfigError([f"recipe: {launch.recipe}: no such file"])
     n = world_size(launch)
     stderr = io.StringIO()
     with _environment_kept():
         try:
             with contextlib.redirect_stderr(stderr):
-                margs, dargs, largs, targs = train.parse(["--config", str(launch.recipe), *overrides])
+                margs, dargs, largs, targs = parse(["--config", str(launch.recipe), *overrides])
         except SystemExit:  # argparse: a value of the wrong type; its message is the last line
             lines = [line for line in stderr.getvalue().splitlines() if line.strip()] or ["could not parse the command line"]
-            raise train.ConfigError([f"command line: {lines[-1].split('error: ', 1)[-1]}"]) from None
+            raise ConfigError([f"command line: {lines[-1].split('error: ', 1)[-1]}"]) from None
         except ValueError as e:
             if isinstance(e, ConfigError):
                 raise
-            raise train.ConfigError([f"{launch.recipe}: {e}"]) from None
-    problems = train.check_config(margs, dargs, largs, targs, world_size=n)
+            raise ConfigError([f"{launch.recipe}: {e}"]) from None
+    problems = check_config(margs, dargs, largs, targs, world_size=n)
     for path in dargs.datasets if isinstance(dargs.datasets, list) else []:  # a string is one of check_config's problems
         try:
             records.read_build_info(path)
         except records.IncompleteDatasetError as e:
             problems.append(f"datasets: {e}")
     if problems:
-        raise train.ConfigError(problems)
+        raise ConfigError(problems)
 
 
 # --------------------------------------------------------------------------- launch
@@ -182,8 +185,8 @@ def _failed(returncode: int) -> int:
     return returncode or 1
 
 
-def main(args: argparse.Namespace, overrides: list[str] | None = None) -> int:
-    launch, overrides = launch_config(args, overrides)
+def main(cfg: TrainCommand) -> int:
+    launch, overrides = launch_config(cfg)
     check(launch, overrides)
     from accelerate.commands.launch import launch_command, launch_command_parser
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

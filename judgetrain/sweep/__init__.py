@@ -1,0 +1,37 @@
+"""Optuna sweeps over a training recipe (paper 002 §4D, B.1): one fresh ``accelerate launch``
+per trial, pruning from inside training, any number of controllers sharing one study.
+
+The parts, one job each:
+
+- :mod:`~judgetrain.sweep.controller`: ``judgetrain sweep`` (:class:`SweepConfig`,
+  :func:`run_sweep`): the study, its trials as subprocesses, failures and retries;
+- :mod:`~judgetrain.sweep.space`: what is searched (:class:`SearchSpace`) and optimised
+  (:class:`Objective`), and the pruners; :mod:`~judgetrain.sweep.storage`: where the study
+  lives (:func:`storage_from_url`);
+- :mod:`~judgetrain.sweep.sampler`: TPE seeded per trial, so controllers never replay each
+  other, and the no-repeat guarantee;
+- :mod:`~judgetrain.sweep.trial` and :mod:`~judgetrain.sweep.reporting`: the trial's side
+  (``python -m judgetrain.sweep``: ``judgetrain.train`` with :class:`SweepCallback`);
+- :mod:`~judgetrain.sweep.results`: the summary, the wandb run and ``sweep best``;
+  :mod:`~judgetrain.sweep.dashboard`: ``judgetrain dashboard``.
+
+Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`): the
+trial's callback needs transformers and the sampler Optuna, which ``judgetrain sweep
+--help`` does not.
+README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""
+
+from judgetrain.lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "controller": ["MAX_SKIPPED", "TRIAL_MODULE", "SweepConfig", "TrialFailed", "TrialSkipped", "dashboard_storage", "main",
+                   "make_parser", "open_study", "run_sweep", "skip_reason", "study_room", "trial_command", "trial_overrides"],
+    "space": ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
+              "flag_value", "make_pruner", "parse_objectives"],
+    "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"],
+    "sampler": ["TAKEN", "TrialSeededSampler", "first_duplicate", "trial_seed"],
+    "trial": ["sweep_callback", "trial_main"],
+    "reporting": ["SweepCallback", "lookup_metric"],
+    "results": ["best_recipe", "print_summary", "recipe_with_overrides", "wandb_summary"],
+    "dashboard": ["DashboardConfig"],
+})

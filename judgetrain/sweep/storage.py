@@ -1,0 +1,110 @@
+"""Where a study lives: an Optuna storage from a URL, with its schema created one process at a
+time, and the liveness of the processes that hold its trials.
+
+``sqlite:///path.db`` (one machine), ``postgresql://…`` / ``mysql://…`` (many machines),
+``journal:path`` or a ``*.journal`` / ``*.log`` file (a journal file on a shared file system).
+README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .space import SweepError
+
+__all__ = ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"]
+
+DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
+# the PostgreSQL advisory-lock key of schema_lock: the first 8 bytes of sha256("judgetrain optuna schema")
+SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"judgetrain optuna schema").digest()[:8], "big", signed=True)
+
+
+def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: int = 0):
+    """An Optuna storage for ``url`` (the module docstring lists the forms)."""
+    import optuna
+
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise SweepError(f"--storage {url!r}: give sqlite:///runs/sweeps.db, postgresql://user@host/db, mysql://…, "
+                         "or journal:path/to/study.journal")
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {}
+    if heartbeat_interval:
+        from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+        kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
+                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
+    try:
+        with schema_lock(url):
+            return optuna.storages.RDBStorage(url, **kwargs)
+    except ImportError as e:  # the database driver
+        raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
+                         "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
+
+
+@contextmanager
+def schema_lock(url: str):
+    """Hold a lock that every judgetrain process opening ``url`` takes while Optuna creates
+    and stamps its schema. Controllers started at the same moment on an empty database
+    would otherwise race: both create the tables, and the second to stamp Optuna's
+    alembic version fails (``UNIQUE constraint failed: alembic_version``). SQLite takes an
+    ``fcntl`` lock on ``DB.lock`` beside the file; PostgreSQL and MySQL take a named
+    server-side lock (``pg_advisory_lock`` / ``GET_LOCK``) on a connection of their own."""
+    import sqlalchemy
+
+    backend = sqlalchemy.engine.make_url(url).get_backend_name()
+    if backend == "sqlite":
+        import fcntl
+
+        db = sqlalchemy.engine.make_url(url).database
+        if not db or db == ":memory:":
+            yield
+            return
+        try:
+            handle = open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a")
+        except OSError:  # a folder this user cannot write: reading a study, never creating a schema
+            yield
+            return
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    statements = {"postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
+                  "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')")}
+    if backend not in statements:
+        yield
+        return
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    take, release = statements[backend]
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text(take))
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text(release))
+    finally:
+        engine.dispose()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

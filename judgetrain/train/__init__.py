@@ -1,0 +1,50 @@
+"""Training a judge: TRL's ``SFTTrainer`` with PEFT LoRA on judgetrain records, as
+``accelerate launch -m judgetrain.train --config RECIPE`` runs it in every process.
+
+:func:`main` is parse → model → data → trainer → train (with resume) → save
+(:mod:`~judgetrain.train.run`), wiring the package's parts, one job each:
+
+- :mod:`~judgetrain.train.args`: the recipe fields that are judgetrain's own
+  (:class:`ModelArguments`, :class:`DataArguments`, :class:`LoraArguments`);
+- :mod:`~judgetrain.train.parser`: a recipe and its overrides parsed into those and TRL's
+  ``SFTConfig`` (:func:`parse`); :mod:`~judgetrain.train.checks`: every cross-field problem
+  at once (:func:`check_config`);
+- :mod:`~judgetrain.train.data`: the records, checked against ``max_length``;
+  :mod:`~judgetrain.train.packing`: padding-free packing of image records;
+  :mod:`~judgetrain.train.model`: what trains (LoRA targets, frozen towers);
+- :mod:`~judgetrain.train.trainer`: :class:`JudgeSFTTrainer`; :mod:`~judgetrain.train.outputs`:
+  checkpoints, reporting, the model card; :mod:`~judgetrain.train.resume`: what a
+  checkpoint fixes on resume;
+- the commands: :mod:`~judgetrain.train.launch` (``judgetrain train``, with the accelerate
+  side in :mod:`~judgetrain.train.accelerate_configs`) and :mod:`~judgetrain.train.merge`
+  (``judgetrain merge``).
+
+Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`), so
+``judgetrain train --help`` and ``judgetrain sweep`` load TRL only when they train.
+README: "`judgetrain train`".
+"""
+
+from judgetrain.lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "args": ["ConfigError", "DataArguments", "LoraArguments", "ModelArguments"],
+    "parser": ["bf16_capable", "env_world_size", "make_parser", "parse"],
+    "checks": ["check_config", "consistency_problems"],
+    "data": ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"],
+    "model": ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable",
+              "vision_is_trainable", "vllm_serving_problem"],
+    "packing": ["IGNORE_INDEX", "PACKABLE_ATTENTION", "PACKABLE_FAMILIES", "PackedData", "PackingCollator", "REAL_TOKENS_KEY",
+                "family_packing_problem", "gradient_accumulation_for", "pack_bins", "packed_rows", "packing_problems",
+                "prepare_packing"],
+    "resume": ["FIXED_BY_CHECKPOINT", "checkpoint_to_resume", "resume_problems"],
+    "outputs": ["COMPLETE_MARKER", "DEFAULT_WANDB_PROJECT", "PIPELINE_TAG", "RECIPE_FILE", "base_license",
+                "checkpoint_complete_callback", "configure_reporting", "find_resume_checkpoint", "global_batch", "model_card",
+                "recorded_wandb_run", "resolved_recipe", "start_wandb_run", "wandb_netrc_configured", "wandb_run_config",
+                "write_model_card"],
+    "trainer": ["JudgeSFTTrainer"],
+    "run": ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"],
+    "accelerate_configs": ["LaunchArgs", "NAMES", "accelerate_args", "config_dir", "find_accelerate_config",
+                           "resolve_accelerate_config", "world_size"],
+    "launch": ["TrainCommand", "check", "command", "launch_config", "parse_command", "recipe_help"],
+    "merge": ["MergeConfig", "merge_adapter"],
+})

@@ -1,0 +1,97 @@
+"""A training recipe parsed into its dataclasses: judgetrain's three
+(:mod:`judgetrain.train.args`) and TRL's ``SFTConfig`` with the consistency fields,
+through the one parser every command uses (:func:`judgetrain.config.parse`).
+
+What training adds to it is a ``prepare`` step: bf16 left at TRL's default is turned
+off where no GPU supports it (asked for there, it fails), and a launch whose process
+group :func:`judgetrain.train.run.setup_cpu_distributed` made is handed to the Trainer.
+README: "`judgetrain train`".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from judgetrain import config
+
+from .args import ConfigError, DataArguments, LoraArguments, ModelArguments
+
+__all__ = ["bf16_capable", "env_world_size", "make_parser", "parse"]
+
+
+def _prog() -> str:
+    """``python -m PACKAGE`` of the entry this process runs (``judgetrain.train``, or a sweep
+    trial's ``judgetrain.sweep``), for the usage line."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name.removesuffix(".__main__") if spec is not None else ""
+    return f"python -m {name if name.startswith('judgetrain.') else 'judgetrain.train'}"
+
+
+def make_parser():
+    """The parser over the four dataclasses: ModelArguments, DataArguments, LoraArguments and
+    TRL's SFTConfig with the consistency fields (:class:`~judgetrain.consistency.config.ConsistencyConfig`)."""
+    from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
+
+    return config.make_parser((ModelArguments, DataArguments, LoraArguments, ConsistencyConfig), prog=_prog())
+
+
+def bf16_capable() -> bool:
+    """True when a CUDA GPU that supports bfloat16 is present."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def env_world_size() -> int:
+    """Processes in this launch (``WORLD_SIZE``, set by accelerate / torchrun; 1 when unset)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def parse(argv: list[str] | None = None, *, configured_state: bool = False):
+    """Parse recipe + overrides into the four dataclasses with :func:`judgetrain.config.parse`
+    (recipe values become defaults, flags win, an ``env:`` mapping sets environment
+    variables, unknown keys and flags fail naming each). bf16 left at TRL's default is
+    switched off where no GPU supports it; bf16 asked for there fails. ``configured_state``
+    makes the Trainer reuse the process group set up by
+    ``judgetrain.train.run.setup_cpu_distributed`` (it must be known when SFTConfig is built,
+    which is when the DeepSpeed batch sizes are computed from the world size)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def prepare(argv: list[str], recipe: dict[str, Any]) -> None:
+        if configured_state:
+            recipe["accelerator_config"] = {**(recipe.get("accelerator_config") or {}), "use_configured_state": True}
+        if not bf16_capable():
+            _bf16_off_without_a_gpu(argv, recipe)
+
+    try:
+        return config.parse(make_parser(), argv, help_hint="`judgetrain train --help`", prepare=prepare)
+    except config.ConfigError as e:
+        raise ConfigError(e.problems) from None
+
+
+def _explicit(name: str, argv: list[str], recipe: dict) -> Any:
+    """The value the user gave for ``name`` (command line over recipe), or None."""
+    flag = f"--{name}"
+    for i, a in enumerate(argv):
+        if a == flag:
+            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return recipe.get(name)
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or str(v).lower() in {"1", "true", "yes", "on"}
+
+
+def _bf16_off_without_a_gpu(argv: list[str], recipe: dict) -> None:
+    """On a machine without a bf16 GPU: bf16 left at TRL's default goes off (in ``recipe``); bf16 asked for fails."""
+    bf16 = _explicit("bf16", argv, recipe)
+    if bf16 is None and not _truthy(_explicit("fp16", argv, recipe)):
+        # TRL turns bf16 on by default; without a bf16 GPU that fails (or emulates it 20x slower on CPU)
+        recipe["bf16"] = False
+    elif bf16 is not None and _truthy(bf16):
+        raise ConfigError(["bf16: true, but this machine has no GPU that supports bfloat16: set `bf16: false` "
+                           "(or pass --bf16 false) to train in float32 here, or run on a bf16-capable GPU (A100, H100, …)"])
