@@ -4,7 +4,7 @@ shuffled order that is never the identity, with no text but their labels (``Imag
 and the instruction; the answer is the labels in chronological order (``B-D-A-C``, or
 ``2, 4, 1, 3`` with ``--labels numbers``). One ``test`` split (a zero-shot probe);
 :func:`parse_ordering` reads a numbered answer strictly, the metrics are
-``judgetrain.eval.metrics.ordering_metrics``. README: "`judgetrain build ordering-probe`"."""
+``judgetrain.eval.core.metrics.ordering_metrics``. README: "`judgetrain build ordering-probe`"."""
 
 from __future__ import annotations
 
@@ -19,15 +19,27 @@ from pathlib import Path
 from PIL import Image
 
 from judgetrain import records
-from judgetrain.config import WorkBuildArgs, arg
+from judgetrain.config import arg
 from judgetrain.seeding import rng_for
 
-from .build_steps import (PROCEDURES_HELP, arrow_split, build_info, check_common, config_json, fresh_arrow_cache,
-                          procedure_sources, settle_source, too_short, work_dirs)
-from .common import BuildError, builder_parser, finish_summary, save_build
-from .prism_negatives import shuffle_variant
-from .procedures import Procedure, Step, image_bytes, load_procedures
-from .prompt_render import layout_record
+from .core.args import WorkBuildArgs
+from .core.common import BuildError, builder_parser, finish_summary, save_build
+from .core.images import image_bytes
+from .core.steps import (
+    PROCEDURES_HELP,
+    arrow_split,
+    build_info,
+    check_common,
+    config_json,
+    fresh_arrow_cache,
+    procedure_sources,
+    settle_source,
+    too_short,
+    work_dirs,
+)
+from .prism.negatives import shuffle_variant
+from .prism.render import layout_record
+from .procedures import Procedure, Step, load_procedures
 
 BUILDER = "ordering-probe"
 VERSION = "1.0.0"

@@ -9,7 +9,6 @@ stores for an image. README: "`judgetrain build prism`", "`judgetrain build orde
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -19,41 +18,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, UnidentifiedImageError
+from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
-from judgetrain.jsonl import optional_text, text
+from judgetrain.jsonl import inside, optional_text, text
 from judgetrain.seeding import derive_seed
 
-from .common import BuildError, Skip, inside
-from .manifests import read_manifest_lines, report_skips
+from .core.common import BuildError, Skip
+from .core.images import check_image
+from .core.manifests import read_manifest_lines, report_skips
 
-__all__ = [
-    "SOURCE",
-    "DEFAULT_SOURCE",
-    "CATEGORIES",
-    "Step",
-    "Procedure",
-    "BuildError",
-    "Skip",
-    "read_procedures",
-    "load_procedures",
-    "inside",
-    "check_image",
-    "image_bytes",
-    "to_rgb",
-    "render_procedure",
-    "write_procedures",
-]
+__all__ = ["CATEGORIES", "DEFAULT_SOURCE", "Procedure", "SOURCE", "Step", "load_procedures", "read_procedures",
+           "render_procedure", "write_procedures"]
 
 SOURCE = "synthetic-procedures"
 DEFAULT_SOURCE = "procedures"
 VERSION = "1.0.0"
 CATEGORIES = ("pizza", "layered-drink", "block-tower", "polygon-drawing", "plant-growth", "clock")
 DEFAULT_STEPS_RANGE = (4, 8)
-# Formats whose bytes go into records as they are (when 8-bit RGB); anything else is converted to RGB PNG.
-KEPT_FORMATS = ("PNG", "JPEG")
-
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 BLOCK_COLORS = {
     "red": (200, 40, 40), "blue": (45, 80, 215), "green": (40, 150, 60), "yellow": (240, 205, 40),
@@ -106,49 +88,6 @@ class Procedure:
     @property
     def images(self) -> list[Path]:
         return [s.image for s in self.steps]
-
-
-def check_image(path: Path, what: str) -> int:
-    """Fully decode the image at ``path`` (so a truncated file is caught here,
-    not mid-build); return its size in bytes. Raises ValueError saying why."""
-    if not path.is_file():
-        raise ValueError(f"{what}: file not found ({path}); fix the path or put the image there")
-    try:
-        with Image.open(path) as im:
-            im.load()
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as e:
-        raise ValueError(f"{what}: unreadable image {path} ({e}); replace the file or drop the line") from None
-    return path.stat().st_size
-
-
-def to_rgb(im: Image.Image) -> Image.Image:
-    """``im`` as 8-bit RGB: 16- and 32-bit integer images scaled to 0…255 (Pillow's own
-    conversion clips them), palette, grey, CMYK and alpha images converted."""
-    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-        arr = np.clip(np.asarray(im, dtype=np.int64), 0, None)
-        top = int(arr.max())
-        # 16-bit samples keep their 8 most significant bits; wider "I" images are scaled by their maximum
-        scaled = arr >> 8 if top <= 65535 else arr * 255 // top
-        return Image.fromarray(scaled.astype(np.uint8)).convert("RGB")
-    if im.mode == "F":
-        return Image.fromarray(np.clip(np.asarray(im), 0, 255).astype(np.uint8)).convert("RGB")
-    if im.mode == "P" and "transparency" in im.info:
-        im = im.convert("RGBA")
-    return im.convert("RGB")
-
-
-def image_bytes(path: str | os.PathLike) -> bytes:
-    """The bytes a record stores for an image file: the file itself when it is an
-    8-bit RGB PNG or JPEG (no re-encoding, so a record's image is byte-identical to
-    the source), else the image converted once by :func:`to_rgb` and stored as PNG, so
-    every layout shows the same RGB pixels."""
-    data = Path(path).read_bytes()
-    with Image.open(io.BytesIO(data)) as im:
-        if im.format in KEPT_FORMATS and im.mode == "RGB":
-            return data
-        buf = io.BytesIO()
-        to_rgb(im).save(buf, format="PNG")
-        return buf.getvalue()
 
 
 def read_procedures(path: str | os.PathLike) -> tuple[list[Procedure], list[Skip]]:

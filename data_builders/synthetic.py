@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
-from judgetrain.seeding import derive_seed  # noqa: F401  (re-exported: builders seed from it)
+from judgetrain.seeding import derive_seed
 from judgetrain.video import encode_mp4, mp4_codec
 
 SOURCE_VIDEO = "synthetic-physics"

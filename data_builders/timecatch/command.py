@@ -3,10 +3,9 @@
 :func:`build` runs the protocol end to end: read the sources (a video or frame-folder
 manifest, or synthetic physics clips), decode, subsample and LPIPS-filter each sequence
 (cached in ``OUT.work/``, so a killed build resumes), split by sequence, make the four
-tasks' records, and write the dataset atomically with ``build.json``. The parts live in
-``timecatch_config`` (constants, prompts, options), ``timecatch_sequences`` (manifests,
-per-sequence work) and ``timecatch_records`` (splits, anomalies, records); every name is
-importable from here too. README: "`judgetrain build timecatch`".
+tasks' records, and write the dataset atomically with ``build.json``. The parts live beside it:
+``config`` (constants, prompts, options), ``sequences`` (manifests, per-sequence work) and
+``records`` (splits, anomalies, records). README: "`judgetrain build timecatch`".
 """
 
 from __future__ import annotations
@@ -21,40 +20,24 @@ from judgetrain import records
 from judgetrain.perceptual import LpipsDistance
 from judgetrain.video import VideoDecodeError
 
-from .common import BuildError, Skip, builder_parser, finish_summary, save_build, split_table
-from .manifests import report_skips
-from .timecatch_config import (
+from ..core.common import BuildError, Skip, builder_parser, finish_summary, save_build, split_table
+from ..core.manifests import report_skips
+from .config import (
     BUILDER,
-    DEFAULT_INTERVAL_S,
-    DEFAULT_SPLITS,
-    DETECT_PROMPTS,
-    FRAME_DETECT_PROMPT,
-    FRAME_LOCALIZE_PROMPT,
-    LPIPS_THRESHOLD,
     MAIN_MAX_FRAMES,
     MAX_FRAMES,
     MIN_FRAMES,
     NOISE_MEAN,
     NOISE_STD,
-    SOURCE_INTERVALS_S,
     SPLIT_NAMES,
-    TEMPORAL_LOCALIZE_PROMPT,
-    TIMECATCH_TASKS,
     VERSION,
     TimeCatchConfig,
     subset_of,
 )
-from .timecatch_records import assign_splits, draw_anomalies, noise_frame, sequence_records, temporal_choices
-from .timecatch_sequences import SourceSequence, png_bytes, process_sequence, read_manifest
+from .records import assign_splits, sequence_records
+from .sequences import SourceSequence, process_sequence, read_manifest
 
-__all__ = [
-    "BUILDER", "VERSION", "TIMECATCH_TASKS", "MIN_FRAMES", "MAIN_MAX_FRAMES", "MAX_FRAMES", "LPIPS_THRESHOLD",
-    "DEFAULT_INTERVAL_S", "SOURCE_INTERVALS_S", "NOISE_MEAN", "NOISE_STD", "DEFAULT_SPLITS", "SPLIT_NAMES",
-    "DETECT_PROMPTS", "TEMPORAL_LOCALIZE_PROMPT", "FRAME_DETECT_PROMPT", "FRAME_LOCALIZE_PROMPT",
-    "BuildError", "SourceSequence", "TimeCatchConfig", "subset_of", "read_manifest", "png_bytes", "process_sequence",
-    "assign_splits", "temporal_choices", "draw_anomalies", "noise_frame", "sequence_records",
-    "build", "make_parser", "print_summary", "main",
-]
+__all__ = ["build", "main", "make_parser", "print_summary"]
 
 Sequences = list[tuple[SourceSequence, dict]]
 
@@ -70,7 +53,7 @@ def _generate(items: list[tuple[SourceSequence, dict, str]], cfg_json: str):
 
 
 def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> tuple[str, Path]:
-    from .synthetic import write_frame_folders, write_physics_videos
+    from ..synthetic import write_frame_folders, write_physics_videos
 
     if cfg.synthetic_kind == "frames":
         return "frames", write_frame_folders(work / "synthetic-frames", cfg.synthetic, seed=cfg.seed, progress=cfg.progress)

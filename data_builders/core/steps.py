@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from judgetrain import records
+from judgetrain.seeding import derive_seed
 
-from .procedures import image_bytes
+from .images import image_bytes
 
 SPLIT_NAMES = ("train", "validation", "test")
 DEFAULT_SPLITS = {"train": 0.7, "validation": 0.2, "test": 0.1}
@@ -145,3 +147,29 @@ def too_short(short: Sequence, min_steps: int) -> list[dict]:
 def print_headline(console, text: str, per_split: dict) -> None:
     """The first line of a build summary: ``text``, then ``"; "`` and the count of each split."""
     console.print(f"{text}; " + ", ".join(f"{s} {n}" for s, n in per_split.items()))
+
+
+def assign_splits(items: Sequence[tuple[str, str]], fractions: dict[str, float], seed: int, salt: str = "split") -> dict[str, str]:
+    """Split ``(key, stratum)`` items with exact counts: split s gets
+    ``round(cum_s × N) − round(cum_{s−1} × N)`` items, in the order of
+    ``fractions``. Items are first ordered so that every stratum spreads
+    evenly (item j of a stratum of m sits at (j + ½)/m; within a stratum and
+    between strata the order comes from a seeded hash), so each split holds
+    about its share of every stratum."""
+    by_stratum: dict[str, list[str]] = defaultdict(list)
+    for key, stratum in items:
+        by_stratum[stratum].append(key)
+    ranked = []
+    for stratum, keys in by_stratum.items():
+        keys.sort(key=lambda k: derive_seed(seed, salt, stratum, k))
+        ranked += [((j + 0.5) / len(keys), derive_seed(seed, salt, "stratum", stratum), k) for j, k in enumerate(keys)]
+    ranked.sort()
+    names, n = list(fractions), len(ranked)
+    out, start, cum = {}, 0, 0.0
+    for name in names:
+        cum += fractions[name]
+        end = n if name == names[-1] else round(cum * n)
+        for _, _, key in ranked[start:end]:
+            out[key] = name
+        start = end
+    return out

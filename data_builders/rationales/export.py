@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .common import finish_summary
-from .rationale_items import Item, TeacherRun, load_rows, row_at
-from .rationale_prompts import ANSWER_LINE, rewrite_prompt, with_rationale_completion
+from ..core.common import finish_summary
+from .items import Item, TeacherRun, load_rows, row_at
+from .prompts import ANSWER_LINE, rewrite_prompt, with_rationale_completion
 
 VARIANTS = ("with_rationale", "score_only")
 EXPORT_FILE = "rationales.jsonl"

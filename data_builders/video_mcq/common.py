@@ -1,6 +1,6 @@
 """What both modes of ``judgetrain build video-mcq`` share: the builder's name and version,
 the file names it writes, one manifest row and the writing of the manifest (which must read
-back through :func:`judgetrain.mcq_manifest.load_manifest`), and how a config reports its
+back through :func:`judgetrain.mcq.manifest.load_manifest`), and how a config reports its
 problems. README: "`judgetrain build video-mcq`"."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.mcq_manifest import load_manifest
+from judgetrain.mcq.manifest import load_manifest
 
-from .common import BuildError
+from ..core.common import BuildError
 
 __all__ = ["BUILDER", "BUILD_INFO", "MANIFEST", "VERSION", "manifest_row", "post_init_base", "raise_problems",
            "write_manifest"]
@@ -24,7 +24,7 @@ BUILD_INFO = "build.json"
 
 def manifest_row(qid: str, video: str, question: str, options: Sequence[str], answer: int, benchmark: str,
                  duration: float | None = None, num_frames: int | None = None, **extra: Any) -> dict[str, Any]:
-    """One manifest line (``judgetrain.mcq_manifest``): the required fields, ``duration`` (seconds)
+    """One manifest line (``judgetrain.mcq.manifest``): the required fields, ``duration`` (seconds)
     and ``num_frames`` when known, then ``extra`` (``qtype``, ``evidence_s``, a benchmark's metadata)."""
     row = {"id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
            "benchmark": benchmark}

@@ -13,7 +13,7 @@ import numpy as np
 from judgetrain import records
 from judgetrain.seeding import rng_for
 
-from .procedures import Procedure
+from ..procedures import Procedure
 
 SEMANTIC, TEMPORAL = records.SEMANTIC, records.TEMPORAL
 PERTURBATIONS = SEMANTIC + TEMPORAL

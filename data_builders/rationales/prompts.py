@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .common import BuildError
-from .mirage import MIRAGE_INSTRUCTION
-from .prism import PAIRWISE_INSTRUCTION, POINTWISE_INSTRUCTION, instruction_for
+from ..core.common import BuildError
+from ..mirage.records import MIRAGE_INSTRUCTION
+from ..prism.layouts import PAIRWISE_INSTRUCTION, POINTWISE_INSTRUCTION, instruction_for
 
 # The instruction each source builder ends its prompts with, per task.
 BASE_INSTRUCTIONS = {
@@ -46,7 +46,7 @@ def teacher_instruction(builder: str, task: str, layout: str, closing: str) -> s
     base = BASE_INSTRUCTIONS[builder][task]
     if COMMIT not in base:
         raise BuildError(f"the {builder} {task} instruction no longer contains {COMMIT!r}; update "
-                         "judgetrain.data_builders.rationale_prompts.COMMIT to the sentence that asks for the answer first")
+                         "judgetrain.data_builders.rationales.prompts.COMMIT to the sentence that asks for the answer first")
     return instruction_for(task, layout, base[: base.index(COMMIT)] + REASON_FIRST[task] + " " + closing)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from judgetrain import records
 from judgetrain.io import write_text
 
-from .common import BuildError, Skip
-from .rationale_prompts import BASE_INSTRUCTIONS, prompt_text, rewrite_prompt, sha256
+from ..core.common import BuildError, Skip
+from .prompts import BASE_INSTRUCTIONS, prompt_text, rewrite_prompt, sha256
 
 CACHE_FORMAT = 1
 

@@ -2,7 +2,7 @@
 
 A prompt is a list of parts ``("text", str)``, ``("image", x)`` or ``("grid", [x, …])``
 (P6: one grid image per sequence), rendered into a record by
-:func:`.prompt_render.layout_record`. The step texts are always the gold sequence's;
+:func:`.render.layout_record`. The step texts are always the gold sequence's;
 only the images differ between Sequence A and B. MIRAGE uses the same layouts.
 README: "`judgetrain build prism`" (the layout table), "`judgetrain build mirage`"."""
 

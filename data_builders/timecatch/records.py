@@ -19,7 +19,7 @@ from PIL import Image
 from judgetrain import records
 from judgetrain.seeding import derive_seed, rng_for
 
-from .timecatch_config import (
+from .config import (
     BUILDER,
     DETECT_PROMPTS,
     FRAME_DETECT_PROMPT,
@@ -30,7 +30,7 @@ from .timecatch_config import (
     TimeCatchConfig,
     subset_of,
 )
-from .timecatch_sequences import SourceSequence, png_bytes
+from .sequences import SourceSequence, png_bytes
 
 
 def assign_splits(sequences: list[SourceSequence], fractions: dict[str, float], seed: int) -> dict[str, str]:

@@ -16,19 +16,15 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from judgetrain.jsonl import optional_text, read_jsonl
-from judgetrain.jsonl import text as text_field
+from judgetrain.jsonl import optional_text, read_jsonl, text as text_field
 
-from .common import BuildError, Skip
-from .rationale_items import Item, TeacherAnswer, TeacherCache, TeacherRun, from_cache, load_rows, row_at, settle
-from .rationale_prompts import ANSWER_LINE, JSON_FIELDS, check_answer, split_answer
+from ..core.common import BuildError, Skip
+from .config import DEFAULT_GEMINI_MODEL, RationaleConfig
+from .items import Item, TeacherAnswer, TeacherCache, TeacherRun, from_cache, load_rows, row_at, settle
+from .prompts import ANSWER_LINE, JSON_FIELDS, check_answer, split_answer
 
-if TYPE_CHECKING:
-    from .rationales import RationaleConfig
-
-DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
 # The SDK's own default set of retryable statuses, stated so build.json shows it.
 RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 # A rejected key or an unknown model fails every item alike: stop instead of recording thousands of failures.

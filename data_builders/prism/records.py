@@ -14,11 +14,11 @@ from typing import Any
 from judgetrain import records
 from judgetrain.seeding import derive_seed, rng_for
 
-from .build_steps import each_plan
-from .prism_layouts import POINTWISE_LAYOUTS, instruction_for, pairwise_parts, pointwise_parts
-from .prism_negatives import OutlierImage, Variant, gold_variant
-from .procedures import Procedure
-from .prompt_render import layout_record
+from ..core.steps import each_plan
+from ..procedures import Procedure
+from .layouts import POINTWISE_LAYOUTS, instruction_for, pairwise_parts, pointwise_parts
+from .negatives import OutlierImage, Variant, gold_variant
+from .render import layout_record
 
 BUILDER = "prism"  # part of every record id
 # Figure S4 / S2: coherent 5, an order violation 3, any out-of-context image 1 (the minimum)
@@ -28,33 +28,7 @@ POINTWISE_CHOICES = ["1", "2", "3", "4", "5"]
 POSITIONAL_SUBSET_MAX_FRAMES = records.POSITIONAL_SUBSET_MAX_FRAMES
 
 
-# --------------------------------------------------------------------------- splits and presentation order
-
-
-def assign_splits(items: Sequence[tuple[str, str]], fractions: dict[str, float], seed: int, salt: str = "split") -> dict[str, str]:
-    """Split ``(key, stratum)`` items with exact counts: split s gets
-    ``round(cum_s × N) − round(cum_{s−1} × N)`` items, in the order of
-    ``fractions``. Items are first ordered so that every stratum spreads
-    evenly (item j of a stratum of m sits at (j + ½)/m; within a stratum and
-    between strata the order comes from a seeded hash), so each split holds
-    about its share of every stratum."""
-    by_stratum: dict[str, list[str]] = defaultdict(list)
-    for key, stratum in items:
-        by_stratum[stratum].append(key)
-    ranked = []
-    for stratum, keys in by_stratum.items():
-        keys.sort(key=lambda k: derive_seed(seed, salt, stratum, k))
-        ranked += [((j + 0.5) / len(keys), derive_seed(seed, salt, "stratum", stratum), k) for j, k in enumerate(keys)]
-    ranked.sort()
-    names, n = list(fractions), len(ranked)
-    out, start, cum = {}, 0, 0.0
-    for name in names:
-        cum += fractions[name]
-        end = n if name == names[-1] else round(cum * n)
-        for _, _, key in ranked[start:end]:
-            out[key] = name
-        start = end
-    return out
+# --------------------------------------------------------------------------- presentation order
 
 
 def balance_letters(items: Sequence[tuple[Hashable, tuple]], seed: int, salt: str = "presentation") -> dict[Hashable, str]:

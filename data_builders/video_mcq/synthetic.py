@@ -1,6 +1,6 @@
 """``judgetrain build video-mcq --synthetic N``: its settings, the plan of question types,
 option counts and gold positions, and the build that simulates a clip per question
-(data_builders/synthetic.py), asks it a question (mcq_questions.py) and writes the videos,
+(data_builders/synthetic.py), asks it a question (video_mcq/questions.py) and writes the videos,
 the manifest and build.json, resuming a killed build. README: "`judgetrain build video-mcq`"."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import BuildArgs, arg, comma_list, jsonable
+from judgetrain.config import arg, comma_list, jsonable
 
-from .common import BuildError
-from .mcq_common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
-from .mcq_questions import QTYPES, QUESTIONS, draft_question, n_objects
+from ..core.args import BuildArgs
+from ..core.common import BuildError
+from .common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
+from .questions import QTYPES, QUESTIONS, draft_question, n_objects
 
 __all__ = ["BENCHMARK_SYNTHETIC", "DEFAULT_FPS", "DEFAULT_FRAMES", "DEFAULT_MIN_GAP_S", "DEFAULT_OPTIONS", "DEFAULT_SIZE",
            "MAX_ATTEMPTS", "FrameSize", "OptionCounts", "SyntheticConfig", "build_synthetic", "plan"]
@@ -177,7 +178,7 @@ def _synthetic_question(cfg: SyntheticConfig, index: int, qtype: str, k: int, po
     ``run_physics(("video-mcq", seed, index, attempt), …)``, recorded as ``clip_seed``."""
     from judgetrain.seeding import rng_for
 
-    from .synthetic import run_physics
+    from ..synthetic import run_physics
 
     for attempt in range(MAX_ATTEMPTS):
         parts = (BUILDER, cfg.seed, index, attempt)
@@ -211,7 +212,6 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from judgetrain.io import write_json
-
     from judgetrain.video import encode_mp4, mp4_codec
 
     cfg.check()

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from judgetrain import records
 
-from .build_steps import each_plan
-from .prism_layouts import instruction_for, pairwise_parts
-from .prism_records import PAIRWISE_CHOICES, balance_letters, presentation
-from .prompt_render import layout_record
+from ..core.steps import each_plan
+from ..prism.layouts import instruction_for, pairwise_parts
+from ..prism.records import PAIRWISE_CHOICES, balance_letters, presentation
+from ..prism.render import layout_record
 
 if TYPE_CHECKING:
-    from .mirage import MiragePrompt, MirageSequence
+    from .sources import MiragePrompt, MirageSequence
 
 BUILDER = "mirage"
   # part of every record id

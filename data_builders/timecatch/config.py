@@ -12,9 +12,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import WorkBuildArgs, arg, comma_list
+from judgetrain.config import arg, comma_list, one_of
+from judgetrain.perceptual import LPIPS_NETS
 
-from .common import BuildError, Fractions
+from ..core.args import WorkBuildArgs
+from ..core.common import BuildError, Fractions
 
 BUILDER = "timecatch"
 VERSION = "1.0.0"
@@ -92,7 +94,7 @@ class TimeCatchConfig(WorkBuildArgs):
     interval: list[str] = arg([], "seconds between sampled video frames, for all sources (1.5) or one (mtl-aqa=1.0); "
                                   "several allowed; defaults: 1.5 s, mtl-aqa 1.0 s", action="extend", metavar="S|SOURCE=S")
     lpips_threshold: float = arg(LPIPS_THRESHOLD, "drop a frame whose LPIPS distance to the last kept one is below this")
-    lpips_net: str = arg("alex", "LPIPS backbone: alex, vgg or squeeze")
+    lpips_net: str = arg("alex", f"LPIPS backbone: {one_of(LPIPS_NETS)}")
     lpips_random_backbone: bool = arg(False, "an untrained LPIPS backbone (offline tests only: distances are then not perceptual)")
     device: str | None = arg(None, "device for LPIPS (default: cuda if available)")
     tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to build (space- or comma-separated)")
@@ -154,8 +156,8 @@ class TimeCatchConfig(WorkBuildArgs):
             problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1")
         if any(v <= 0 for v in [self.default_interval, *self.intervals.values()]):
             problems.append("--interval: seconds between sampled frames must be positive")
-        if self.lpips_net not in ("alex", "vgg", "squeeze"):
-            problems.append(f"--lpips-net {self.lpips_net!r}: choose alex, vgg or squeeze")
+        if self.lpips_net not in LPIPS_NETS:
+            problems.append(f"--lpips-net {self.lpips_net!r}: choose {one_of(LPIPS_NETS)}")
         if not 0 <= self.lpips_threshold < 1:
             problems.append(f"--lpips-threshold {self.lpips_threshold}: must be in [0, 1)")
         if problems:

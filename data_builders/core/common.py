@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from judgetrain.errors import UserError
-from judgetrain.jsonl import inside  # noqa: F401  (re-exported: every builder's manifest paths)
 
-__all__ = ["BuildError", "Fractions", "Skip", "builder_parser", "save_build", "inside", "parse_splits", "csv", "split_table", "balance_table", "finish_summary"]
+__all__ = [
+    "BuildError", "Fractions", "Skip", "balance_table", "builder_parser", "csv", "finish_summary", "parse_splits",
+    "save_build", "split_table",
+]
 
 
 class BuildError(UserError, RuntimeError):

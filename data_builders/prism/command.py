@@ -2,9 +2,9 @@
 against perturbed copies, as pairwise (gold vs. negative, answer A/B) and pointwise (one
 sequence, answer 1–5) judge records in the prompt layouts P0–P6. This module holds the
 command: its config, the build in named steps, the summary. The parts live beside it:
-negatives in :mod:`.prism_negatives`, layouts and instructions in :mod:`.prism_layouts`,
-rendering in :mod:`.prompt_render`, splits, letters and records in :mod:`.prism_records`;
-every name stays importable from here. README: "`judgetrain build prism`"."""
+negatives in :mod:`.negatives`, layouts and instructions in :mod:`.layouts`, rendering in
+:mod:`.render`, letters and records in :mod:`.records`; splits are every builder's
+(:func:`judgetrain.data_builders.core.steps.assign_splits`). README: "`judgetrain build prism`"."""
 
 from __future__ import annotations
 
@@ -13,38 +13,49 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from judgetrain.config import WorkBuildArgs, arg, comma_list
-from judgetrain.seeding import derive_seed, rng_for  # noqa: F401  (re-exported, as before the split)
+from judgetrain.config import arg, comma_list, one_of
 
-from .build_steps import (DEFAULT_SPLITS, PROCEDURES_HELP, SPLIT_NAMES, build_info, check_common,  # noqa: F401
-                          config_json, generate_splits, print_headline, procedure_sources, settle_source, too_short,
-                          work_dirs)
-from .common import BuildError, Fractions, balance_table, builder_parser, finish_summary, save_build, split_table
-from .procedures import Procedure, image_bytes, load_procedures  # noqa: F401
-# re-exported: PRISM's public names, importable from here as before the split
-from .prism_layouts import (GRID_NOTE, LAYOUTS, PAIRWISE_INSTRUCTION, POINTWISE_INSTRUCTION, POINTWISE_LAYOUTS,  # noqa: F401
-                            check_layouts, instruction_for, pairwise_parts, pointwise_parts, steps_block)
-from .prism_negatives import (DEFAULT_NONCONSECUTIVE, PERTURBATIONS, SEMANTIC, SHUFFLE_MIN_MOVED, TEMPORAL,  # noqa: F401
-                              OutlierImage, Variant, consecutive_swaps, gold_variant, make_negatives, nonconsecutive_swaps,
-                              outlier_pool, semantic_variants, shuffle_variant)
-from .prism_records import (BUILDER, PAIRWISE_CHOICES, POINTWISE_CHOICES, POINTWISE_SCORES,  # noqa: F401
-                            POSITIONAL_SUBSET_MAX_FRAMES, assign_splits, balance_letters, deal_letters, generate_records,
-                            gold_plan, plan_records, presentation, record_counts)
-from .prompt_render import (GRID_MAX_CELL, GRID_PAD, compose_grid, grid_cell_box, grid_cell_size,  # noqa: F401
-                            grid_geometry, layout_record, materialize)
+from ..core.args import WorkBuildArgs
+from ..core.common import BuildError, Fractions, balance_table, builder_parser, finish_summary, save_build, split_table
+from ..core.steps import (
+    DEFAULT_SPLITS,
+    PROCEDURES_HELP,
+    assign_splits,
+    build_info,
+    check_common,
+    config_json,
+    generate_splits,
+    print_headline,
+    procedure_sources,
+    settle_source,
+    too_short,
+    work_dirs,
+)
+from ..procedures import Procedure, load_procedures
+from .layouts import LAYOUTS, POINTWISE_LAYOUTS, check_layouts
+from .negatives import (
+    DEFAULT_NONCONSECUTIVE,
+    PERTURBATIONS,
+    SEMANTIC,
+    SHUFFLE_MIN_MOVED,
+    OutlierImage,
+    make_negatives,
+    outlier_pool,
+)
+from .records import (
+    BUILDER,
+    POINTWISE_SCORES,
+    POSITIONAL_SUBSET_MAX_FRAMES,
+    deal_letters,
+    generate_records,
+    gold_plan,
+    record_counts,
+)
 
-__all__ = [  # with the names re-exported from prism_layouts, prism_negatives, prism_records, prompt_render
-    "BUILDER", "VERSION", "LAYOUTS", "POINTWISE_LAYOUTS", "MODES", "SEMANTIC", "TEMPORAL", "PERTURBATIONS",
-    "POINTWISE_SCORES", "PAIRWISE_CHOICES", "POINTWISE_CHOICES", "MIN_STEPS", "POSITIONAL_SUBSET_MAX_FRAMES",
-    "DEFAULT_NONCONSECUTIVE", "SHUFFLE_MIN_MOVED", "DEFAULT_SYNTHETIC", "DEFAULT_SPLITS", "SPLIT_NAMES",
-    "GRID_MAX_CELL", "GRID_PAD", "PAIRWISE_INSTRUCTION", "POINTWISE_INSTRUCTION", "GRID_NOTE", "PROCEDURES_HELP",
-    "instruction_for", "check_layouts", "OutlierImage", "Variant", "gold_variant", "consecutive_swaps", "nonconsecutive_swaps",
-    "shuffle_variant", "semantic_variants", "outlier_pool", "make_negatives", "assign_splits", "balance_letters",
-    "presentation", "steps_block", "pairwise_parts", "pointwise_parts", "grid_geometry", "grid_cell_box",
-    "grid_cell_size", "compose_grid", "materialize", "layout_record", "gold_plan", "deal_letters", "plan_records",
-    "generate_records", "record_counts", "check_common", "PrismConfig", "SplitPlans", "check_categories",
-    "split_outlier_pool", "plan_splits", "protocol", "sequence_counts", "build", "make_parser", "print_summary", "main",
-    "derive_seed", "rng_for", "Procedure", "image_bytes", "load_procedures",
+__all__ = [
+    "DEFAULT_SYNTHETIC", "MIN_STEPS", "MODES", "PrismConfig", "SplitPlans", "VERSION", "build",
+    "check_categories", "main", "make_parser", "plan_splits", "print_summary", "protocol", "sequence_counts",
+    "split_outlier_pool",
 ]
 
 VERSION = "1.0.0"
@@ -64,7 +75,7 @@ class PrismConfig(WorkBuildArgs):
                                 metavar="N")
     procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
     layouts: list[str] = arg(list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)")
-    modes: list[str] = arg(list(MODES), "pairwise, pointwise or both (space- or comma-separated)")
+    modes: list[str] = arg(list(MODES), f"{one_of([*MODES, 'both'])} (space- or comma-separated)")
     perturbations: list[str] = arg(list(PERTURBATIONS), "negative kinds from " + ",".join(PERTURBATIONS) + " (space- or comma-separated)")
     nonconsecutive_swaps: int = arg(DEFAULT_NONCONSECUTIVE, "non-consecutive swaps per gold sequence (distinct pairs i, j with j-i >= 2)",
                                     metavar="K")
@@ -100,7 +111,7 @@ class PrismConfig(WorkBuildArgs):
 
 @dataclass
 class SplitPlans:
-    """The plans of every split (one per gold sequence, :func:`.prism_records.gold_plan`), the
+    """The plans of every split (one per gold sequence, :func:`.records.gold_plan`), the
     gold sequences per outlier-pool kind (``split`` / ``all``), and per step count the
     sequences that got fewer non-consecutive swaps than asked, and how many they got."""
 

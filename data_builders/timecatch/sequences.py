@@ -21,14 +21,14 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from judgetrain import records
-from judgetrain.jsonl import optional_text, text
+from judgetrain.jsonl import inside, optional_text, text
 from judgetrain.perceptual import filter_near_duplicates
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from .common import Skip, inside
-from .manifests import read_manifest_lines
-from .procedures import to_rgb
-from .timecatch_config import MAX_FRAMES, MIN_FRAMES, SPLIT_NAMES, VERSION, TimeCatchConfig
+from ..core.common import Skip
+from ..core.images import to_rgb
+from ..core.manifests import read_manifest_lines
+from .config import MAX_FRAMES, MIN_FRAMES, SPLIT_NAMES, VERSION, TimeCatchConfig
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """``judgetrain build video-mcq``: a video multiple-choice manifest for PhaseFusion (paper 001),
 which samples frames at evaluation time, so the items are videos plus questions, not task
 records. ``--synthetic N`` writes physics questions whose answers follow from the simulation
-(mcq_synthetic.py, mcq_questions.py); ``--from egoschema|mvbench|videomme|nextqa`` converts a
-benchmark's annotations (mcq_converters.py). This module is the command: its config (the
+(:mod:`.synthetic`, :mod:`.questions`); ``--from egoschema|mvbench|videomme|nextqa`` converts a
+benchmark's annotations (:mod:`.converters`). This module is the command: its config (the
 two modes' settings, each refused in the other mode), ``make_parser``, ``main`` and the
-summary. The manifest format and its reader: judgetrain/mcq_manifest.py.
+summary. The manifest format and its reader: :mod:`judgetrain.mcq.manifest`.
 README: "`judgetrain build video-mcq`".
 """
 
@@ -15,49 +15,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import BuildArgs
 from judgetrain.config import make_parser as make_config_parser
-from judgetrain.mcq_manifest import ManifestError, VideoQuestion, check_line, load_manifest  # noqa: F401  (re-exported)
 
-from .mcq_common import BUILD_INFO, BUILDER, MANIFEST, VERSION, raise_problems  # noqa: F401  (re-exported)
-from .mcq_converters import CONVERTERS, MVBENCH_TASKS, Benchmark, ConvertConfig, build_converted, convert  # noqa: F401
-from .mcq_questions import FASTEST_RATIO, LEFTMOST_GAP, MOST_BOUNCES_LEAD, QTYPES, QUESTIONS  # noqa: F401
-from .mcq_synthetic import (  # noqa: F401  (re-exported)
-    BENCHMARK_SYNTHETIC,
-    DEFAULT_FPS,
-    DEFAULT_FRAMES,
-    DEFAULT_MIN_GAP_S,
-    DEFAULT_OPTIONS,
-    DEFAULT_SIZE,
-    MAX_ATTEMPTS,
-    FrameSize,
-    OptionCounts,
-    SyntheticConfig,
-    build_synthetic,
-    plan,
-)
+from ..core.args import BuildArgs
+from .common import BUILD_INFO, MANIFEST, raise_problems
+from .converters import CONVERTERS, ConvertConfig, build_converted
+from .synthetic import SyntheticConfig, build_synthetic
 
-__all__ = [
-    "BENCHMARK_SYNTHETIC",
-    "CONVERTERS",
-    "MANIFEST",
-    "MVBENCH_TASKS",
-    "QTYPES",
-    "ConvertConfig",
-    "FrameSize",
-    "ManifestError",
-    "OptionCounts",
-    "SyntheticConfig",
-    "VideoMcqConfig",
-    "VideoQuestion",
-    "build",
-    "build_converted",
-    "build_synthetic",
-    "convert",
-    "load_manifest",
-    "main",
-    "make_parser",
-]
+__all__ = ["VideoMcqConfig", "build", "main", "make_parser"]
 
 
 @dataclass(kw_only=True)

@@ -16,12 +16,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from judgetrain.config import BuildArgs, arg, jsonable
+from judgetrain.config import arg, jsonable
 from judgetrain.jsonl import json_kind, read_jsonl
-from judgetrain.mcq_manifest import check_line
+from judgetrain.mcq.manifest import check_line
 
-from .common import BuildError, Skip
-from .mcq_common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
+from ..core.args import BuildArgs
+from ..core.common import BuildError, Skip
+from .common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
 
 __all__ = ["CONVERTERS", "MVBENCH_TASKS", "NEXTQA_COLUMNS", "NEXTQA_MAP", "Benchmark", "ConvertConfig", "build_converted",
            "convert"]

@@ -1,0 +1,35 @@
+"""What every ``judgetrain build *`` command takes: the fields its typed config inherits.
+README: "Configuration files".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from judgetrain.config import arg
+
+__all__ = ["BuildArgs", "OutputArgs", "WorkBuildArgs"]
+
+
+@dataclass(kw_only=True)
+class OutputArgs:
+    """What every command that writes a folder takes."""
+
+    out: Path = arg(help="output folder (written atomically; rerunning the same command resumes)")
+    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+
+
+@dataclass(kw_only=True)
+class BuildArgs(OutputArgs):
+    """What every ``judgetrain build *`` command takes."""
+
+    seed: int = arg(42, "seed of every random choice the builder makes (hash-based: same seed, same bytes)")
+    strict: bool = arg(False, "fail on the first bad input instead of skipping and counting it in build.json")
+
+
+@dataclass(kw_only=True)
+class WorkBuildArgs(BuildArgs):
+    """Builders that keep intermediate work in ``OUT.work/`` until the build succeeds."""
+
+    keep_work: bool = arg(False, "keep OUT.work/ (synthetic sources, decoded frames, arrow cache) after a successful build")
