@@ -45,16 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import arg, comma_list, make_parser as make_config_parser
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot
 
-from .judge_metrics import classification_cell, ordering_cell
-from .judge_report import fmt, rows_markdown
-from .metrics import TIMECATCH_TASKS, accuracy_cell
-from .report import display_name, figures_markdown
-from .runs import read_run
+from .core.markdown import display_name, figures_markdown, fmt, rows_markdown
+from .core.metrics import accuracy_cell
+from .core.runs import read_run
+from .judge.metrics import classification_cell, ordering_cell
+from .timecatch.metrics import TIMECATCH_TASKS
 
 __all__ = [
     "BIAS_JSON",
@@ -326,7 +325,7 @@ def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], pat
 def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.PathLike) -> bool:
     """Heatmap (run · task) × true frame of the anomaly: accuracy, n below; the frame axis
     holds every frame 1…max (a frame no item has stays blank), never skipping one."""
-    from .timecatch_plots import plot_timecatch_positions
+    from .timecatch.plots import plot_timecatch_positions
 
     return plot_timecatch_positions(named, path)
 

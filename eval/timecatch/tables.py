@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .metrics import (ALL, LOCALIZE_TASKS, LPIPS_BIN_WIDTH, SUBSETS, accuracy_cell, accuracy_table, confusion, lpips_bin,
-                      subset_table)
+from ..core.metrics import accuracy_cell
+from .metrics import ALL, LOCALIZE_TASKS, LPIPS_BIN_WIDTH, SUBSETS, accuracy_table, confusion, lpips_bin, subset_table
 
 __all__ = ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"]
 
@@ -36,7 +36,7 @@ def length_subset(row: Mapping[str, Any]) -> str:
 
 
 def table2(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{"main": table, "long": table}``, each an :func:`~judgetrain.eval.metrics.accuracy_table`
+    """``{"main": table, "long": table}``, each an :func:`~judgetrain.eval.core.metrics.accuracy_table`
     of that set's rows alone (Random row included); a set with no rows is left out."""
     out = {}
     for subset in SUBSETS:

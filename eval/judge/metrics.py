@@ -2,7 +2,7 @@
 with invalid answers counted, pointwise agreement (Pearson r, MAE, RMSE against gold, teacher and
 human scores), the ordering probe, explanation metrics, and one number by name for sweeps
 (:func:`metric_value`). The run that writes the rows is :mod:`judgetrain.eval.judge`; the report
-that shows them is :mod:`judgetrain.eval.judge_report`. README: "`judgetrain eval judge`, `eval bias`".
+that shows them is :mod:`judgetrain.eval.judge.report`. README: "`judgetrain eval judge`, `eval bias`".
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .metrics import accuracy
+from ..core.metrics import accuracy
 
 __all__ = ["MIRAGE_DOMAINS", "ORDERING_METRICS", "PAIRWISE_METRICS", "POINTWISE_METRICS", "REFERENCES", "SCORES", "SUBSETS",
            "benchmark_of", "classification_cell", "compute_judge_metrics", "metric_value", "ordering_cell", "pointwise_cell",
@@ -117,12 +117,12 @@ def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ordering probe: :func:`judgetrain.eval.metrics.ordering_metrics`
+    """The ordering probe: :func:`judgetrain.eval.core.metrics.ordering_metrics`
     (exact match with invalid = wrong, Kendall tau, position accuracy, chance) plus
     ``invalid_rate`` and the "answers by position" signature: how many items were
     answered with the label order (1, 2, …, n: the order shown) or its reverse, and
     their shares of all items."""
-    from .metrics import ordering_metrics
+    from .ordering import ordering_metrics
 
     def ints(text: str | None) -> list[int] | None:  # "2, 4, 1, 3" or the lettered "B-D-A-C" (A = 1)
         if text is None:

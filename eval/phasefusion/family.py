@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .phasefusion_answers import per_question_answers
-from .phasefusion_signals import SIGNALS, VOTE_SHARE, deployed_error, signal_value
+from ..core import stats
+from .answers import per_question_answers
+from .signals import SIGNALS, VOTE_SHARE, deployed_error, signal_value
 
 __all__ = ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
            "confirmatory_family"]

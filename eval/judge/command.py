@@ -1,8 +1,8 @@
 """Judge evaluation: pairwise, pointwise and ordering records of PRISM / MIRAGE / the ordering probe (paper 002 F.1, C.1–C.3).
 
 This module is the run (config, records → prediction rows, the resumable loop, the CLI); the
-metrics are :mod:`judgetrain.eval.judge_metrics` and the report :mod:`judgetrain.eval.judge_report`,
-whose public names are re-exported here. README: "`judgetrain eval judge`, `eval bias`".
+metrics are :mod:`judgetrain.eval.judge.metrics` and the report :mod:`judgetrain.eval.judge.report`.
+README: "`judgetrain eval judge`, `eval bias`".
 
 Two modes (``--mode``):
 
@@ -41,7 +41,7 @@ Metrics (:func:`compute_judge_metrics`, from ``predictions.jsonl`` alone):
   constant side. Score distributions (the "binary collapse", Figure S2) of the
   model, the gold and each reference, with the share in {1, 2}.
 - **Explanations** (rationale mode; Tables S7, S14): BLEU, ROUGE-1/2/L, METEOR,
-  MiniLM cosine and length difference (:mod:`judgetrain.eval.explain`) against
+  MiniLM cosine and length difference (:mod:`judgetrain.eval.judge.explain`) against
   ``meta.teacher_rationale``, on valid, non-empty explanations with a
   non-empty reference only; the rows left out are counted by reason.
 - **Ordering probe** (App. G, Table S21): exact match (invalid = wrong),
@@ -59,11 +59,11 @@ PRISM-Semantic, ``swap`` / ``swap-nonconsecutive`` / ``shuffle`` →
 PRISM-Temporal, ``none`` → PRISM-Coherent (pointwise gold sequences); task
 ``ordering`` → Ordering-probe; anything else keeps its ``source``.
 
-Results (``judgetrain.eval.report``): ``predictions.jsonl`` (one line per
+Results (``judgetrain.eval.timecatch.report``): ``predictions.jsonl`` (one line per
 record, appended, flushed and fsync'd per batch; a rerun resumes, a finished
 run scores nothing), ``run.json``, ``metrics.json``, ``report.md`` and PNGs,
 all recomputable with ``judgetrain eval report RUN``. ``run.json``'s identity
-(:mod:`judgetrain.eval.runs`) is the model, adapter, dtype, split, mode,
+(:mod:`judgetrain.eval.core.runs`) is the model, adapter, dtype, split, mode,
 ``max_new_tokens`` and the split's content hash: a rerun into the same folder
 with other ``--tasks``, ``--layouts``, ``--subsets`` or ``--limit`` resumes (those
 select items; the metrics cover exactly the items selected), one with another
@@ -96,42 +96,18 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import records
-from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
 
-from .judge_metrics import (  # noqa: F401  (re-exported: the judge's public names, as before the split)
-    MIRAGE_DOMAINS, ORDERING_METRICS, PAIRWISE_METRICS, POINTWISE_METRICS, REFERENCES, SCORES, SUBSETS, benchmark_of,
-    classification_cell, compute_judge_metrics, metric_value, ordering_cell, pointwise_cell, score_distribution,
-)
-from .judge_report import cells, fmt, plot_pairwise_layouts, plot_score_distribution, report, rows_markdown  # noqa: F401
-from .runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
-from .sharded import parse_batch_size, process_state, run_as_module, run_sharded
+from ..core.args import EvalArgs, parse_batch_size
+from ..core.markdown import fmt
+from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
+from ..core.sharded import process_state, run_sharded
+from .metrics import MIRAGE_DOMAINS, SUBSETS, compute_judge_metrics
+from .report import report
 
-__all__ = [  # with the names re-exported from judge_metrics and judge_report
-    "MIRAGE_DOMAINS", "ORDERING_METRICS", "PAIRWISE_METRICS", "POINTWISE_METRICS", "REFERENCES", "SCORES", "SUBSETS",
-    "benchmark_of", "plot_pairwise_layouts", "plot_score_distribution", "score_distribution",
-    "JUDGE_TASKS",
-    "MODES",
-    "JudgeEvalConfig",
-    "cells",
-    "classification_cell",
-    "compute_judge_metrics",
-    "evaluate",
-    "fmt",
-    "judge_metrics",
-    "main",
-    "make_parser",
-    "metric_value",
-    "ordering_cell",
-    "pointwise_cell",
-    "predict",
-    "prediction_row",
-    "report",
-    "rows_markdown",
-    "run",
-    "select",
-    "split_rationale",
-    "subset_of",
+__all__ = [
+    "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate", "judge_metrics", "main", "make_parser", "predict",
+    "prediction_row", "run", "select", "split_rationale", "subset_of",
 ]
 EVALUATION = "judge"
 
@@ -468,7 +444,3 @@ def _print_summary(result: Mapping[str, Any]) -> None:
     if result.get("n_scored") == 0:
         print("Nothing left to evaluate: every selected item was already in predictions.jsonl.", flush=True)
     print(f"Predictions in {out / PREDICTIONS}; metrics in {out / METRICS}; report in {out / REPORT}", flush=True)
-
-
-if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.judge ...
-    run_as_module("judgetrain.eval.judge")

@@ -1,13 +1,10 @@
-"""Metrics shared by the evaluations: accuracy tables, random baselines, confusion matrices, LPIPS bins.
+"""TimeCatch's metrics (paper 000 §4.2, §6): accuracy per task × source and per length subset,
+localization confusion matrices, and accuracy by LPIPS bin of the swapped pair.
 
-Every function here is a pure function of prediction rows (the dicts stored one
-per line in ``predictions.jsonl``, see :mod:`judgetrain.eval.report`), so a
-report is recomputable from that file alone. The fields read are ``task``,
-``source``, ``subset``, ``label``, ``prediction``, ``choices``, ``position``
-(0-based), ``n_frames`` and ``lpips_swapped``.
-
-Accuracy is scikit-learn's ``accuracy_score`` over (label, prediction) pairs;
-confusion matrices are its ``confusion_matrix``. Accuracies are fractions in
+Pure functions of prediction rows (``predictions.jsonl``), so a report is recomputable from
+that file alone. The fields read are ``task``, ``source``, ``subset``, ``label``,
+``prediction``, ``choices``, ``position`` (0-based), ``n_frames`` and ``lpips_swapped``.
+Confusion matrices are scikit-learn's ``confusion_matrix``. Accuracies are fractions in
 0..1 here; reports print them as percentages with one decimal (paper 000 Table 2).
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
@@ -19,25 +16,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "LPIPS_BIN_WIDTH",
-    "TASK_ABBREV",
-    "TASK_TITLES",
-    "TIMECATCH_TASKS",
-    "LOCALIZE_TASKS",
-    "accuracy",
-    "accuracy_cell",
-    "accuracy_table",
-    "confusion",
-    "exact_match",
-    "kendall_tau",
-    "lpips_bin",
-    "lpips_bins",
-    "ordering_metrics",
-    "position_accuracy",
-    "random_accuracy",
-    "subset_table",
-]
+from ..core.metrics import accuracy_cell
+
+__all__ = ["ALL", "LOCALIZE_TASKS", "LPIPS_BIN_WIDTH", "SUBSETS", "TASK_ABBREV", "TASK_TITLES", "TIMECATCH_TASKS",
+           "accuracy_table", "confusion", "lpips_bin", "lpips_bins", "subset_table"]
 
 TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
 LOCALIZE_TASKS = ("temporal_localize", "frame_localize")
@@ -52,32 +34,6 @@ SUBSETS = ("main", "long")
 # Paper 000 §6: swapped pairs are grouped in fixed 0.1-wide LPIPS bins (0.0–0.1, 0.1–0.2, …).
 LPIPS_BIN_WIDTH = 0.1
 ALL = "all"
-
-
-def accuracy(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Fraction of rows whose ``prediction`` equals ``label`` (``nan`` for no rows)."""
-    if not rows:
-        return math.nan
-    from sklearn.metrics import accuracy_score
-
-    return float(accuracy_score([str(r["label"]) for r in rows], [str(r["prediction"]) for r in rows]))
-
-
-def random_accuracy(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Expected accuracy of a uniform guess over each item's own choices, averaged over
-    items: 1/2 for detection, mean 1/n for frame localization, mean 1/len(choices) for
-    temporal localization (1/C(n,2) with all-pairs choices, 1/(n-1) with adjacent ones).
-    Computed per item because n varies within a source (paper 000 Table 2, Random row)."""
-    if not rows:
-        return math.nan
-    return sum(1.0 / len(r["choices"]) for r in rows) / len(rows)
-
-
-def accuracy_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"accuracy", "random", "n", "correct"}`` for one group of rows."""
-    acc = accuracy(rows)
-    return {"accuracy": acc, "random": random_accuracy(rows), "n": len(rows),
-            "correct": 0 if not rows else round(acc * len(rows))}
 
 
 def _group(rows: Iterable[Mapping[str, Any]], *keys: str) -> dict[tuple, list[Mapping[str, Any]]]:
@@ -173,64 +129,3 @@ def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
         bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": cell["n"],
                      "correct": cell["correct"], "accuracy": cell["accuracy"]})
     return bins
-
-
-# --------------------------------------------------------------------------- the chronological-ordering probe (paper 002 App. G)
-
-
-def _check_pair(pred: Sequence[int], gold: Sequence[int]) -> None:
-    if sorted(pred) != sorted(gold) or sorted(gold) != list(range(1, len(gold) + 1)):
-        raise ValueError(f"orderings must be permutations of the same 1…n: got {list(pred)} and {list(gold)}")
-
-
-def exact_match(pred: Sequence[int] | None, gold: Sequence[int]) -> bool:
-    """True iff the whole predicted ordering equals the gold (the paper's ✓); None is wrong."""
-    return pred is not None and list(pred) == list(gold)
-
-
-def kendall_tau(pred: Sequence[int], gold: Sequence[int]) -> float:
-    """Kendall's tau (``scipy.stats.kendalltau``; no ties, so tau-b = tau-a)
-    between the chronological rank each image gets in ``pred`` and in ``gold``:
-    1 identical, −1 reversed. Needs n ≥ 2."""
-    from scipy.stats import kendalltau
-
-    _check_pair(pred, gold)
-    if len(gold) < 2:
-        raise ValueError("Kendall's tau needs at least two images")
-    rank_pred = {img: r for r, img in enumerate(pred)}
-    rank_gold = {img: r for r, img in enumerate(gold)}
-    images = sorted(rank_gold)
-    return float(kendalltau([rank_pred[i] for i in images], [rank_gold[i] for i in images]).statistic)
-
-
-def position_accuracy(pred: Sequence[int], gold: Sequence[int]) -> float:
-    """Share of chronological ranks at which ``pred`` names the right image."""
-    _check_pair(pred, gold)
-    return sum(a == b for a, b in zip(pred, gold)) / len(gold)
-
-
-def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequence[int]]) -> dict:
-    """Aggregate over items: ``n``, ``n_valid``, ``n_invalid``; ``exact_match``
-    over all items (invalid = wrong, as Table S21's x/10) and
-    ``exact_match_valid`` over valid ones; mean ``kendall_tau`` and
-    ``position_accuracy`` over valid ones (None when none is valid);
-    ``chance_exact_match`` = mean of 1/n! (a uniform random guess)."""
-    if len(preds) != len(golds):
-        raise ValueError(f"{len(preds)} predictions for {len(golds)} gold orderings")
-    valid = [(p, g) for p, g in zip(preds, golds) if p is not None]
-    n = len(golds)
-
-    def mean(xs):
-        xs = list(xs)
-        return sum(xs) / len(xs) if xs else None
-
-    return {
-        "n": n,
-        "n_valid": len(valid),
-        "n_invalid": n - len(valid),
-        "exact_match": mean(exact_match(p, g) for p, g in zip(preds, golds)),
-        "exact_match_valid": mean(exact_match(p, g) for p, g in valid),
-        "kendall_tau": mean(kendall_tau(p, g) for p, g in valid),
-        "position_accuracy": mean(position_accuracy(p, g) for p, g in valid),
-        "chance_exact_match": mean(1 / math.factorial(len(g)) for g in golds),
-    }

@@ -1,11 +1,10 @@
 """PhaseFusion's ``report.md`` (paper 001 Table 1 layout), figures and ``eval compare`` cells.
 
 :func:`report` (``judgetrain eval report RUN [--rerun-of RUN2]``) rebuilds a run's
-``metrics.json`` (:mod:`judgetrain.eval.phasefusion_metrics`), ``report.md`` and figures
-(:mod:`judgetrain.eval.phasefusion_plots`; both re-exported here) from its
-``predictions.jsonl`` and ``run.json``;
-:func:`cells` gives ``judgetrain eval compare`` its numbers and :func:`paired`
-(:mod:`judgetrain.eval.phasefusion_paired`) its p rows; :func:`print_summary` is
+``metrics.json`` (:mod:`judgetrain.eval.phasefusion.metrics`), ``report.md`` and figures
+(:mod:`judgetrain.eval.phasefusion.plots`) from its ``predictions.jsonl`` and ``run.json``;
+:func:`cells` gives ``judgetrain eval compare`` its numbers (and
+:func:`judgetrain.eval.phasefusion.paired.paired` its p rows); :func:`print_summary` is
 Table 1 in the terminal. README: "`judgetrain eval phasefusion`".
 """
 
@@ -21,16 +20,12 @@ from typing import Any
 
 from judgetrain.io import write_json, write_text
 
-from .phasefusion_answers import arm_answers, collect_rows, per_question_answers
-from .phasefusion_metrics import FLAG_FRACTION, LTT_ALPHAS, POSTERIOR_POOLS, RATE_INTERVAL, compute_metrics, \
-    flagged_fifth, identity_differences, rerun_floor
-from .phasefusion_paired import paired
-from .phasefusion_plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
-from .runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
+from ..core.runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
+from .answers import collect_rows, per_question_answers
+from .metrics import RATE_INTERVAL, compute_metrics, identity_differences, rerun_floor
+from .plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
 
-__all__ = ["FIGURES", "FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "arm_answers", "cells", "compute_metrics",
-           "flagged_fifth", "paired", "plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement",
-           "print_summary", "report", "rerun_floor"]
+__all__ = ["FIGURES", "cells", "print_summary", "report"]
 
 FIGURES = {
     "accuracy_vs_cost.png": "Accuracy against visual-prefix attention cost per arm",

@@ -4,7 +4,7 @@
 (origin, grid, question); :func:`arm_specs` names the arms a run holds (from
 ``run.json``, else from its grids); :func:`arm_answers` and
 :func:`per_question_answers` read an arm's answers, consensus, flip and margin off
-those blocks. The measures built on them are in :mod:`judgetrain.eval.phasefusion_metrics`.
+those blocks. The measures built on them are in :mod:`judgetrain.eval.phasefusion.metrics`.
 README: "`judgetrain eval phasefusion`".
 """
 
@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .phasefusion_views import parse_arms
-from .phasefusion_views import pool as pool_posteriors
+from ..core import stats
+from .views import parse_arms, pool as pool_posteriors
 
 __all__ = ["arm_answers", "arm_specs", "collect_rows", "per_question_answers"]
 

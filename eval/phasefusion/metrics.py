@@ -9,7 +9,7 @@ deployed samplers, accuracy per benchmark, margin flagging, Table S11's reliabil
 signals and Table S10's in-cell Learn-then-Test. Rates carry Wilson 95% intervals, as the paper's brackets do.
 Unless a measure says otherwise it is read at the identity ordering and the first
 origin, on the questions that carry every arm it compares. :func:`rerun_floor` compares
-two runs. Statistics come from :mod:`judgetrain.eval.stats`. README: "`judgetrain eval phasefusion`".
+two runs. Statistics come from :mod:`judgetrain.eval.core.stats`. README: "`judgetrain eval phasefusion`".
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
-from .phasefusion_answers import arm_answers, arm_specs, collect_rows, per_question_answers
-from .phasefusion_family import LTT_ALPHAS, certified_selection, confirmatory_family
-from .phasefusion_signals import reliability_signals
+from ..core import stats
+from .answers import arm_answers, arm_specs, collect_rows, per_question_answers
+from .family import certified_selection, confirmatory_family
+from .signals import reliability_signals
 
-__all__ = ["FLAG_FRACTION", "LTT_ALPHAS", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
-           "identity_differences", "rerun_floor"]
+__all__ = [
+    "FLAG_FRACTION", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
+    "identity_differences", "rerun_floor",
+]
 
 # The lowest-margin fifth is flagged (paper 001 §4.3).
 FLAG_FRACTION = 0.2

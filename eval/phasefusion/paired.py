@@ -1,9 +1,9 @@
 """Paired tests between two PhaseFusion runs, question by question: the p rows of ``eval compare``.
 
 :func:`paired` reads both runs' ``predictions.jsonl``, pairs their questions by id and
-tests, per arm, the columns :func:`judgetrain.eval.phasefusion_report.cells` shows that
+tests, per arm, the columns :func:`judgetrain.eval.phasefusion.report.cells` shows that
 have a paired test, under exactly the definitions behind those cells (identity ordering,
-first origin; :func:`judgetrain.eval.phasefusion_answers.per_question_answers`):
+first origin; :func:`judgetrain.eval.phasefusion.answers.per_question_answers`):
 
 - ``acc ARM``: exact McNemar on per-question correctness (paper 001 §4, Tables 1, S7, S9);
 - ``flip ARM``: exact McNemar on per-question ordering-flip indicators. Paper 001 gives
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import stats
-from .phasefusion_answers import collect_rows, per_question_answers
-from .phasefusion_metrics import POSTERIOR_POOLS, compute_metrics
-from .runs import METRICS, read_run
+from ..core import stats
+from ..core.runs import METRICS, read_run
+from .answers import collect_rows, per_question_answers
+from .metrics import POSTERIOR_POOLS, compute_metrics
 
 __all__ = ["TESTS", "paired"]
 

@@ -2,10 +2,10 @@
 
 Its typed configuration (:class:`PhaseFusionConfig`), the resumable run loop over a
 manifest's questions (:func:`run`, :func:`evaluate`) and the CLI (:func:`make_parser`,
-:func:`main`). Orderings, grids, arms and pooling are in
-:mod:`judgetrain.eval.phasefusion_views` (re-exported here), one question's decoding and
-scoring in :mod:`judgetrain.eval.phasefusion_passes`, metrics and the report in
-:mod:`judgetrain.eval.phasefusion_report`. README: "`judgetrain eval phasefusion`".
+:func:`main`). Orderings, the prompt, grids and decoding are
+:mod:`judgetrain.mcq`'s, arms and pooling :mod:`judgetrain.eval.phasefusion.views`, one
+question's scoring :mod:`judgetrain.eval.phasefusion.passes`, metrics and the report in
+:mod:`judgetrain.eval.phasefusion.report`. README: "`judgetrain eval phasefusion`".
 """
 
 from __future__ import annotations
@@ -16,17 +16,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.video import SAMPLERS
 
-from .phasefusion_views import INSTRUCTION, LETTERS, PREAMBLE, Arm, Grid, inverse_permutation, mcq_prompt, \
-    ordering_permutation, orderings, parse_arms, parse_origins, pool, to_content
-from .runs import EvalInputError, file_identity, run_info
+from ..core.args import EvalArgs
+from ..core.runs import file_identity, run_info
+from .views import NAMED_ARMS, parse_arms, parse_origins
 
-__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "run",
-           # re-exported from phasefusion_views
-           "INSTRUCTION", "LETTERS", "PREAMBLE", "Arm", "Grid", "inverse_permutation", "mcq_prompt",
-           "ordering_permutation", "orderings", "parse_arms", "parse_origins", "pool", "to_content"]
+__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "run"]
 
 EVALUATION = "phasefusion"
 DEFAULT_ARMS = "single,fusion,vote,union,dense32"
@@ -71,9 +68,8 @@ class PhaseFusionConfig(EvalArgs):
     budget: int = arg(8, "frames per grid, b", identity=True)
     phases: int = arg(3, "phase grids fused, S", identity=True)
     orderings: int = arg(10, "option orderings per question, K (the identity first)", identity=True)
-    arms: list[str] = arg(DEFAULT_ARMS.split(","), "arms to score (space- or comma-separated): single, fusion, "
-                          "fusion-geo, vote, union, dense<N> (e.g. dense32), and the samplers left, midpoint, "
-                          "inclusive, fps1", identity=True)
+    arms: list[str] = arg(DEFAULT_ARMS.split(","), f"arms to score (space- or comma-separated): {', '.join(NAMED_ARMS)}, "
+                          f"dense<N> (e.g. dense32), and the samplers {', '.join(SAMPLERS)}", identity=True)
     origins: list[str] | None = arg(None, "grid origins in steps of the b-frame grid, each in [0, 1) (space- or "
                                           "comma-separated, e.g. 0,1/6; default: 0 and the half-step shift 1/(2S))",
                                     identity=True)
@@ -149,8 +145,8 @@ class _Questions:
         self.n_errors = 0
 
     def load(self, device: str | None) -> Any:
-        from .phasefusion_passes import load_scorer
-        from .sharded import parse_batch_size
+        from ..core.args import parse_batch_size
+        from .passes import load_scorer
 
         cfg = self.cfg
         scorer, self.memory = load_scorer(cfg.model, cfg.adapter, cfg.dtype, parse_batch_size(cfg.batch_size),
@@ -164,15 +160,17 @@ class _Questions:
 
     def predict(self, scorer: Any, questions: list[Any]) -> list[dict[str, Any]]:
         """Every row of ``questions``; a video that cannot be decoded gives that question an error row."""
+        from judgetrain.mcq.frames import decode_question
+        from judgetrain.mcq.manifest import ManifestError
         from judgetrain.video import VideoDecodeError
 
-        from .phasefusion_passes import decode_question, score_question
+        from .passes import score_question
 
         rows: list[dict[str, Any]] = []
         for q in questions:
             try:
                 decoded = decode_question(q, self.cache, self.grids, self.origins, self.cfg.budget, self.cfg.latency_lines)
-            except (VideoDecodeError, EvalInputError) as e:  # this question only: recorded, counted
+            except (VideoDecodeError, ManifestError) as e:  # this question only: recorded, counted
                 rows.append({"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
                              "line": q.line, "error": str(e)})
                 self.n_errors += 1
@@ -193,17 +191,17 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     ``error`` row (counted in ``metrics.json``) and is retried on the next run. Under
     ``accelerate launch`` with several processes the questions still to score are
     strided over processes (each decodes its own videos once), and the main process
-    merges their rows in manifest order and reports (:func:`~judgetrain.eval.sharded.run_sharded`).
+    merges their rows in manifest order and reports (:func:`~judgetrain.eval.core.sharded.run_sharded`).
     ``cfg.prefill``: ``"family"`` (the model family's, e.g. an empty think block for
     reasoning checkpoints), ``"none"``, or literal text. Returns ``{"out",
     "n_questions", "n_scored", "n_errors", "world_size", "metrics"}`` (``n_questions``:
     the questions selected; ``n_scored`` / ``n_errors``: this process's, in this call;
     ``metrics`` on the main process only).
     """
-    from judgetrain.mcq_manifest import load_manifest
+    from judgetrain.mcq.manifest import load_manifest
 
-    from .phasefusion_report import report
-    from .sharded import process_state, run_sharded
+    from ..core.sharded import process_state, run_sharded
+    from .report import report
 
     state = process_state("judgetrain.eval.phasefusion")
     questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
@@ -244,7 +242,7 @@ def make_parser():
 
 
 def main(cfg: PhaseFusionConfig) -> int:
-    from .phasefusion_report import print_summary
+    from .report import print_summary
 
     result = run(cfg)
     if result["metrics"] is None:  # a process other than the main one of a multi-process launch
@@ -253,9 +251,3 @@ def main(cfg: PhaseFusionConfig) -> int:
         print("Nothing left to score: every selected question was already in predictions.jsonl.", flush=True)
     print_summary(result["metrics"], result["out"])
     return 0
-
-
-if __name__ == "__main__":  # python -m judgetrain.eval.phasefusion ...
-    from .sharded import run_as_module
-
-    run_as_module("judgetrain.eval.phasefusion")

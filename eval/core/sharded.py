@@ -6,7 +6,7 @@ prediction rows (one per item, or several: PhaseFusion writes a question's passe
 and closes it with a ``question`` row), and does the rest the same way for every
 evaluation:
 
-- ``run.json`` identity (:mod:`judgetrain.eval.runs`): a folder written with another
+- ``run.json`` identity (:mod:`judgetrain.eval.core.runs`): a folder written with another
   configuration or other data is refused (or, with ``--overwrite``, started afresh),
   so a rerun never mixes two runs' predictions; ``run.json`` is written only once
   the data and the model have loaded;
@@ -31,14 +31,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import parse_batch_size  # noqa: F401  (re-exported: evaluations import it from here)
 from judgetrain.io import write_rows
 
-from .runs import METRICS, PREDICTIONS, PredictionsError, PredictionWriter, check_resume, clear_run, finish_run, \
-    read_predictions, repair_predictions, write_run_info
+from .runs import (
+    METRICS,
+    PREDICTIONS,
+    PredictionsError,
+    PredictionWriter,
+    check_resume,
+    clear_run,
+    finish_run,
+    read_predictions,
+    repair_predictions,
+    write_run_info,
+)
 
-__all__ = ["AUTO_CHUNK_CUDA", "merge_rank_files", "parse_batch_size", "process_state", "rank_file", "run_as_module",
-           "run_sharded"]
+__all__ = ["AUTO_CHUNK_CUDA", "merge_rank_files", "process_state", "rank_file", "run_as_module", "run_sharded"]
 
 # Rows written per flush on CUDA with batch_size="auto" (the scorer sizes its own batches inside).
 AUTO_CHUNK_CUDA = 64
@@ -157,12 +165,12 @@ def run_sharded(
     """Score ``ds`` (a ``datasets.Dataset`` or a list) items ``idx`` (ids ``order``, in dataset
     order) with ``predict(scorer, items) -> rows`` into run folder ``out`` and report it.
 
-    ``info`` (:func:`~judgetrain.eval.runs.run_info`) goes to ``run.json`` once the scorer
+    ``info`` (:func:`~judgetrain.eval.core.runs.run_info`) goes to ``run.json`` once the scorer
     is ready, loaded only when this process has something to score: ``load(device)``
     (``None``: default placement), by default ``Scorer.from_pretrained(model, adapter, ...)``.
     ``describe(scorer)``: ``run.json`` keys from the main process's scorer; ``carry``: keys
     of the old ``run.json`` kept when this call does not set them. Another run's folder is
-    refused unless ``overwrite`` (:func:`~judgetrain.eval.runs.check_resume`), which
+    refused unless ``overwrite`` (:func:`~judgetrain.eval.core.runs.check_resume`), which
     replaces it once the model has loaded. ``finished(rows)``: the ids complete in one
     file's rows (default: every id present); other ids' rows are removed and redone.
     ``chunk``: items per flushed write (default from ``batch_size``). ``report(out)`` runs

@@ -2,10 +2,10 @@
 
 ``judgetrain eval compare RUN1 RUN2 …`` works on runs of any one evaluation
 (TimeCatch, judge, PhaseFusion): each run's numbers come from its evaluation's
-``cells(metrics)`` (:mod:`judgetrain.eval.registry`), as percentages, and the Δ rows
+``cells(metrics)`` (:mod:`judgetrain.eval.core.registry`), as percentages, and the Δ rows
 are differences in percentage points (paper 000 Tables 4–5). An evaluation whose module
 also offers ``paired(first_run, other_run) -> {column: {"pvalue", "n", "test"}}``
-(PhaseFusion: :mod:`judgetrain.eval.phasefusion_paired`) gets a ``p`` row after each Δ
+(PhaseFusion: :mod:`judgetrain.eval.phasefusion.paired`) gets a ``p`` row after each Δ
 row: the paired test of each column against the first run, on the items both runs scored,
 blank where a column has none; the markdown names each column's test and the pairs.
 Runs of different evaluations are refused; runs on different data (dataset content
@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import arg, comma_list, make_parser as make_config_parser
 
-from .registry import evaluation_of, module_for
+from .registry import evaluation_of, module_for, paired_tests_for
 from .runs import METRICS, PREDICTIONS, PredictionsError
 
 __all__ = ["CompareConfig", "compare", "main", "make_parser"]
@@ -98,17 +97,16 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
         vals = [c.get(col) for col in columns]
         rows.append((name, vals, False))
         rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base)], True))
-    paired, tests = _paired(module, paths, names, shown, columns)
+    paired, tests = _paired(paired_tests_for(evaluation), paths, names, shown, columns)
     result = {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "paired": paired,
               "tests": tests, "differences": differences}
     return {**result, "markdown": _markdown(result)}
 
 
-def _paired(module: Any, paths: Sequence[Path], names: Sequence[str], shown: Sequence[str],
+def _paired(paired_tests: Any, paths: Sequence[Path], names: Sequence[str], shown: Sequence[str],
             columns: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Each later run's p row against the first run, and the test of each tested column;
-    nothing for an evaluation without ``paired``."""
-    paired_tests = getattr(module, "paired", None)
+    nothing for an evaluation without paired tests (``paired_tests`` None)."""
     if paired_tests is None:
         return [], {}
     out, tests = [], {}

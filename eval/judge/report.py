@@ -1,6 +1,6 @@
 """The judge run's report: metrics.json, report.md and the figures, recomputed from
 ``predictions.jsonl`` + ``run.json`` (``judgetrain eval report RUN``), and the cells
-``judgetrain eval compare`` puts side by side. The metrics are :mod:`judgetrain.eval.judge_metrics`.
+``judgetrain eval compare`` puts side by side. The metrics are :mod:`judgetrain.eval.judge.metrics`.
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -9,30 +9,18 @@ from __future__ import annotations
 import math
 import os
 import shlex
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from judgetrain.eval.core.markdown import display_name, figures_markdown, fmt, rows_markdown, run_header
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot, save_figure
 
-from .judge_metrics import SCORES, compute_judge_metrics
-from .report import display_name, figures_markdown, run_header
-from .runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
+from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
+from .metrics import SCORES, compute_judge_metrics
 
-__all__ = ["cells", "fmt", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report",
-           "rows_markdown"]
-
-
-def fmt(x: Any, digits: int = 3) -> str:
-    """``x`` with ``digits`` decimals; "–" for an absent (None) or NaN value."""
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def rows_markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """A markdown table: ``header``, then ``rows`` of strings (first column left-aligned, the others right)."""
-    out = "| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1) + "\n"
-    return out + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+__all__ = ["cells", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report"]
 
 
 _CLS = ("Acc", "Acc (inv.=wrong)", "Pr", "Rec", "F1", "n_val", "invalid")

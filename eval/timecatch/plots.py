@@ -2,7 +2,7 @@
 
 Each ``*_figure`` function returns the matplotlib figure (tests read its artists);
 each ``plot_*`` saves it as a PNG and closes it. The values come from
-:mod:`judgetrain.eval.metrics` and :mod:`judgetrain.eval.timecatch_tables`.
+:mod:`judgetrain.eval.core.metrics` and :mod:`judgetrain.eval.timecatch.tables`.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`", "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -61,7 +61,7 @@ def _pct(cell: Mapping[str, Any]) -> float:
 
 def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     """Temporal detection per LPIPS bin of the swapped pair (bins of
-    :func:`~judgetrain.eval.timecatch_tables.lpips_class_bins`): one bar per class
+    :func:`~judgetrain.eval.timecatch.tables.lpips_class_bins`): one bar per class
     (swapped items said anomalous, their intact partners said intact) and the balanced
     accuracy as a marker. The 50% chance line is drawn for the balanced accuracy only,
     and only when some bin has both classes: a bar of one class has no chance level

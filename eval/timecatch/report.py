@@ -1,19 +1,12 @@
-"""Results of an evaluation run: ``predictions.jsonl`` I/O, ``metrics.json``, ``report.md``, plots, ``compare``.
+"""TimeCatch's ``metrics.json`` and ``report.md`` (paper 000 Table 2 layout, the long set, accuracy by
+length and by LPIPS bin of the swapped pair), its figures, and the cells ``eval compare`` shows.
 
-A run folder holds:
-
-- ``predictions.jsonl``: one JSON object per item, appended, flushed and fsync'd as
-  scoring goes, so a killed run resumes where it stopped. A partial last line (a
-  kill in the middle of a write) is dropped on resume; a bad line anywhere else is
-  an error naming the file and line.
-- ``run.json``: how the run was made (model, adapter, data, split, world size, the
-  command); optional ``human`` reference accuracies.
-- ``metrics.json``, ``report.md`` and the PNG figures, all recomputed from
-  ``predictions.jsonl`` (plus ``run.json`` for the header) by :func:`report` —
-  ``judgetrain eval report RUN``.
-
-``judgetrain eval compare RUN1 RUN2 …`` (:func:`compare`) puts runs side by side
-per task × source with each run's difference to the first (paper 000 Tables 4–5).
+:func:`report` recomputes all of them from a run folder's ``predictions.jsonl`` (plus
+``run.json`` for the header and the optional ``human`` reference accuracies, read by
+:func:`load_human`); it is what ``judgetrain eval report RUN`` runs for a TimeCatch run.
+The run folder itself (``predictions.jsonl`` written as scoring goes, ``run.json``, resume)
+is every evaluation's: :mod:`judgetrain.eval.core.runs`. :func:`cells` gives ``judgetrain
+eval compare`` its numbers, per task × source (paper 000 Tables 4–5).
 README: "Run folders", "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -28,39 +21,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.io import no_nan, write_json, write_rows, write_text  # noqa: F401  (write_rows: re-exported)
+from judgetrain.io import no_nan, write_json, write_text
 
+from ..core.markdown import display_name, figures_markdown, run_header
+from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS
-from .runs import (  # noqa: F401  (re-exported: the run-folder names evaluations import from here)
-    METRICS, PREDICTIONS, REPORT, RUN_INFO, EvalInputError, PredictionsError, PredictionWriter, items_count,
-    read_predictions, read_run, repair_predictions,
-)
-from .timecatch_plots import plot_confusion, plot_lpips
-from .timecatch_tables import compute_metrics
+from .plots import plot_confusion, plot_lpips
+from .tables import compute_metrics
 
-__all__ = [
-    "METRICS",
-    "PREDICTIONS",
-    "REPORT",
-    "RUN_INFO",
-    "PredictionsError",
-    "PredictionWriter",
-    "cells",
-    "display_name",
-    "run_header",
-    "figures_markdown",
-    "load_human",
-    "plot_confusion",
-    "plot_lpips",
-    "read_predictions",
-    "read_run",
-    "repair_predictions",
-    "report",
-    "write_json",
-    "write_rows",
-    "write_text",
-    "EvalInputError",
-]
+__all__ = ["cells", "load_human", "report"]
 
 # --------------------------------------------------------------------------- human reference
 
@@ -219,7 +188,7 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     command). ``human``: a reference file (see :func:`load_human`) or table; by
     default the one recorded in ``run.json``. Returns the metrics.
 
-    The metrics are :func:`~judgetrain.eval.timecatch_tables.compute_metrics`' (Table 2's main
+    The metrics are :func:`~judgetrain.eval.timecatch.tables.compute_metrics`' (Table 2's main
     and long sets apart, LPIPS bins by class) plus the run's header and ``figures``."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval timecatch --out {run_dir} …` first")
@@ -240,35 +209,6 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
     write_json(run_dir / METRICS, metrics)
     write_text(run_dir / REPORT, _markdown(run_dir, metrics, info, rows, human_table, figures))
     return metrics
-
-
-def figures_markdown(figures: Sequence[tuple[str, str]]) -> str:
-    """A report's "Figures" section: each (title, file name) as a heading and a linked image; "" for none."""
-    if not figures:
-        return ""
-    return "\n## Figures\n\n" + "".join(f"### {title}\n\n[![{title}]({name})]({name})\n\n" for title, name in figures)
-
-
-def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items: str) -> str:
-    """The lines under a report's title: model (+ adapter), data and split, then ``items``
-    (what the run evaluated) with the process count."""
-    md = (f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
-          + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
-    if info.get("data"):
-        chosen = f" ({info['split_chosen']})" if info.get("split_chosen") else ""
-        md += f"- data: `{info['data']}`, split `{info.get('split')}`{chosen}\n"
-    return md + f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
-
-
-def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:
-    return rows[0].get(key) if rows else None
-
-
-def display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
-    model = info.get("model") or _from_rows(rows, "model") or "model"
-    adapter = info.get("adapter") if info else _from_rows(rows, "adapter")
-    name = Path(str(model).rstrip("/")).name or str(model)
-    return f"{name} + {Path(str(adapter).rstrip('/')).name}" if adapter else name
 
 
 # --------------------------------------------------------------------------- compare

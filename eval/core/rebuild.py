@@ -2,7 +2,7 @@
 
 ``judgetrain eval report RUN`` works on the folder of any evaluation: it reads
 ``run.json["evaluation"]`` and calls that evaluation's own report
-(:mod:`judgetrain.eval.registry`), so a judge run gets a judge report and a TimeCatch
+(:mod:`judgetrain.eval.core.registry`), so a judge run gets a judge report and a TimeCatch
 run a TimeCatch one. Nothing is scored.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import arg
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import arg, make_parser as make_config_parser
 
 from .registry import evaluation_of, module_for
 from .runs import METRICS, REPORT

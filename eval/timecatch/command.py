@@ -7,12 +7,12 @@ localization; the prediction is the choice with the highest renormalised
 probability. Accuracy per task × source goes to ``report.md`` as paper 000
 reports it: Table 2 on the main set (4–8 frames), the long set (9–16) in a table
 of its own, each with a Random row computed per item from its choices
-(:mod:`judgetrain.eval.timecatch_tables`); beside them ``metrics.json``,
+(:mod:`judgetrain.eval.timecatch.tables`); beside them ``metrics.json``,
 localization confusion matrices and temporal detection per class by LPIPS bin
 of the swapped pair (§6). Without ``--split`` the build's held-out split is read
 (test, else validation) and ``run.json`` says so (``split_chosen``).
 
-Results (``judgetrain.eval.report``): ``predictions.jsonl`` gets one line per
+Results (``judgetrain.eval.timecatch.report``): ``predictions.jsonl`` gets one line per
 record, appended, flushed and fsync'd per batch. A rerun of the same command
 skips the ids already there (a partial last line from a kill is dropped), so a
 killed run ends with the same metrics as an uninterrupted one, and a finished
@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import records
-from judgetrain.config import ConfigError, EvalArgs, arg, comma_list
-from judgetrain.config import make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
 
+from ..core.args import EvalArgs, parse_batch_size
+from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
+from ..core.sharded import process_state, run_sharded
 from .metrics import TIMECATCH_TASKS
-from .report import EvalInputError, METRICS, PREDICTIONS, REPORT, load_human, report
-from .runs import dataset_identity, run_info
-from .sharded import parse_batch_size, process_state, run_as_module, run_sharded
+from .report import load_human, report
 
 __all__ = ["HELD_OUT_SPLITS", "TimeCatchEvalConfig", "evaluate", "held_out_split", "main", "make_parser", "prediction_row"]
 EVALUATION = "timecatch"
@@ -228,7 +228,3 @@ def _print_summary(result: dict[str, Any]) -> None:
     if result["n_scored"] == 0:
         print("Nothing left to score: every selected item was already in predictions.jsonl.", flush=True)
     print(f"Predictions in {out / PREDICTIONS}; metrics in {out / METRICS}; report in {out / REPORT}", flush=True)
-
-
-if __name__ == "__main__":  # accelerate launch -m judgetrain.eval.timecatch ...
-    run_as_module("judgetrain.eval.timecatch")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from ..core import stats
 
 __all__ = ["SIGNALS", "VOTE_SHARE", "deployed_error", "reliability_signals", "signal_value", "vote_share"]
 

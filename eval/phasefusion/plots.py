@@ -1,6 +1,6 @@
 """PhaseFusion's figures, drawn from ``metrics.json`` (and, for the margin plot, per-question
 answers): accuracy against attention cost, phase / origin disagreement, and the margin's
-flips, reliability and risk–coverage. :func:`judgetrain.eval.phasefusion_report.report`
+flips, reliability and risk–coverage. :func:`judgetrain.eval.phasefusion.report.report`
 calls them. README: "`judgetrain eval phasefusion`".
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from judgetrain.plotting import pyplot
 
-from .phasefusion_signals import vote_share
+from .signals import vote_share
 
 __all__ = ["plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement"]
 

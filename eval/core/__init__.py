@@ -1,0 +1,28 @@
+"""What every evaluation shares: the fields its config inherits (:mod:`.args`), the run folder
+and its identity (:mod:`.runs`), the multi-process run loop (:mod:`.sharded`), accuracy
+(:mod:`.metrics`), the statistics (:mod:`.stats`), report markdown (:mod:`.markdown`), and the
+registry of evaluations (:mod:`.registry`) behind ``judgetrain eval report``
+(:mod:`.rebuild`) and ``judgetrain eval compare`` (:mod:`.compare`).
+README: "Run folders".
+"""
+
+from judgetrain.lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "args": ["EvalArgs", "parse_batch_size"],
+    "compare": ["CompareConfig"],
+    "markdown": ["display_name", "figures_markdown", "fmt", "rows_markdown", "run_header"],
+    "metrics": ["accuracy", "accuracy_cell", "random_accuracy"],
+    "rebuild": ["ReportConfig"],
+    "registry": ["EVALUATIONS", "PAIRED_TESTS", "evaluation_of", "module_for", "paired_tests_for"],
+    "runs": ["EvalInputError", "METRICS", "PREDICTIONS", "PredictionWriter", "PredictionsError", "REPORT", "RUN_INFO",
+             "adapter_identity", "check_resume", "clear_run", "dataset_identity", "file_identity", "finish_run",
+             "items_count", "model_identity", "read_predictions", "read_run", "repair_predictions", "run_info",
+             "selected", "write_run_info"],
+    "sharded": ["AUTO_CHUNK_CUDA", "merge_rank_files", "process_state", "rank_file", "run_as_module", "run_sharded"],
+    "stats": ["EQUIVALENCE_MARGIN", "LTT_DELTA", "LTT_MIN_ANSWERED", "LTT_SPLITS", "StatsError", "accuracy_by_arm",
+              "answer_margin", "any_change_rate", "auroc", "benjamini_hochberg", "bootstrap_ci", "clopper_pearson",
+              "clopper_pearson_upper", "consensus_answer", "delong_auroc_difference", "disagreement", "flipped",
+              "learn_then_test", "ltt_halves", "ltt_splits", "mcnemar_exact", "or_none", "paired_bootstrap_ci",
+              "pairwise_disagreement", "selective_risk", "tost_paired", "wilcoxon_signed_rank", "wilson"],
+})

@@ -1,0 +1,58 @@
+"""What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes: the
+fields its typed config inherits, and ``--batch-size``'s two forms.
+README: "Configuration files".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from judgetrain.config import arg, one_of
+from judgetrain.models.registry import DTYPES
+
+__all__ = ["EvalArgs", "parse_batch_size"]
+
+
+@dataclass(kw_only=True)
+class EvalArgs:
+    """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes."""
+
+    model: str = arg(help="model folder or hub id (base or merged)", identity=True)
+    out: Path = arg(help="run folder; rerunning the same command resumes it")
+    adapter: str | None = arg(None, "PEFT adapter folder to load onto --model", identity=True)
+    dtype: str | None = arg(None, f"{one_of([*(d for d in DTYPES if d != 'auto'), 'auto'])} (default: float32 on CPU, "
+                                  "the checkpoint's on GPU)",
+                            identity=True)
+    batch_size: str = arg("auto", "items per forward pass, or 'auto'")
+    limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
+    overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
+    progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+
+    def common_problems(self) -> list[str]:
+        """Normalise the shared fields and return their problems (each evaluation's
+        ``__post_init__`` adds its own and raises them together)."""
+        self.model, self.out = str(self.model), Path(self.out)
+        self.adapter = str(self.adapter) if self.adapter else None
+        self.batch_size = str(self.batch_size)
+        problems = []
+        if self.limit is not None and self.limit < 1:
+            problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
+        try:
+            parse_batch_size(self.batch_size)
+        except ValueError as e:
+            problems.append(f"batch_size: {e}")
+        return problems
+
+
+def parse_batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive integer or ``"auto"``."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
+    return value

@@ -1,0 +1,53 @@
+"""The markdown every evaluation's report shares: the lines under its title (model, data,
+items), its figures section, the short name of a model (+ adapter), numbers and tables.
+README: "Run folders".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["display_name", "figures_markdown", "fmt", "rows_markdown", "run_header"]
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals; "–" for an absent (None) or NaN value."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def rows_markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A markdown table: ``header``, then ``rows`` of strings (first column left-aligned, the others right)."""
+    out = "| " + " | ".join(header) + " |\n|---|" + "---:|" * (len(header) - 1) + "\n"
+    return out + "".join("| " + " | ".join(r) + " |\n" for r in rows)
+
+
+def figures_markdown(figures: Sequence[tuple[str, str]]) -> str:
+    """A report's "Figures" section: each (title, file name) as a heading and a linked image; "" for none."""
+    if not figures:
+        return ""
+    return "\n## Figures\n\n" + "".join(f"### {title}\n\n[![{title}]({name})]({name})\n\n" for title, name in figures)
+
+
+def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items: str) -> str:
+    """The lines under a report's title: model (+ adapter), data and split, then ``items``
+    (what the run evaluated) with the process count."""
+    md = (f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
+          + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
+    if info.get("data"):
+        chosen = f" ({info['split_chosen']})" if info.get("split_chosen") else ""
+        md += f"- data: `{info['data']}`, split `{info.get('split')}`{chosen}\n"
+    return md + f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
+
+
+def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:
+    return rows[0].get(key) if rows else None
+
+
+def display_name(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    model = info.get("model") or _from_rows(rows, "model") or "model"
+    adapter = info.get("adapter") if info else _from_rows(rows, "adapter")
+    name = Path(str(model).rstrip("/")).name or str(model)
+    return f"{name} + {Path(str(adapter).rstrip('/')).name}" if adapter else name
