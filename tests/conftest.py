@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,34 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+# every family the registry has, and the InternVL3.5 variant (a Qwen3 decoder)
+TINY_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "internvl3.5", "gemma-4")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """``tiny_model(name)``: the folder of a tiny random checkpoint of ``name`` (seed 0), built
+    on first use and shared by the session's tests, which only read it."""
+    from judgetrain.models.tiny import build_tiny
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            built[name] = build_tiny(name, root / name, seed=0)
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tiny_model) -> Path:
+    """The folder holding every tiny checkpoint of :data:`TINY_FAMILIES`, one sub-folder each."""
+    folders = [tiny_model(name) for name in TINY_FAMILIES]
+    return folders[0].parent
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +64,7 @@ def timecatch_build(tmp_path_factory, synthetic_manifest):
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """Three short physics clips and a hand-written video-MCQ manifest (DESIGN.md fields), for the
-    PhaseFusion tests (tests/test_phasefusion.py, tests/test_phasefusion_scale.py)."""
+    PhaseFusion, consistency-tuning and NExT-QA tests."""
     import json
 
     from judgetrain.data_builders.synthetic import write_physics_videos

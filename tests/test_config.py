@@ -9,10 +9,11 @@ import pytest
 from judgetrain import config
 from judgetrain.config import ConfigError, arg
 from judgetrain.data_builders import timecatch
+from judgetrain.data_builders.core.args import WorkBuildArgs
 
 
 @dataclass(kw_only=True)
-class Toy(config.WorkBuildArgs):
+class Toy(WorkBuildArgs):
     tasks: list[str] = arg(["a", "b"], "tasks")
     ratio: float = arg(0.5, "a ratio", identity=True)
     descriptions: bool = arg(True, "descriptions")

@@ -11,7 +11,6 @@ import pytest
 
 from judgetrain import video as V
 
-
 # --------------------------------------------------------------------------- the four deployed conventions
 
 
