@@ -19,8 +19,9 @@
   side in :mod:`~judgetrain.train.accelerate_configs`) and :mod:`~judgetrain.train.merge`
   (``judgetrain merge``).
 
-Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`), so
-``judgetrain train --help`` and ``judgetrain sweep`` load TRL only when they train.
+Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`), so a
+part that needs none of TRL (the launcher's options, which ``judgetrain sweep`` shares) does
+not load it.
 README: "`judgetrain train`".
 """
 
