@@ -136,8 +136,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     from judgetrain.data_builders.synthetic import write_physics_videos
-    from judgetrain.eval.phasefusion.views import parse_arms
-    from judgetrain.mcq.views import mcq_prompt, orderings
+    from judgetrain.eval.phasefusion import parse_arms
+    from judgetrain.mcq import mcq_prompt, orderings
     from judgetrain.scoring import PrefixGroup, Scorer, score
     from judgetrain.video import FrameCache, decode_frames, probe
 
@@ -146,7 +146,7 @@ def main() -> int:
     if args.arch:
         model_name = f"random {args.arch} widths" + (f", {layers[0]} decoder / {layers[1]} ViT layers" if layers else "")
     elif args.model is None:
-        from judgetrain.models.tiny.builder import build_tiny
+        from judgetrain.models.tiny import build_tiny
 
         build_tiny("qwen3-vl", tmp / "tiny", seed=0)
         model_path, model_name = tmp / "tiny", "tiny qwen3-vl (judgetrain.models.tiny, seed 0)"
@@ -181,7 +181,7 @@ def main() -> int:
     if args.arch:
         from transformers import AutoImageProcessor, AutoProcessor
 
-        from judgetrain.models.tiny.builder import random_real_width
+        from judgetrain.models.tiny import random_real_width
 
         model, processor = random_real_width(args.arch, text_layers=layers and layers[0], vision_layers=layers and layers[1],
                                              dtype=args.dtype, device=args.device)

@@ -151,7 +151,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     from judgetrain.models import FAMILIES
-    from judgetrain.models.tiny.builder import build_tiny
+    from judgetrain.models.tiny import build_tiny
 
     results: dict = {"machine": {"python": platform.python_version(), "torch": torch.__version__,
                                  "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from judgetrain import sweep
     from judgetrain.data_builders import prism
-    from judgetrain.models.tiny.builder import build_tiny
+    from judgetrain.models.tiny import build_tiny
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

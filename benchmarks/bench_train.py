@@ -252,7 +252,7 @@ def run_trl(spec: dict, meter: Meter):
 
 def run_judgetrain(spec: dict, meter: Meter):
     """``judgetrain train`` on the recipe, through the same setup/train/save path as the command."""
-    from judgetrain.train.run import setup, train_and_save
+    from judgetrain.train import setup, train_and_save
 
     run = setup(list(spec["argv"]))
     meter.attach(run.trainer)
@@ -323,7 +323,7 @@ def build_model(args) -> Path:
 
     from transformers import AutoImageProcessor, AutoProcessor
 
-    from judgetrain.models.tiny.builder import build_tiny, random_real_width
+    from judgetrain.models.tiny import build_tiny, random_real_width
 
     dtype = "float32" if args.device == "cpu" else "bfloat16"
     layers = "full" if args.layers is None else f"{args.layers[0]}-{args.layers[1]}"
@@ -388,7 +388,7 @@ def longest_record(model_dir: Path, data: list[Path], limit: int | None) -> int:
     import datasets
     from transformers import AutoProcessor
 
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     processor = AutoProcessor.from_pretrained(model_dir)
     train = datasets.concatenate_datasets([datasets.load_from_disk(str(d))["train"] for d in data])
@@ -399,7 +399,7 @@ def longest_record(model_dir: Path, data: list[Path], limit: int | None) -> int:
 def resolved(recipe_path: Path, extra: list[str]):
     """judgetrain's own parse of the recipe (the values its trainer will use), with the
     gradient accumulation that effective_batch_size implies."""
-    from judgetrain.train.parser import parse
+    from judgetrain.train import parse
 
     model_args, data_args, lora_args, training_args = parse(["--config", str(recipe_path), *extra])
     if data_args.effective_batch_size:

@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from judgetrain import train
     from judgetrain.data_builders import timecatch
-    from judgetrain.eval.timecatch.command import evaluate
-    from judgetrain.models.tiny.builder import build_tiny
+    from judgetrain.eval.timecatch import evaluate
+    from judgetrain.models.tiny import build_tiny
 
     t0 = time.perf_counter()
     out = args.out.resolve()

@@ -9,7 +9,7 @@ import pytest
 from judgetrain import config
 from judgetrain.config import ConfigError, arg
 from judgetrain.data_builders import timecatch
-from judgetrain.data_builders.core.args import WorkBuildArgs
+from judgetrain.data_builders.core import WorkBuildArgs
 
 
 @dataclass(kw_only=True)

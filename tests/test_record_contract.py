@@ -13,7 +13,7 @@ import torch
 
 from judgetrain import records
 from judgetrain.models import get_family, load_model_and_processor
-from judgetrain.models.tiny.builder import build_tiny
+from judgetrain.models.tiny import build_tiny
 
 FAMILIES = ["qwen3-vl", "qwen2.5-vl", "llava-onevision"]
 

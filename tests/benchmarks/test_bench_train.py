@@ -33,7 +33,7 @@ def _with_real_vocab(model, vocab: int) -> int:
 
 
 def test_qwen3_vl_2b_real_widths() -> None:
-    from judgetrain.models.tiny.builder import random_real_width
+    from judgetrain.models.tiny import random_real_width
 
     model, _ = random_real_width("qwen3-vl-2b", device="meta")
     text, vision = model.config.text_config, model.config.vision_config
@@ -49,7 +49,7 @@ def test_qwen3_vl_2b_real_widths() -> None:
 
 
 def test_qwen2_5_vl_7b_real_widths() -> None:
-    from judgetrain.models.tiny.builder import random_real_width
+    from judgetrain.models.tiny import random_real_width
 
     model, _ = random_real_width("qwen2.5-vl-7b", device="meta")
     text, vision = model.config.text_config, model.config.vision_config
@@ -64,7 +64,7 @@ def test_qwen2_5_vl_7b_real_widths() -> None:
 
 
 def test_real_widths_at_reduced_depth_keep_their_shares() -> None:
-    from judgetrain.models.tiny.builder import random_real_width
+    from judgetrain.models.tiny import random_real_width
 
     model, _ = random_real_width("qwen2.5-vl-7b", text_layers=2, vision_layers=4, device="meta")
     assert model.config.vision_config.fullatt_block_indexes == [3]  # one in four blocks attends fully, the last
@@ -175,7 +175,7 @@ def test_bench_runs_both_arms_on_the_same_records(bench, tmp_path) -> None:
     import datasets
     from transformers import AutoProcessor
 
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     out = tmp_path / "bench.json"
     argv = ["--arch", "tiny", "--cache", str(tmp_path), "--out", str(out), "--timecatch-clips", "2", "--prism-procedures", "2",

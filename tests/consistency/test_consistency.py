@@ -15,13 +15,20 @@ import torch
 import yaml
 
 from judgetrain import records
-from judgetrain.consistency.collator import BATCH_KEYS, ViewDataError, ViewGroupCollator, ViewGroups
-from judgetrain.consistency.config import ConsistencyConfig
-from judgetrain.consistency.objectives import content_log_posteriors, js_to_mixture, pseudo_label
-from judgetrain.consistency.trainer import ConsistencyTrainer
+from judgetrain.consistency import (
+    BATCH_KEYS,
+    ConsistencyConfig,
+    ConsistencyTrainer,
+    ViewDataError,
+    ViewGroupCollator,
+    ViewGroups,
+    content_log_posteriors,
+    js_to_mixture,
+    pseudo_label,
+)
 from judgetrain.data_builders.consistency_views import ConsistencyViewsConfig, build, gold_letter
-from judgetrain.mcq.views import LETTERS, orderings, to_content
-from judgetrain.train.checks import consistency_problems
+from judgetrain.mcq import LETTERS, orderings, to_content
+from judgetrain.train import consistency_problems
 from judgetrain.video import phase_indices, probe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +116,7 @@ def test_the_gradient_reaches_every_view_and_detaching_the_mixture_changes_none(
 
 
 def test_the_consistency_fields_are_checked_together(tmp_path):
-    from judgetrain.train.args import DataArguments
+    from judgetrain.train import DataArguments
 
     def problems(**kw):
         data = DataArguments(datasets=["d"], mixture_weights=kw.pop("mixture_weights", None))
@@ -365,7 +372,7 @@ def test_one_arm_trains_end_to_end_from_a_synthetic_video_mcq_set(tiny_qwen, tmp
     """`judgetrain build video-mcq --synthetic` → `build consistency-views` → the pseudo-label arm of the
     tiny recipe: it trains (every trainable weight of the adapter that gets a gradient moves), evaluates
     and logs the consistency metrics at every logging step, and saves an adapter."""
-    from judgetrain.data_builders.video_mcq.synthetic import SyntheticConfig, build_synthetic
+    from judgetrain.data_builders.video_mcq import SyntheticConfig, build_synthetic
 
     build_synthetic(SyntheticConfig(out=tmp_path / "vmcq", synthetic=4, seed=5, frames=24, size=(64, 48), progress=False))
     build(ConsistencyViewsConfig(manifest=tmp_path / "vmcq" / "manifest.jsonl", out=tmp_path / "views", budget=2, phases=2,
@@ -419,7 +426,7 @@ def test_two_ddp_processes_equal_one_process_on_the_same_global_batch(tiny_qwen,
 
     from safetensors.torch import load_file
 
-    from judgetrain.data_builders.video_mcq.synthetic import SyntheticConfig, build_synthetic
+    from judgetrain.data_builders.video_mcq import SyntheticConfig, build_synthetic
 
     build_synthetic(SyntheticConfig(out=tmp_path / "vmcq", synthetic=6, seed=5, frames=24, size=(64, 48), progress=False))
     build(ConsistencyViewsConfig(manifest=tmp_path / "vmcq" / "manifest.jsonl", out=tmp_path / "views", budget=2, phases=2,

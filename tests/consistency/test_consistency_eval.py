@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from judgetrain.cli import main
-from judgetrain.models.tiny.builder import build_tiny
+from judgetrain.models.tiny import build_tiny
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_RECIPE = REPO / "recipes" / "tiny" / "qwen25vl-consistency-lora.yaml"

@@ -13,7 +13,7 @@ from PIL import Image
 from judgetrain import config, records
 from judgetrain.cli import main as cli
 from judgetrain.data_builders import ordering
-from judgetrain.data_builders.core.common import BuildError
+from judgetrain.data_builders.core import BuildError
 from judgetrain.data_builders.procedures import read_procedures
 from judgetrain.eval.judge import ordering as M
 
@@ -239,7 +239,7 @@ def test_lettered_448_px_records_as_appendix_g(tmp_path):
     answered as e.g. B-D-A-C; the judge's parser and metrics read that format."""
     import io
 
-    from judgetrain.eval.judge.metrics import ordering_cell
+    from judgetrain.eval.judge import ordering_cell
     from judgetrain.scoring import parser_for_record
 
     assert ordering.main(ordering.OrderingConfig(out=tmp_path / "ds", synthetic=6, seed=5, progress=False)) == 0

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from judgetrain.models import FAMILIES, detect_family, get_family, load_model_and_processor
-from judgetrain.models.tiny.builder import QUICKSTART_FAMILIES, VARIANTS, build_all, build_tiny, main
+from judgetrain.models.tiny import QUICKSTART_FAMILIES, VARIANTS, build_all, build_tiny, main
 from judgetrain.scoring import PrefixGroup, generate, render_prompt, score, score_shared_prefix
 
 NEW = ["internvl", "internvl3.5", "gemma-4"]  # builds: InternVL3, InternVL3.5, Gemma-4

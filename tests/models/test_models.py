@@ -19,7 +19,7 @@ from judgetrain.models import (
     get_family,
     load_model_and_processor,
 )
-from judgetrain.models.tiny.builder import build_tiny, main
+from judgetrain.models.tiny import build_tiny, main
 
 FAMILY_NAMES = list(FAMILIES)
 LM_PROJECTIONS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
@@ -369,7 +369,7 @@ def test_pixel_budget_reaches_the_image_processor_only(tiny_root: Path) -> None:
 
 
 def test_real_width_qwen3_vl_8b_has_the_published_parameter_count() -> None:
-    from judgetrain.models.tiny.builder import random_real_width
+    from judgetrain.models.tiny import random_real_width
 
     model, _ = random_real_width("qwen3-vl-8b", device="meta")
     cfg = model.config
@@ -384,7 +384,7 @@ def test_real_width_qwen3_vl_8b_has_the_published_parameter_count() -> None:
 
 
 def test_real_width_at_reduced_depth_scores_through_the_engine() -> None:
-    from judgetrain.models.tiny.builder import random_real_width
+    from judgetrain.models.tiny import random_real_width
     from judgetrain.scoring import score
 
     model, processor = random_real_width("qwen3-vl-8b", text_layers=2, vision_layers=3, seed=1)

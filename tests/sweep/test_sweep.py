@@ -692,8 +692,7 @@ def test_judge_objective_is_the_judge_evaluation_of_the_trained_adapter(tmp_path
     """The default objective (macro-F1 on PRISM-Temporal validation) reported from inside
     training equals `judgetrain eval judge` run afterwards on the saved adapter."""
     from judgetrain import records
-    from judgetrain.eval.judge.command import judge_metrics
-    from judgetrain.eval.judge.metrics import metric_value
+    from judgetrain.eval.judge import judge_metrics, metric_value
     from judgetrain.scoring import Scorer
 
     storage = journal(tmp_path / "s.journal")

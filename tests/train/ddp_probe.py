@@ -40,7 +40,7 @@ def probe(folder: Path):
 
 
 if __name__ == "__main__":
-    from judgetrain.train.run import script
+    from judgetrain.train import script
 
     folder = Path(sys.argv[1])
     sys.exit(script(sys.argv[2:], callbacks=[lambda evaluation, processor, args: probe(folder)]))

@@ -20,11 +20,8 @@ import torch
 from judgetrain import cli, records
 from judgetrain.models import load_model_and_processor
 from judgetrain.models.adapters import BaseModelNotFoundError, adapter_base, same_base, stored_base
-from judgetrain.models.tiny.builder import build_tiny
-from judgetrain.train.model import prepare_trainable
-from judgetrain.train.outputs import COMPLETE_MARKER
-from judgetrain.train.parser import parse
-from judgetrain.train.run import main, setup, train_and_save
+from judgetrain.models.tiny import build_tiny
+from judgetrain.train import COMPLETE_MARKER, main, parse, prepare_trainable, setup, train_and_save
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"

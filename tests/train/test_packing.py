@@ -17,15 +17,16 @@ from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 
 from judgetrain.models import load_model_and_processor
 from judgetrain.scoring.model import rope_index_of
-from judgetrain.train.args import ConfigError
-from judgetrain.train.packing import (
+from judgetrain.train import (
     PACKABLE_FAMILIES,
     REAL_TOKENS_KEY,
+    ConfigError,
     PackingCollator,
     gradient_accumulation_for,
     pack_bins,
+    setup,
+    train_and_save,
 )
-from judgetrain.train.run import setup, train_and_save
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -215,7 +216,7 @@ def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, tim
     micro_batches = -(-len(rows) // 2)
     assert run.trainer.state.global_step == -(-micro_batches // accumulation)
     # the logged num_tokens counts every record's real tokens once (TRL alone would count rows)
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     records = run.trainer.data_collator.records["train"]
     logged = [h["num_tokens"] for h in run.trainer.state.log_history if "num_tokens" in h]
@@ -236,7 +237,7 @@ def test_packing_refuses_what_would_cut_or_mix_records(tmp_path, tiny_qwen3, tim
 def test_length_grouped_sampling_reads_the_measured_lengths(tmp_path, tiny_qwen3, timecatch_build):
     """Unpacked, `group_by_length` batches records of like length; image records have no input_ids
     for the Trainer to measure, so the lengths check_records measured are the sampler's column."""
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     run = setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "o", "--packing", "false",
                       "--train_sampling_strategy", "group_by_length"))
@@ -256,7 +257,7 @@ def test_length_grouped_packed_rows_pair_rows_of_like_length(tmp_path, tiny_qwen
     padded to the longer, are then of like length."""
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     flags = ("--max_steps", "2", "--per_device_train_batch_size", "2", "--save_strategy", "no")
     run = setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "g", "--train_sampling_strategy", "group_by_length", *flags))

@@ -16,8 +16,7 @@ import yaml
 
 from judgetrain import train
 from judgetrain.models import get_family
-from judgetrain.train import launch
-from judgetrain.train.accelerate_configs import LaunchArgs, world_size
+from judgetrain.train import LaunchArgs, launch, world_size
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(p.relative_to(REPO) for p in (REPO / "recipes").rglob("*.yaml") if "spaces" not in p.parts)

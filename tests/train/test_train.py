@@ -19,11 +19,7 @@ import yaml
 
 from judgetrain import records
 from judgetrain.models import get_family
-from judgetrain.train.args import ConfigError
-from judgetrain.train.outputs import find_resume_checkpoint
-from judgetrain.train.packing import gradient_accumulation_for
-from judgetrain.train.parser import parse
-from judgetrain.train.run import setup, train_and_save
+from judgetrain.train import ConfigError, find_resume_checkpoint, gradient_accumulation_for, parse, setup, train_and_save
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_RECIPES = {"qwen3-vl": "qwen3vl", "qwen2.5-vl": "qwen25vl", "llava-onevision": "llava-ov"}
@@ -108,8 +104,7 @@ def test_bad_recipes_fail_before_any_model_loads_naming_the_field(bad, message, 
     """The model folder is not there: a ConfigError naming the field (not the model loader's
     error, nor torch's or a list of characters later) shows the check ran before any model loads,
     in the trainer and in `judgetrain train`'s check before launching."""
-    from judgetrain.train import launch
-    from judgetrain.train.accelerate_configs import LaunchArgs
+    from judgetrain.train import LaunchArgs, launch
 
     recipe = yaml.safe_load((REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml").read_text())
     recipe.update(model_name_or_path=str(tmp_path / "no-model"), datasets=[str(data)], output_dir=str(tmp_path / "o"))
@@ -134,7 +129,7 @@ def test_bad_recipes_fail_before_any_model_loads_naming_the_field(bad, message, 
 def test_a_lora_regex_that_reaches_no_layer_fails_before_training_naming_the_field(pattern, message, tmp_path, tiny_models, data):
     """Checked on the model built from its config on the meta device (check_config loads no
     weights), with PEFT's own matcher; the message lists the layers there are."""
-    from judgetrain.train.checks import check_config
+    from judgetrain.train import check_config
 
     argv = args_for("qwen3-vl", tiny_models, data, tmp_path / "o", "--lora_target_modules", pattern)
     problems = check_config(*parse(list(argv)), world_size=1)
@@ -156,7 +151,7 @@ def test_label_mask_is_exactly_the_completion(family, tmp_path, tiny_models, dat
     batch = run.trainer.data_collator(rows)
     tok = run.processor.tokenizer
     image_id = tok.convert_tokens_to_ids(get_family(family).image_token)
-    from judgetrain.train.data import image_expansion
+    from judgetrain.train import image_expansion
 
     for i, row in enumerate(rows):
         ids, labels = batch["input_ids"][i], batch["labels"][i]
@@ -222,7 +217,7 @@ def test_outputs_model_card_and_merge_give_the_same_logits(tmp_path, tiny_models
     from peft import PeftModel
 
     from judgetrain.models import load_model_and_processor
-    from judgetrain.train.merge import merge_adapter
+    from judgetrain.train import merge_adapter
 
     out = tmp_path / "run"
     run = setup(args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "2", "--learning_rate", "1e-2", "--save_strategy", "no"))
@@ -281,7 +276,7 @@ def test_wandb_offline_and_tensorboard_never_log_the_key(tmp_path, tiny_models, 
 
 
 def test_wandb_without_a_key_goes_offline(tmp_path, monkeypatch):
-    from judgetrain.train.outputs import configure_reporting
+    from judgetrain.train import configure_reporting
 
     for k in [k for k in os.environ if k.startswith("WANDB")]:
         monkeypatch.delenv(k)
@@ -309,7 +304,7 @@ def test_resume_refuses_what_the_checkpoint_fixes_and_records_what_was_used(tmp_
     """A checkpoint restores the optimizer, the scheduler and the data position: a resume that
     changes what they fix is refused (old → new, the fix) before any model loads; a change it
     honours (a longer run at a constant rate) trains, and the saved recipe records it."""
-    from judgetrain.train.checks import check_config
+    from judgetrain.train import check_config
 
     out = tmp_path / "run"
     base = args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "2", "--save_steps", "2", "--max_train_samples", "8",
@@ -402,8 +397,7 @@ def test_every_recipe_parses_and_dry_runs_on_the_tiny_model_of_its_family(recipe
 
 
 def test_data_filters_and_mixture(tmp_path, data):
-    from judgetrain.train.args import DataArguments
-    from judgetrain.train.data import load_training_data
+    from judgetrain.train import DataArguments, load_training_data
 
     full = records.load(data)["train"]
     n_detect_a = sum(1 for t, lay in zip(full["task"], full["layout"]) if t == "temporal_detect" and lay == "A")
@@ -426,7 +420,7 @@ def test_data_filters_and_mixture(tmp_path, data):
 
 
 def test_max_pixels_bounds_the_image_tokens(tmp_path, tiny_models, data):
-    from judgetrain.train.data import record_length
+    from judgetrain.train import record_length
 
     row = records.load(data)["train"][0]
     default = setup(args_for("qwen3-vl", tiny_models, data, tmp_path / "a", "--max_steps", "1", "--max_train_samples", "2"))

@@ -15,7 +15,7 @@ from PIL import Image
 from judgetrain import config, records
 from judgetrain.cli import main as cli
 from judgetrain.data_builders import mirage, prism
-from judgetrain.data_builders.core.common import BuildError
+from judgetrain.data_builders.core import BuildError
 
 
 def noise_png(path: Path, seed) -> str:

@@ -16,8 +16,7 @@ from PIL import Image
 from judgetrain import config, records
 from judgetrain.cli import main as cli
 from judgetrain.data_builders import prism
-from judgetrain.data_builders.core.common import BuildError
-from judgetrain.data_builders.core.steps import assign_splits
+from judgetrain.data_builders.core import BuildError, assign_splits
 from judgetrain.data_builders.procedures import (
     CATEGORIES,
     Procedure,
@@ -541,7 +540,7 @@ def test_every_layout_renders_through_a_real_processor(handmade, tmp_path):
     import torch
 
     from judgetrain.models import get_family, load_model_and_processor
-    from judgetrain.models.tiny.builder import build_tiny
+    from judgetrain.models.tiny import build_tiny
 
     _, _, _, ds = handmade
     rows = {}
@@ -577,7 +576,7 @@ def test_a_capped_nonconsecutive_count_is_said_not_silent(tmp_path, capsys):
 def test_16_bit_cmyk_and_palette_images_are_rgb_in_every_layout(tmp_path):
     import io as _io
 
-    from judgetrain.data_builders.core.images import image_bytes
+    from judgetrain.data_builders.core import image_bytes
 
     root = tmp_path / "m"
     root.mkdir()

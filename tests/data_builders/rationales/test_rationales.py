@@ -21,7 +21,7 @@ import pytest
 from judgetrain import config, records
 from judgetrain.cli import main as cli
 from judgetrain.data_builders import mirage, prism, rationales
-from judgetrain.data_builders.core.common import BuildError
+from judgetrain.data_builders.core import BuildError
 from judgetrain.scoring import choice_letter, likert_1_5, parser_for_record
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -533,7 +533,7 @@ def test_local_teacher_counts_unparseable_generations_as_failures(prism_data, tm
 def test_the_records_train_with_the_training_entrypoint_unchanged(prism_data, tmp_path, tiny_qwen):
     import torch
 
-    from judgetrain.train.run import setup
+    from judgetrain.train import setup
 
     src = all_rows(prism_data)
     replay = write_replay(tmp_path / "r.jsonl", [{"id": r, "rationale": f"Step one fits.\nStep two fits too ({k}).", "answer": row["label"]}

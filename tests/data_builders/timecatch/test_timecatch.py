@@ -21,7 +21,7 @@ from scipy.stats import chisquare
 
 from judgetrain import records
 from judgetrain.data_builders import timecatch
-from judgetrain.data_builders.core.common import BuildError
+from judgetrain.data_builders.core import BuildError
 from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
 from judgetrain.video import interval_indices
 

@@ -13,8 +13,8 @@ import pytest
 
 from judgetrain import cli
 from judgetrain.data_builders import video_mcq as V
-from judgetrain.data_builders.core.common import BuildError
-from judgetrain.mcq.manifest import load_manifest
+from judgetrain.data_builders.core import BuildError
+from judgetrain.mcq import load_manifest
 from judgetrain.video import encode_mp4
 
 HEADER = "video,frame_count,width,height,question,answer,qid,type,a0,a1,a2,a3,a4"

@@ -15,10 +15,10 @@ import pytest
 
 from judgetrain import cli, config
 from judgetrain.data_builders import video_mcq as V
-from judgetrain.data_builders.core.common import BuildError
+from judgetrain.data_builders.core import BuildError
 from judgetrain.data_builders.synthetic import run_physics
-from judgetrain.data_builders.video_mcq.synthetic import SyntheticConfig
-from judgetrain.mcq.manifest import ManifestError, load_manifest
+from judgetrain.data_builders.video_mcq import SyntheticConfig
+from judgetrain.mcq import ManifestError, load_manifest
 
 FRAMES, SEED, GAP = 64, 5, 0.5
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from judgetrain.eval.core import stats as S
-from judgetrain.eval.core.stats import StatsError
+from judgetrain.eval.core import StatsError, stats as S
 
 
 def _paired(n, n11, n10, n01):

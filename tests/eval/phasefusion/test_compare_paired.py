@@ -14,8 +14,8 @@ import pytest
 import scipy.stats
 
 from judgetrain.cli import main as cli_main
+from judgetrain.eval.core import wilcoxon_signed_rank
 from judgetrain.eval.core.compare import compare
-from judgetrain.eval.core.stats import wilcoxon_signed_rank
 from judgetrain.eval.phasefusion import report as PR
 from judgetrain.eval.phasefusion.paired import TESTS, paired
 

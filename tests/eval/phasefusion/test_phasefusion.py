@@ -400,8 +400,7 @@ def test_margin_rows_of_table_s2_are_delongs_test_on_the_single_pass():
 
 
 def test_reliability_signals_are_table_s11_on_the_shared_target():
-    from judgetrain.eval.phasefusion import family as F
-    from judgetrain.eval.phasefusion.signals import deployed_error, reliability_signals, vote_share
+    from judgetrain.eval.phasefusion import deployed_error, family as F, reliability_signals, vote_share
 
     single = _signal_items()
     assert [vote_share(single[q]) for q in SIGNAL_QS] == pytest.approx([2 / 3, 2 / 3, 1, 1, 1, 1 / 3])
@@ -643,7 +642,7 @@ def _stable(metrics):
 
 
 def test_cli_end_to_end(reference_run, clips, capsys):
-    from judgetrain.mcq.manifest import load_manifest
+    from judgetrain.mcq import load_manifest
     from judgetrain.video import phase_indices, probe
 
     out = reference_run
@@ -765,7 +764,7 @@ def test_model_that_fails_to_load_leaves_no_run_json(reference_run, tiny_models,
 
 
 def test_manifest_rewritten_in_place_is_refused_then_overwritten(tiny_models, clips, tmp_path, capsys):
-    from judgetrain.eval.core.runs import file_identity
+    from judgetrain.eval.core import file_identity
 
     model = tiny_models["qwen3-vl"][0]
     manifest = clips.parent / f"rewritten-{tmp_path.name}.jsonl"  # beside the videos it names

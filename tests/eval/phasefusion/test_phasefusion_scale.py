@@ -19,8 +19,7 @@ import pytest
 import torch
 
 from judgetrain.eval import phasefusion as PF
-from judgetrain.eval.core import runs
-from judgetrain.eval.core.sharded import merge_rank_files, rank_file
+from judgetrain.eval.core import merge_rank_files, rank_file, runs
 from judgetrain.models.adapters import AdapterMismatchError, load_adapter, same_base
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -281,7 +280,7 @@ def test_scorer_refuses_an_adapter_of_another_width_before_peft_loads_it(tiny, t
 
 def test_merge_refuses_an_adapter_of_another_base_naming_it(tiny, tmp_path):
     """`judgetrain merge --base` goes through the same check: before, PEFT failed with a size mismatch."""
-    from judgetrain.train.merge import merge_adapter
+    from judgetrain.train import merge_adapter
 
     narrow = _narrow(tiny["qwen3-vl"], tmp_path / "qwen3-vl-narrow")
     adapter = _lora(narrow, tmp_path / "narrow-lora")
