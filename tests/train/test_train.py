@@ -53,6 +53,17 @@ def test_unknown_recipe_key_fails_with_a_suggestion(tmp_path):
     assert "unknown key 'lora_rr'; did you mean 'lora_r'?" in text
 
 
+def test_a_prefix_of_a_field_is_not_taken_for_it(tmp_path):
+    """argparse's abbreviations once let `--learning_rat 1` train at lr 1; the one parser every
+    command shares refuses a prefix, with the field it is close to."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: m\ndatasets: [d]\noutput_dir: o\n")
+    with pytest.raises(ConfigError, match=r"unknown argument '--learning_rat'; did you mean '--learning_rate'\?"):
+        parse(["--config", str(recipe), "--learning_rat", "1"])
+    with pytest.raises(ConfigError, match=r"unknown argument '--lora_rr'"):
+        parse(["--config", str(recipe), "--lora_rr", "4"])
+
+
 def test_flags_override_the_recipe_and_bf16_is_off_without_a_bf16_gpu(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model_name_or_path: m\ndatasets: [d]\nlearning_rate: 1.0e-4\nlora_r: 4\noutput_dir: o\n")
