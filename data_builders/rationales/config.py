@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from judgetrain.config import arg, comma_list
-from judgetrain.data_builders.core.args import OutputArgs
 
+from ..core.args import OutputArgs
 from ..core.common import BuildError
 
 __all__ = ["BUILDER", "DEFAULT_GEMINI_MODEL", "TARGETS", "TEACHERS", "VERSION", "RationaleConfig"]

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.eval.core.markdown import display_name, figures_markdown, fmt, rows_markdown, run_header
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot, save_figure
 
+from ..core.markdown import display_name, figures_markdown, fmt, rows_markdown, run_header
 from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .metrics import SCORES, compute_judge_metrics
 
