@@ -162,6 +162,23 @@ def test_no_import_circle():
     assert circle(import_graph()) == []
 
 
+def test_library_modules_import_what_they_use_from_its_module_not_a_lazy_face():
+    """A face built with ``judgetrain.lazy.attach`` names its modules as strings, which the
+    graph above cannot follow; a library module that imported a name through one would hide
+    that edge (and any circle it closes) from these checks."""
+    known = modules()
+    lazy = {m for m, (path, is_package) in known.items() if is_package and "attach(" in path.read_text(encoding="utf-8")}
+    wrong = []
+    for module, (path, is_package) in known.items():
+        if is_package:
+            continue
+        for line, target, names in imports(module, path, is_package):
+            via_face = [n for n in names if target in lazy and f"{target}.{n}" not in known]
+            if via_face:
+                wrong.append(f"{path.relative_to(REPO)}:{line}: takes {via_face} from the face {target}")
+    assert wrong == [], "\n".join(wrong)
+
+
 def test_an_upward_import_a_crossing_and_a_circle_are_each_caught(tmp_path):
     """The checks above, on a copy of the tree with three deliberate faults."""
     folders = {}
