@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
+from judgetrain.io import atomic_folder, write_rows
 from judgetrain.jsonl import inside, optional_text, text
 from judgetrain.seeding import derive_seed
 
@@ -426,20 +426,14 @@ def write_procedures(out_dir: str | os.PathLike, n: int, seed: int = 0, *, size:
         if info is None:
             info, images = render_procedure(seed, index, size=size, steps_range=steps_range)
             info = {**info, "key": key}
-            tmp = folder.with_name(pid + ".part")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
-            for k, im in enumerate(images):
-                im.save(tmp / f"step-{k:02d}.png")
-            (tmp / "procedure.json").write_text(json.dumps(info, sort_keys=True))
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)  # the folder appears complete or not at all
+            with atomic_folder(folder) as tmp:  # the folder appears complete or not at all
+                for k, im in enumerate(images):
+                    im.save(tmp / f"step-{k:02d}.png")
+                (tmp / "procedure.json").write_text(json.dumps(info, sort_keys=True))
         rows.append({
             "id": pid, "category": info["category"], "title": info["title"], "source": SOURCE,
             "steps": [{"text": t, "image": f"images/{pid}/step-{k:02d}.png"} for k, t in enumerate(info["texts"])],
         })
     manifest = out_dir / "manifest.jsonl"
-    tmp = manifest.with_name(manifest.name + ".part")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, manifest)
+    write_rows(manifest, rows)
     return manifest

@@ -16,9 +16,6 @@ README: "`judgetrain build timecatch`", "`judgetrain build video-mcq`".
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -27,6 +24,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
+from judgetrain.io import atomic_folder, write_rows
 from judgetrain.seeding import derive_seed
 from judgetrain.video import encode_mp4, mp4_codec
 
@@ -332,9 +330,7 @@ def simulate_clip(seed: int, index: int, *, duration_s: float | None = None, fps
 
 
 def _write_manifest(path: Path, rows: list[dict]) -> Path:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    os.replace(tmp, path)
+    write_rows(path, rows)
     return path
 
 
@@ -395,13 +391,9 @@ def write_frame_folders(out_dir, n: int, seed: int = 0, *, size=(160, 120), fram
         folder = out_dir / "frames" / clip_id
         names = [f"{i:03d}.png" for i in range(k)]
         if not all((folder / name).is_file() for name in names):
-            tmp = folder.with_name(clip_id + ".part")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
-            for name, arr in zip(names, frames):
-                Image.fromarray(arr).save(tmp / name)
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
+            with atomic_folder(folder) as tmp:
+                for name, arr in zip(names, frames):
+                    Image.fromarray(arr).save(tmp / name)
         rows.append({"id": clip_id, "frames": [f"frames/{clip_id}/{name}" for name in names],
                      "source": SOURCE_FRAMES, "description": describe_events(events)})
     return _write_manifest(out_dir / "manifest.jsonl", rows)

@@ -11,13 +11,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["atomic_path", "no_nan", "write_json", "write_rows", "write_text"]
+__all__ = [
+    "RowAppender", "atomic_folder", "atomic_path", "no_nan", "remove_leftovers", "write_bytes", "write_json", "write_rows",
+    "write_text",
+]
 
 
 def no_nan(obj: Any) -> Any:
@@ -45,12 +49,17 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]
         tmp.unlink(missing_ok=True)
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically: a temp file beside it, fsync, rename."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temp file beside it, fsync, rename."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temp file beside it, fsync, rename."""
+    write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -58,6 +67,68 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(no_nan(obj), indent=2) + "\n")
 
 
+def _lines(rows: Iterable[Mapping[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
 def write_rows(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> None:
     """Replace ``path`` with ``rows`` as JSON Lines, atomically."""
-    write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+    write_text(path, _lines(rows))
+
+
+class RowAppender:
+    """Appends JSON Lines rows to a file; every :meth:`write` is one ``write()`` call
+    followed by flush + fsync, so what it returned from survives a SIGKILL or a power
+    cut, and a kill leaves whole lines plus at most one partial last line."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: IO[str] = open(self.path, "a", encoding="utf-8")
+
+    def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._f.write(_lines(rows))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RowAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def remove_leftovers(path: str | os.PathLike) -> None:
+    """Delete what killed :func:`atomic_folder` blocks for ``path`` left beside it
+    (``.NAME.partial-*``, ``.NAME.old-*``)."""
+    path = Path(path)
+    for pattern in (f".{path.name}.partial-*", f".{path.name}.old-*"):
+        for stale in path.parent.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary folder beside ``path`` to fill; when the block ends without an error
+    it replaces ``path`` (the folder appears complete or not at all), otherwise it is
+    removed. What an earlier killed block left beside ``path`` is removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(path)
+    tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

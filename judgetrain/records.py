@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +26,7 @@ import datasets
 from datasets import Features, Image, List, Value
 
 from judgetrain.errors import UserError
-from judgetrain.io import write_text
+from judgetrain.io import atomic_folder, write_text
 
 __all__ = [
     "FEATURES",
@@ -350,13 +348,6 @@ def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
-def _remove_leftovers(out: Path) -> None:
-    """Delete what killed saves of ``out`` left beside it (``.OUT.partial-*``, ``.OUT.old-*``)."""
-    for pattern in (f".{out.name}.partial-*", f".{out.name}.old-*"):
-        for stale in out.parent.glob(pattern):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
 def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True) -> dict:
     """Validate, hash and write ``dataset`` to ``out_dir`` with its ``build.json``.
 
@@ -381,26 +372,13 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
     dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
                                     for split, ds in dataset.items()})
-    _remove_leftovers(out)
-    tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.mkdir()
+    with atomic_folder(out) as tmp:
         for split, ds in dataset.items():
             ds.save_to_disk(str(tmp / split))
         # DatasetDict's marker last (DatasetDict.save_to_disk writes it first): a save killed
         # before this point leaves a folder that datasets.load_from_disk refuses to open
-        (tmp / datasets.config.DATASETDICT_JSON_FILENAME).write_text(json.dumps({"splits": list(dataset)}))
+        write_text(tmp / datasets.config.DATASETDICT_JSON_FILENAME, json.dumps({"splits": list(dataset)}))
         write_text(tmp / BUILD_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return info
 
 

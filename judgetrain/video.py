@@ -22,6 +22,7 @@ README: "`judgetrain build timecatch`", "`judgetrain eval phasefusion`".
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 from collections import OrderedDict
@@ -31,6 +32,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+
+from judgetrain.io import atomic_path, write_bytes
 
 __all__ = [
     "MAX_SIDE",
@@ -320,16 +323,15 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
 
 
 def encode_mp4(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: int, codec: str | None = None) -> Path:
-    """Write RGB uint8 frames (H, W, 3; even sides) as an MP4 at ``fps``, atomically
-    (``PATH.part`` then a rename). The same frames give the same bytes in any process
+    """Write RGB uint8 frames (H, W, 3; even sides) as an MP4 at ``fps``, atomically (a
+    temp file beside it, then a rename). The same frames give the same bytes in any process
     and in any order of calls (see ``X264_OPTIONS``). ``codec`` defaults to
     :func:`mp4_codec`. Returns ``path``."""
     import av
 
     path = Path(path)
     codec = codec or mp4_codec()
-    tmp = path.with_name(path.name + ".part")
-    with av.open(str(tmp), "w", format="mp4") as container:
+    with atomic_path(path, ".part.mp4") as tmp, av.open(str(tmp), "w", format="mp4") as container:
         stream = None
         for i, rgb in enumerate(frames):
             if stream is None:
@@ -345,7 +347,6 @@ def encode_mp4(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: int, 
         if stream is None:
             raise ValueError(f"{path}: no frames to encode")
         container.mux(stream.encode(None))
-    os.replace(tmp, path)
     return path
 
 
@@ -407,7 +408,6 @@ class FrameCache:
     def _save(disk: Path, held: dict[int, np.ndarray]) -> None:
         disk.parent.mkdir(parents=True, exist_ok=True)
         order = sorted(held)
-        tmp = disk.with_name(f".{disk.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            np.savez(f, indices=np.array(order, dtype=np.int64), frames=np.stack([held[i] for i in order]))
-        os.replace(tmp, disk)
+        buffer = io.BytesIO()
+        np.savez(buffer, indices=np.array(order, dtype=np.int64), frames=np.stack([held[i] for i in order]))
+        write_bytes(disk, buffer.getvalue())

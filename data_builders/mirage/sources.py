@@ -5,11 +5,11 @@ README: "`judgetrain build mirage`"."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from judgetrain.io import write_rows
 from judgetrain.jsonl import inside, json_kind, optional_text, text
 from judgetrain.seeding import rng_for
 
@@ -199,7 +199,5 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
         rows.append({"id": f"mirage-{index:05d}", "domain": domain, "prompt": proc.title, "steps": proc.texts,
                      "source": f"synthetic-mirage-{domain}", "sequences": sequences})
     manifest = out_dir / "mirage.jsonl"
-    tmp = manifest.with_name(manifest.name + ".part")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, manifest)
+    write_rows(manifest, rows)
     return manifest

@@ -11,8 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from judgetrain import records
+from judgetrain.io import atomic_folder, write_text
 from judgetrain.jsonl import inside, optional_text, text
 from judgetrain.perceptual import filter_near_duplicates
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
@@ -139,12 +138,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
     else:
         truncated_from = len(kept) if len(kept) > MAX_FRAMES else None
         kept, dists = kept[:MAX_FRAMES], dists[: MAX_FRAMES - 1]
-        tmp = folder.with_name(folder.name + f".tmp-{uuid.uuid4().hex[:6]}")
-        tmp.mkdir(parents=True)
-        names = []
-        for k, idx in enumerate(kept):
-            names.append(f"{k:03d}.png")
-            (tmp / names[-1]).write_bytes(png_bytes(frames[idx]))
+        names = [f"{k:03d}.png" for k in range(len(kept))]
         result.update(
             status="ok",
             n_kept=len(kept),
@@ -154,12 +148,11 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
             lpips_consecutive=[round(d, 6) for d in dists],
             truncated_from=truncated_from,
         )
-        (tmp / "seq.json").write_text(json.dumps(result, sort_keys=True))
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)  # the folder appears complete or not at all
+        with atomic_folder(folder) as tmp:  # the folder appears complete or not at all
+            for name, idx in zip(names, kept):
+                (tmp / name).write_bytes(png_bytes(frames[idx]))
+            (tmp / "seq.json").write_text(json.dumps(result, sort_keys=True))
         return result
     folder.mkdir(parents=True, exist_ok=True)
-    tmp_meta = folder / f".seq.{uuid.uuid4().hex[:6]}.json"
-    tmp_meta.write_text(json.dumps(result, sort_keys=True))
-    os.replace(tmp_meta, meta_path)
+    write_text(meta_path, json.dumps(result, sort_keys=True))
     return result

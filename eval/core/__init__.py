@@ -15,7 +15,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "metrics": ["accuracy", "accuracy_cell", "random_accuracy"],
     "rebuild": ["ReportConfig"],
     "registry": ["EVALUATIONS", "PAIRED_TESTS", "evaluation_of", "module_for", "paired_tests_for"],
-    "runs": ["EvalInputError", "METRICS", "PREDICTIONS", "PredictionWriter", "PredictionsError", "REPORT", "RUN_INFO",
+    "runs": ["EvalInputError", "METRICS", "PREDICTIONS", "PredictionsError", "REPORT", "RUN_INFO",
              "adapter_identity", "check_resume", "clear_run", "dataset_identity", "file_identity", "finish_run",
              "items_count", "model_identity", "read_predictions", "read_run", "repair_predictions", "run_info",
              "selected", "write_run_info"],

@@ -24,15 +24,15 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from judgetrain.errors import UserError
 from judgetrain.io import write_json, write_rows
 
 __all__ = [
-    "METRICS", "PREDICTIONS", "REPORT", "RUN_INFO", "EvalInputError", "PredictionWriter", "PredictionsError",
+    "METRICS", "PREDICTIONS", "REPORT", "RUN_INFO", "EvalInputError", "PredictionsError",
     "check_resume", "clear_run", "items_count", "dataset_identity", "file_identity", "finish_run", "model_identity", "read_predictions",
     "read_run", "repair_predictions", "run_info", "selected", "write_run_info",
 ]
@@ -100,31 +100,6 @@ def repair_predictions(path: str | os.PathLike) -> int:
     if partial:
         write_rows(path, rows)
     return len(rows)
-
-
-class PredictionWriter:
-    """Appends prediction rows to a JSON Lines file; every :meth:`write` ends with
-    flush + fsync, so what it returned from survives a SIGKILL or a power cut."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] = open(self.path, "a")
-
-    def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        # one write() per batch: a kill leaves whole lines plus at most one partial line
-        self._f.write("".join(json.dumps(r) + "\n" for r in rows))
-        self._f.flush()
-        os.fsync(self._f.fileno())
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> PredictionWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def selected(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> list[Mapping[str, Any]]:

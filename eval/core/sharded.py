@@ -31,13 +31,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judgetrain.io import write_rows
+from judgetrain.io import RowAppender, write_rows
 
 from .runs import (
     METRICS,
     PREDICTIONS,
     PredictionsError,
-    PredictionWriter,
     check_resume,
     clear_run,
     finish_run,
@@ -237,7 +236,7 @@ def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: 
     target = out / PREDICTIONS if world == 1 else rank_file(out, rank)
     repair_predictions(target)  # drop a partial last line before appending after it
     n_scored = 0
-    with PredictionWriter(target) as writer, tqdm(total=len(mine), desc=desc + (f" [rank {rank}]" if world > 1 else ""),
+    with RowAppender(target) as writer, tqdm(total=len(mine), desc=desc + (f" [rank {rank}]" if world > 1 else ""),
                                                   unit=unit, disable=not progress, position=rank) as bar:
         for start in range(0, len(mine), chunk):
             items = _take(ds, mine[start:start + chunk])

@@ -12,6 +12,7 @@ import pytest
 from judgetrain import config
 from judgetrain.eval import positional_bias as B
 from judgetrain.eval.core import runs
+from judgetrain.io import RowAppender
 
 
 def _pw(position, label, prediction, *, perturbation="semantic-1", layout="P0", presentation=None, valid=True,
@@ -113,7 +114,7 @@ def test_timecatch_accuracy_by_true_position():
 
 def _write_run(path, rows, model):
     path.mkdir(parents=True)
-    with runs.PredictionWriter(path / runs.PREDICTIONS) as w:
+    with RowAppender(path / runs.PREDICTIONS) as w:
         w.write(rows)
     (path / runs.RUN_INFO).write_text(json.dumps({"model": model, "adapter": None}))
 

@@ -23,7 +23,7 @@ from judgetrain.cli import main as cli_main
 from judgetrain.eval import judge as J
 from judgetrain.eval.core import runs
 from judgetrain.eval.judge import explain as E, report as JR
-from judgetrain.io import write_rows
+from judgetrain.io import RowAppender, write_rows
 
 
 def _pair(label, prediction, *, valid=True, layout="P0", subset="PRISM-Semantic", **extra):
@@ -271,7 +271,7 @@ def test_report_explanations_from_valid_nonempty_rationales_only(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     rows = _rationale_rows()
-    with runs.PredictionWriter(run / runs.PREDICTIONS) as w:
+    with RowAppender(run / runs.PREDICTIONS) as w:
         w.write(rows)
     (run / runs.RUN_INFO).write_text(json.dumps({"model": "m", "adapter": None, "mode": "rationale", "command": "judgetrain eval judge --model m"}))
     m = JR.report(run)

@@ -19,6 +19,7 @@ from judgetrain import config
 from judgetrain.eval import timecatch as T
 from judgetrain.eval.core import compare as C, runs
 from judgetrain.eval.timecatch import metrics as M, report as R
+from judgetrain.io import RowAppender
 
 LIMIT = 8  # the first 8 validation records hold all four tasks
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,7 +100,7 @@ def test_confusion_uses_first_frame_of_the_pair_and_normalises_rows():
 
 def test_partial_last_line_is_dropped_and_bad_middle_line_named(tmp_path):
     p = tmp_path / runs.PREDICTIONS
-    with runs.PredictionWriter(p) as w:
+    with RowAppender(p) as w:
         w.write([{"id": "a"}, {"id": "b"}])
     with open(p, "a") as f:
         f.write('{"id": "c", "task": "tempo')
@@ -113,7 +114,7 @@ def test_partial_last_line_is_dropped_and_bad_middle_line_named(tmp_path):
 
 def _write_run(run, rows, model="m"):
     run.mkdir(parents=True)
-    with runs.PredictionWriter(run / runs.PREDICTIONS) as w:
+    with RowAppender(run / runs.PREDICTIONS) as w:
         w.write(rows)
     (run / runs.RUN_INFO).write_text(json.dumps({"evaluation": "timecatch", "model": model, "adapter": None, "data": "d", "split": "test",
                                               "world_size": 1, "command": "judgetrain eval timecatch --model m"}))
