@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+# content-hash cache (judgetrain.identity): the session's own, never the user's ~/.cache
+os.environ.setdefault("JUDGETRAIN_CACHE", tempfile.mkdtemp(prefix="judgetrain-cache-"))
 
 
 # every family the registry has, and the InternVL3.5 variant (a Qwen3 decoder)
