@@ -75,33 +75,57 @@ def subset_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[
     return out
 
 
-_FIRST_INT = re.compile(r"\d+")
+_INT = re.compile(r"\d+")
+UNPARSED = "none"  # the confusion label of an answer naming no frame (or no pair)
 
 
-def _first_frame(answer: Any) -> int | None:
-    """The first 1-based frame number of an answer ("3" -> 3, "3 and 4" -> 3)."""
-    m = _FIRST_INT.search(str(answer))
-    return int(m.group()) if m else None
+def _frame(answer: Any) -> int | str:
+    """The 1-based frame number an answer names ("3" -> 3), else :data:`UNPARSED`."""
+    m = _INT.search(str(answer))
+    return int(m.group()) if m else UNPARSED
+
+
+def _pair(answer: Any) -> str:
+    """The frame pair an answer names, lower frame first ("7 and 6" -> "6 and 7"), else :data:`UNPARSED`."""
+    found = [int(x) for x in _INT.findall(str(answer))]
+    if len(found) != 2:
+        return UNPARSED
+    a, b = sorted(found)
+    return f"{a} and {b}"
+
+
+def _pair_order(label: str) -> tuple:
+    return (1, ()) if label == UNPARSED else (0, tuple(int(x) for x in label.split(" and ")))
 
 
 def confusion(rows: Sequence[Mapping[str, Any]], task: str) -> dict[str, Any] | None:
-    """Predicted vs true anomaly position for a localization task, as 1-based frame numbers.
+    """Predicted vs true anomaly for a localization task.
 
-    True position: ``position + 1`` (the noise frame, or the earlier swapped frame).
-    Predicted: the frame number answered; for temporal localization the first frame of
-    the predicted pair. Returns ``{"labels", "counts", "normalized"}`` (rows = true,
-    columns = predicted, each row of ``normalized`` summing to 1 or all zero), or
-    ``None`` when the task has no rows."""
+    Frame localization: 1-based frame numbers, true ``position + 1`` (the noise frame).
+    Temporal localization: frame pairs, true ``"p and p+1"`` with ``p = position + 1``
+    (the swapped consecutive frames) against the pair answered, so "6 and 9" for
+    "6 and 7" is off the diagonal; every adjacent pair is a label, and a non-adjacent
+    pair that was answered gets its own. An answer naming no frame (or no pair) is
+    counted under :data:`UNPARSED`, never dropped. Returns ``{"labels", "counts",
+    "normalized"}`` (square; rows = true, columns = predicted, each row of
+    ``normalized`` summing to 1 or all zero), or ``None`` when the task has no rows."""
     from sklearn.metrics import confusion_matrix
 
     sel = [r for r in rows if r["task"] == task and r.get("position", -1) is not None and r.get("position", -1) >= 0]
     if not sel:
         return None
-    true = [int(r["position"]) + 1 for r in sel]
-    pred = [_first_frame(r["prediction"]) or 0 for r in sel]
-    top = max(int(r["n_frames"]) for r in sel) - (1 if task == "temporal_localize" else 0)
-    labels = list(range(1, max(top, *true, *pred) + 1))
-    counts = confusion_matrix(true, pred, labels=labels).tolist()
+    n = max(int(r["n_frames"]) for r in sel)
+    if task == "temporal_localize":
+        true = [f"{int(r['position']) + 1} and {int(r['position']) + 2}" for r in sel]
+        pred = [_pair(r["prediction"]) for r in sel]
+        labels = sorted({f"{i} and {i + 1}" for i in range(1, n)} | set(true) | set(pred), key=_pair_order)
+    else:
+        true = [int(r["position"]) + 1 for r in sel]
+        pred = [_frame(r["prediction"]) for r in sel]
+        numbers = [x for x in (*true, *pred) if x != UNPARSED]
+        labels = list(range(1, max([n, *numbers]) + 1)) + ([UNPARSED] if UNPARSED in pred else [])
+    index = {label: i for i, label in enumerate(labels)}
+    counts = confusion_matrix([index[t] for t in true], [index[x] for x in pred], labels=list(range(len(labels)))).tolist()
     normalized = [[c / sum(row) if sum(row) else 0.0 for c in row] for row in counts]
     return {"labels": labels, "counts": counts, "normalized": normalized}
 

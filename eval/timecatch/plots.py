@@ -41,10 +41,10 @@ def confusion_figure(conf: Mapping[str, Any], task: str):
             if counts[i][j]:
                 ax.text(j, i, str(counts[i][j]), ha="center", va="center", fontsize=7,
                         color="white" if norm[i][j] > 0.5 else "black")
-    ax.set_xticks(range(k), [str(x) for x in labels], fontsize=7)
     ax.set_yticks(range(k), [str(x) for x in labels], fontsize=7)
-    ax.set_xlabel("first frame of predicted pair" if task == "temporal_localize" else "predicted frame")
-    ax.set_ylabel("true frame" if task == "frame_localize" else "true swap (first frame)")
+    ax.set_xticks(range(k), [str(x) for x in labels], fontsize=7, rotation=90 if task == "temporal_localize" else 0)
+    ax.set_xlabel("predicted pair" if task == "temporal_localize" else "predicted frame")
+    ax.set_ylabel("true frame" if task == "frame_localize" else "true swapped pair")
     ax.set_title(f"{TASK_TITLES.get(task, task)}: row-normalised (counts annotated)", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return fig

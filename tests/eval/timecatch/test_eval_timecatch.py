@@ -79,19 +79,24 @@ def test_accuracy_and_random_row_hand_worked():
     assert M.lpips_bins([_row("temporal_detect", "yes", "no", YN, lpips=0.3)])[-1]["lo"] == 0.3
 
 
-def test_confusion_uses_first_frame_of_the_pair_and_normalises_rows():
+def test_confusion_bins_temporal_localization_by_the_pair_and_normalises_rows():
     rows = [
         _row("temporal_localize", "2 and 3", "2 and 3", _pairs(4), position=1, n_frames=4),
-        _row("temporal_localize", "2 and 3", "1 and 4", _pairs(4), position=1, n_frames=4),
-        _row("temporal_localize", "1 and 2", "2 and 4", _pairs(4), position=0, n_frames=4),
+        _row("temporal_localize", "2 and 3", "2 and 4", _pairs(4), position=1, n_frames=4),  # same first frame: off the diagonal
+        _row("temporal_localize", "1 and 2", "4 and 2", _pairs(4), position=0, n_frames=4),
+        _row("temporal_localize", "1 and 2", "neither", _pairs(4), position=0, n_frames=4),  # counted, not dropped
         _row("frame_localize", "4", "4", _frames(4), position=3, n_frames=4),
+        _row("frame_localize", "2", "?", _frames(4), position=1, n_frames=4),
     ]
     c = M.confusion(rows, "temporal_localize")
-    assert c["labels"] == [1, 2, 3]  # first frame of a pair of 4 frames: 1..3
-    assert c["counts"] == [[0, 1, 0], [1, 1, 0], [0, 0, 0]]
-    assert c["normalized"] == [[0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]
+    assert c["labels"] == ["1 and 2", "2 and 3", "2 and 4", "3 and 4", "none"]
+    assert c["counts"] == [[0, 0, 1, 0, 1], [0, 1, 1, 0, 0], [0] * 5, [0] * 5, [0] * 5]
+    diagonal = sum(c["counts"][i][i] for i in range(len(c["labels"])))
+    correct = sum(r["prediction"] == r["label"] for r in rows if r["task"] == "temporal_localize")
+    assert diagonal == correct == 1
+    assert c["normalized"][0] == [0.0, 0.0, 0.5, 0.0, 0.5] and c["normalized"][1] == [0.0, 0.5, 0.5, 0.0, 0.0]
     f = M.confusion(rows, "frame_localize")
-    assert f["labels"] == [1, 2, 3, 4] and f["counts"][3] == [0, 0, 0, 1]
+    assert f["labels"] == [1, 2, 3, 4, "none"] and f["counts"][3] == [0, 0, 0, 1, 0] and f["counts"][1] == [0, 0, 0, 0, 1]
     assert M.confusion(rows, "frame_detect") is None
 
 
