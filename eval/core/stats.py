@@ -451,10 +451,14 @@ def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: floa
     an item is answered when ``score >= threshold``. ``errors``: True where the
     answer differs from gold. Candidate thresholds (default: the distinct
     calibration scores; given or not, those answering fewer than ``min_answered``
-    items are dropped, so the walk starts at the ``min_answered`` highest-scoring
-    items) are walked strict to permissive; each is accepted while the one-sided
-    Clopper–Pearson upper bound (level 1 - delta) on its calibration selective
-    error is <= ``alpha``, and the walk stops at the first failure. The selected
+    items are dropped) are walked strict to permissive, after the start: the walk
+    always starts at the ``min_answered`` highest-scoring items (App. H). When a tie
+    straddles that start (30 items at the top score, say), no threshold answers
+    exactly those items, so the start is tested on its own first step (``threshold``
+    ``None``, never selectable) with the tie's errors counted first (the worst case
+    over how the tie is broken); the tie's threshold is tested next. Each step is
+    accepted while the one-sided Clopper–Pearson upper bound (level 1 - delta) on
+    its calibration selective error is <= ``alpha``, and the walk stops at the first failure. The selected
     threshold is the last accepted (``None``: abstain on everything), which
     controls P(answer != gold | answered) <= alpha with probability >= 1 - delta.
 
@@ -475,12 +479,15 @@ def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: floa
         raise StatsError(f"min_answered={min_answered}: must be >= 1")
     candidates = (np.unique(s) if thresholds is None else np.unique(_array(thresholds, "thresholds")))[::-1]
     # every candidate at once (strict to permissive): answered = score >= t, counted off the sorted scores
-    order = np.argsort(-s, kind="stable")
+    order = np.lexsort((~e, -s))  # by score, highest first; within a tie, errors first (the start's worst case)
     answered = np.searchsorted(-s[order], -candidates, side="right")
     cum_errors = np.concatenate([[0], np.cumsum(e[order])])
     keep = answered >= min_answered
     candidates, answered = candidates[keep], answered[keep]
     k = cum_errors[answered]
+    if len(candidates) and answered[0] > min_answered:
+        # a tie across the start: the walk still starts at the min_answered highest items, the tie's errors first
+        candidates, answered, k = np.r_[np.nan, candidates], np.r_[min_answered, answered], np.r_[cum_errors[min_answered], k]
     chosen = None
     steps: list[dict[str, Any]] = []
     if len(candidates):
@@ -489,10 +496,10 @@ def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: floa
         pvalue = binom.cdf(k, answered, alpha)  # exact binomial p of H0: risk >= alpha (binomtest "less")
         accepted = upper <= alpha
         stop = int(np.argmin(accepted)) if not accepted.all() else len(accepted) - 1
-        steps = [{"threshold": float(candidates[i]), "answered": int(answered[i]), "errors": int(k[i]),
-                  "upper": float(upper[i]), "pvalue": float(pvalue[i]), "accepted": bool(accepted[i])}
+        steps = [{"threshold": None if np.isnan(candidates[i]) else float(candidates[i]), "answered": int(answered[i]),
+                  "errors": int(k[i]), "upper": float(upper[i]), "pvalue": float(pvalue[i]), "accepted": bool(accepted[i])}
                  for i in range(stop + 1)]
-        chosen = next((x for x in reversed(steps) if x["accepted"]), None)
+        chosen = next((x for x in reversed(steps) if x["accepted"] and x["threshold"] is not None), None)
     return {"alpha": alpha, "delta": delta, "threshold": chosen["threshold"] if chosen else None,
             "coverage": chosen["answered"] / len(s) if chosen else 0.0, "answered": chosen["answered"] if chosen else 0,
             "errors": chosen["errors"] if chosen else 0, "upper": chosen["upper"] if chosen else None,

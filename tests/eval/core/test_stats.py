@@ -271,6 +271,11 @@ def _ltt_by_hand(scores, errors, alpha, delta, min_answered=10):
     """The App. H walk with Clopper–Pearson bounds from the beta quantile."""
     scores, errors = np.asarray(scores), np.asarray(errors, bool)
     chosen = None
+    # the start: the min_answered highest items, a tie's errors first
+    start = sorted(zip(scores.tolist(), errors.tolist()), key=lambda x: (-x[0], not x[1]))[:min_answered]
+    n, k = len(start), sum(e for _, e in start)
+    if n == min_answered and (1.0 if k == n else sps.beta.ppf(1 - delta, k + 1, n - k)) > alpha:
+        return None
     for t in sorted(set(scores.tolist()), reverse=True):
         answered = scores >= t
         n, k = int(answered.sum()), int(errors[answered].sum())
@@ -292,6 +297,26 @@ def test_ltt_perfect_signal_certifies_nothing_at_alpha_020_as_in_table_s10():
     assert len(r["steps"]) == 1 and r["steps"][0]["answered"] == 10 and not r["steps"][0]["accepted"]
     r = S.learn_then_test(scores, errors, alpha=0.25, delta=0.10)
     assert r["threshold"] == pytest.approx(scores.min()) and r["coverage"] == 1.0
+
+
+def test_ltt_with_a_tie_across_the_start_still_starts_at_the_ten_highest_items():
+    # 30 items tied at the top (one of them wrong), then 45 below; App. H's walk starts at the
+    # ten highest: with the tie's error counted first, 1 error in 10 gives a bound of .337 > .20,
+    # so nothing is certified (testing the whole tie first certified coverage .427).
+    scores = [1.0] * 30 + list(np.linspace(0, 0.9, 45))
+    errors = [False] * 29 + [True] * 46
+    r = S.learn_then_test(scores, errors, alpha=0.2)
+    assert r["threshold"] is None and r["coverage"] == 0.0
+    assert r["steps"] == [{"threshold": None, "answered": 10, "errors": 1, "upper": pytest.approx(sps.beta.ppf(0.9, 2, 9)),
+                           "pvalue": pytest.approx(sps.binom.cdf(1, 10, 0.2)), "accepted": False}]
+    assert round(sps.beta.ppf(0.9, 2, 9), 3) == 0.337
+    # at alpha .35 the start passes, then the tie's own threshold (30 answered, 1 error), then the
+    # walk goes on down the distinct scores: 0.9 answers 31 with 2 errors (bound .152), and so on
+    r = S.learn_then_test(scores, errors, alpha=0.35)
+    assert [(x["threshold"], x["answered"], x["errors"]) for x in r["steps"][:3]] == [(None, 10, 1), (1.0, 30, 1), (0.9, 31, 2)]
+    assert r["threshold"] == _ltt_by_hand(scores, errors, 0.35, 0.1) and r["threshold"] is not None
+    # no tie at the start: no extra step, the first threshold answers exactly ten
+    assert S.learn_then_test(np.linspace(1, 0, 75), [False] * 75, alpha=0.25)["steps"][0]["threshold"] == 1.0 - 9 / 74
 
 
 def test_ltt_walk_stops_at_the_first_failure():
@@ -318,7 +343,7 @@ def test_ltt_matches_the_hand_walk_and_binomial_pvalues_on_random_cells():
             assert r["threshold"] == _ltt_by_hand(margin, errors, alpha, 0.1)
             for s in r["steps"]:
                 assert s["accepted"] == (s["pvalue"] <= 0.1)
-                assert s["answered"] == int((margin >= s["threshold"]).sum())
+                assert s["answered"] == (10 if s["threshold"] is None else int((margin >= s["threshold"]).sum()))
             if r["threshold"] is not None:
                 sel = S.selective_risk(margin, errors, r["threshold"])
                 assert (sel["answered"], sel["errors"]) == (r["answered"], r["errors"])
