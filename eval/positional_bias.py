@@ -484,7 +484,8 @@ def make_parser():
         "test, and the ordering probe's answers-by-position signature.",
         "examples:\n"
         "  judgetrain eval bias results/ov                      # writes bias.md, bias.json and PNGs into the run\n"
-        "  judgetrain eval bias results/ov results/ov-ft --names zero-shot,LoRA --out results/bias\n")
+        "  judgetrain eval bias results/ov results/q25 --names ov,qwen2.5 --out results/bias\n"
+        "\nresults/ov and results/q25: the judge runs of `judgetrain eval judge --help`'s examples.\n")
 
 
 def main(cfg: BiasConfig) -> int:

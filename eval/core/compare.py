@@ -8,9 +8,10 @@ also offers ``paired(first_run, other_run) -> {column: {"pvalue", "n", "test"}}`
 (PhaseFusion: :mod:`judgetrain.eval.phasefusion.paired`) gets a ``p`` row after each Δ
 row: the paired test of each column against the first run, on the items both runs scored,
 blank where a column has none; the markdown names each column's test and the pairs.
-Runs of different evaluations are refused; runs on different data (dataset content
-hashes), splits or item sets are refused too unless ``--allow-different-data``, which
-marks them (their tests then pair the items both runs hold).
+Runs of different evaluations are refused; runs on different data (by content: dataset
+content hashes, a manifest's and its videos' sha256, never their paths), splits or item
+sets are refused too unless ``--allow-different-data``, which marks them (their tests then
+pair the items both runs hold). Each difference reads ``field: first run's → other's``.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.config import arg, comma_list, make_parser as make_config_parser
+from judgetrain.identity import differences as identity_differences
 
 from .registry import evaluation_of, module_for, paired_tests_for
 from .runs import METRICS, PREDICTIONS, PredictionsError
@@ -32,21 +34,21 @@ __all__ = ["CompareConfig", "compare", "main", "make_parser"]
 
 
 def _what_was_evaluated(info: Mapping[str, Any]) -> dict[str, Any]:
-    """What must agree between compared runs: the data's identity, the split and the items."""
+    """What must agree between compared runs: the data by content (its identity: content
+    hashes, never a path), the split and the items."""
     identity = info.get("identity") or {}
-    return {"data": identity.get("data"), "split": info.get("split"), "manifest": info.get("manifest"),
-            "items": (info.get("items") or {}).get("ids")}
+    return {"data": identity.get("data"), "split": info.get("split"), "items": (info.get("items") or {}).get("ids")}
 
 
 def _differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    out = []
-    for key in ("data", "split", "manifest", "items"):
-        if first.get(key) != other.get(key):
-            if key == "items" and first.get(key) is not None and other.get(key) is not None:
-                out.append(f"items: {len(first[key])} vs {len(other[key])} ids, {len(set(first[key]) ^ set(other[key]))} "
-                           "not in both")
-            else:
-                out.append(f"{key}: {first.get(key)!r} vs {other.get(key)!r}")
+    """What ``other`` evaluated differently from ``first``, each ``field: first's → other's``."""
+    out = identity_differences({k: first[k] for k in ("data", "split")}, {k: other[k] for k in ("data", "split")})
+    if first["items"] != other["items"]:
+        if first["items"] is not None and other["items"] is not None:
+            out.append(f"items: {len(first['items'])} → {len(other['items'])} ids, "
+                       f"{len(set(first['items']) ^ set(other['items']))} not in both")
+        else:
+            out.append(f"items: {first['items']!r} → {other['items']!r}")
     return out
 
 
@@ -83,8 +85,9 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
     first = _what_was_evaluated(kinds[0][1])
     differences = {n: d for n, (_, info) in zip(names[1:], kinds[1:]) if (d := _differences(first, _what_was_evaluated(info)))}
     if differences and not allow_different_data:
-        raise PredictionsError("these runs evaluated different data, so their numbers are not comparable:\n"
-                               + "\n".join(f"  - {n} vs {names[0]}: {'; '.join(d)}" for n, d in differences.items())
+        raise PredictionsError("these runs evaluated different data, so their numbers are not comparable (each "
+                               "field: the first run's → the other's):\n"
+                               + "\n".join(f"  - {names[0]} → {n}: {'; '.join(d)}" for n, d in differences.items())
                                + "\nRerun them on the same data, split and items, or pass --allow-different-data "
                                  "to compare them anyway (they are marked).")
     module = module_for(evaluation)
@@ -199,8 +202,10 @@ def make_parser():
     return make_config_parser(
         CompareConfig, "judgetrain eval compare",
         "Put evaluation runs side by side, with each run's difference to the first.",
-        "examples:\n  judgetrain eval compare results/base results/lora --names base,lora --out results/compare.md\n"
-        "  judgetrain eval compare results/judge-base results/judge-ft      # judge runs: accuracy / F1 per subset\n")
+        "examples:\n  judgetrain quickstart        # first: a zero-shot and a LoRA run under quickstart/results\n"
+        "  judgetrain eval compare quickstart/results/zero-shot quickstart/results/lora --names base,lora --out results/compare.md\n"
+        "  judgetrain eval compare quickstart/results/zero-shot quickstart/results/lora   # the table on the terminal only\n"
+        "\njudge runs: accuracy / F1 per subset (see `judgetrain eval judge --help`).\n")
 
 
 def _console_table(result: Mapping[str, Any], wide: bool):

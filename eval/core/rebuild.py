@@ -53,9 +53,10 @@ def make_parser():
     return make_config_parser(
         ReportConfig, "judgetrain eval report",
         "Recompute metrics.json, report.md and the figures of any evaluation run from its predictions.jsonl.",
-        "examples:\n  judgetrain eval report quickstart/results/lora\n"
-        "  judgetrain eval report results/qwen3vl-2b --human human_accuracy.csv   # adds a Human row (TimeCatch)\n"
-        "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again     # + the re-run floor (PhaseFusion)\n")
+        "examples:\n  judgetrain quickstart        # first: its runs under quickstart/results\n"
+        "  judgetrain eval report quickstart/results/lora\n"
+        "\n--human FILE.csv adds a Human row (TimeCatch); --rerun-of RUN the re-run floor (PhaseFusion, see\n"
+        "`judgetrain eval phasefusion --help`).\n")
 
 
 def main(cfg: ReportConfig) -> int:

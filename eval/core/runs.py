@@ -5,36 +5,40 @@ and fsync'd as scoring goes), ``run.json`` (how the run was made) and what the
 evaluation's report writes from them (``metrics.json``, ``report.md``, PNGs).
 
 ``run.json`` is :func:`run_info`: the command's config (``asdict``), the evaluation's
-name, the items the config selects, and an ``identity`` block: every config field
-marked ``identity=True`` plus the content hash of every dataset split read (from its
-``build.json``), the model's config hash and the adapter's weights hash. A rerun into
-the same folder resumes only when the identity blocks are equal; otherwise
-:func:`check_resume` names each differing field (old → new) and the two ways out.
-It also records the package versions, the git commit of a checkout, start and
-finish times and the exact command line. See the README's "Run folders" section.
+name, the items the config selects, and an ``identity`` block (:func:`config_identity`):
+every config field marked ``identity=True``, by content and not by spelling (the model's
+weights, config and tokenizer files and the adapter's files by sha256, any other path by
+its bytes, the dtype as it resolves), plus the data read by content (each dataset split's
+content hash from its ``build.json``; a manifest's sha256 and every video read). Hashes
+come from :mod:`judgetrain.identity`, cached by path, size and times, so a large
+checkpoint is read once. A rerun into the same folder resumes only when the identity
+blocks are equal; otherwise :func:`check_resume` names each differing field (old → new)
+and the two ways out. It also records the package versions, the git commit of a checkout
+and whether it had uncommitted changes, start and finish times and the exact command line.
+See the README's "Run folders" section.
 README: "Run folders".
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from judgetrain.errors import UserError
+from judgetrain.identity import adapter_identity, differences, folder_hashes, git_state, model_identity, sha256_file
 from judgetrain.io import write_json, write_rows
 
 __all__ = [
     "METRICS", "PREDICTIONS", "REPORT", "RUN_INFO", "EvalInputError", "PredictionsError",
-    "check_resume", "clear_run", "items_count", "dataset_identity", "file_identity", "finish_run", "model_identity", "read_predictions",
-    "read_run", "repair_predictions", "run_info", "selected", "write_run_info",
+    "check_resume", "clear_run", "config_identity", "dataset_identity", "evaluated_model", "finish_run", "identity_changes",
+    "items_count", "read_predictions", "read_run", "repair_predictions", "resolved_dtype", "run_info", "selected",
+    "write_run_info",
 ]
 
 PREDICTIONS = "predictions.jsonl"
@@ -134,34 +138,6 @@ def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]]
 # --------------------------------------------------------------------------- identity
 
 
-def file_identity(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def model_identity(model: str) -> dict[str, Any]:
-    """A base model: its name as given and, for a local folder, the sha256 of its
-    ``config.json`` (a hub id is identified by its name; weights are not hashed, they
-    can be tens of GB)."""
-    config = Path(model) / "config.json"
-    return {"name": str(model), "config_sha256": file_identity(config) if config.is_file() else None}
-
-
-def adapter_identity(adapter: str | None) -> dict[str, Any] | None:
-    """A PEFT adapter folder: its path and the sha256 of its weights and config, so an
-    adapter retrained in place is a different run."""
-    if not adapter:
-        return None
-    folder = Path(adapter)
-    files = {name: file_identity(folder / name) for name in ("adapter_model.safetensors", "adapter_config.json")
-             if (folder / name).is_file()}
-    return {"name": str(adapter), **files}
-
-
 def dataset_identity(data: str | os.PathLike, splits: Sequence[str]) -> dict[str, Any]:
     """A built dataset: the content hash of each split read, from its ``build.json``."""
     from judgetrain import records
@@ -171,15 +147,114 @@ def dataset_identity(data: str | os.PathLike, splits: Sequence[str]) -> dict[str
     return {"builder": info.get("builder"), "content_hash": hashes}
 
 
-def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return None
+def evaluated_model(model: str | os.PathLike) -> dict[str, Any]:
+    """``--model`` by content (:func:`judgetrain.identity.model_identity`): a relative and an
+    absolute spelling of one folder are one model, the same ``config.json`` over other
+    weights is another. An adapter folder given as the model (its base recorded in
+    ``adapter_config.json``) is that adapter's files and its base's."""
+    folder = Path(model)
+    if (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file():
+        from judgetrain.models.adapters import adapter_base
+
+        try:
+            base: dict[str, Any] | None = model_identity(adapter_base(folder))
+        except (UserError, OSError, ValueError):
+            base = None  # no loadable base: the load fails and names it, before run.json is written
+        return {"adapter": adapter_identity(folder), "base": base}
+    return model_identity(model)
+
+
+_DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+
+
+def _checkpoint_dtype(model: str | os.PathLike) -> str | None:
+    """The dtype a local checkpoint's ``config.json`` records (what ``dtype="auto"`` loads)."""
+    path = Path(model) / "config.json"
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    return out.stdout.strip() or None
+    found = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    return str(found).replace("torch.", "") if found else None
+
+
+def resolved_dtype(dtype: Any, model: str | os.PathLike, device_type: str) -> str:
+    """What ``--dtype`` loads the weights in, so equal settings spelled differently are one run:
+    ``None`` is float32 on CPU and the checkpoint's dtype (``"auto"``) on an accelerator;
+    ``"auto"`` is the dtype the checkpoint's ``config.json`` records (``"auto"`` when it
+    records none: the model's content hashes then tell checkpoints apart); ``fp32``,
+    ``bf16``, … are their full names."""
+    if dtype is None:
+        dtype = "float32" if device_type == "cpu" else "auto"
+    name = str(dtype).replace("torch.", "").lower()
+    name = _DTYPE_ALIASES.get(name, name)
+    if name == "auto":
+        return _checkpoint_dtype(model) or "auto"
+    return name
+
+
+def _device_type(world_size: int) -> str:
+    """Where an evaluation's scorer loads: CUDA when available (``judgetrain.eval.core.sharded``),
+    except for a multi-process launch that accelerate puts on CPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    if world_size > 1:
+        from accelerate.utils import parse_flag_from_env
+
+        return "cpu" if parse_flag_from_env("ACCELERATE_USE_CPU") else "cuda"
+    return "cuda"
+
+
+def _content(path: Path) -> dict[str, Any]:
+    """A path-valued identity field by what it holds, never by its spelling."""
+    if path.is_file():
+        return {"sha256": sha256_file(path)}
+    if path.is_dir():
+        return {"files": folder_hashes(path, ("*",))}
+    return {"missing": str(path)}
+
+
+def config_identity(cfg: Any, world_size: int = 1) -> dict[str, Any]:
+    """The identity block of a config: its fields marked ``identity=True``, with paths by
+    content (the model by :func:`evaluated_model`, the adapter by
+    :func:`judgetrain.identity.adapter_identity`, any other path field by its bytes) and
+    the dtype as it resolves (:func:`resolved_dtype`)."""
+    from dataclasses import fields
+
+    from judgetrain import config
+
+    identity = config.identity(cfg)
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name in identity and isinstance(value, os.PathLike) and f.name not in ("model", "adapter"):
+            identity[f.name] = _content(Path(value))
+    if "model" in identity:
+        identity["model"] = evaluated_model(cfg.model)
+    if "adapter" in identity:
+        identity["adapter"] = adapter_identity(cfg.adapter)
+    if "dtype" in identity:
+        identity["dtype"] = resolved_dtype(cfg.dtype, cfg.model, _device_type(world_size))
+    return identity
+
+
+def _media(identity: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    media = ((identity or {}).get("data") or {}).get("media")
+    return media if isinstance(media, Mapping) else None
+
+
+def identity_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two identity blocks, ``"field: old → new"`` (old first). A
+    ``data.media`` mapping (``{file: sha256}`` of the media a run read) is compared on the
+    files both runs read: a file read only by one of them (a larger ``--limit``, a video
+    that was missing) is no difference; the same file with other bytes is."""
+    old_media, new_media = _media(old), _media(new)
+    if old_media is not None and new_media is not None:
+        shared = set(old_media) & set(new_media)
+        old = {**old, "data": {**old["data"], "media": {k: old_media[k] for k in shared}}}
+        new = {**new, "data": {**new["data"], "media": {k: new_media[k] for k in shared}}}
+    return differences(old, new)
 
 
 def _versions() -> dict[str, str | None]:
@@ -201,25 +276,17 @@ def _now() -> str:
 def run_info(evaluation: str, cfg: Any, *, data: Mapping[str, Any], items: Sequence[str], world_size: int = 1,
              command: str | None = None) -> dict[str, Any]:
     """``run.json`` for a run of ``evaluation`` configured by dataclass ``cfg`` over the
-    items ``items`` (ids, in order) of the data identified by ``data``."""
+    items ``items`` (ids, in order) of the data identified by ``data`` (content hashes)."""
     from judgetrain import config
 
-    fields = config.jsonable(cfg)
-    identity = {**config.identity(cfg), "data": dict(data), "model": model_identity(cfg.model),
-                "adapter": adapter_identity(getattr(cfg, "adapter", None))}
-    return {"evaluation": evaluation, **fields, "identity": identity, "items": {"n": len(items), "ids": list(items)},
-            "world_size": world_size, "versions": _versions(), "git_commit": _git_commit(), "started": _now(),
-            "finished": None, "command": command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-            "argv": list(sys.argv)}
-
-
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        out = []
-        for k in sorted(set(old) | set(new), key=str):
-            out += _differences(old.get(k), new.get(k), f"{prefix}{k}.")
-        return out
-    return [] if old == new else [f"{prefix[:-1]}: {old!r} → {new!r}"]
+    identity = {**config_identity(cfg, world_size), "data": dict(data)}
+    identity.setdefault("model", evaluated_model(cfg.model))
+    identity.setdefault("adapter", adapter_identity(getattr(cfg, "adapter", None)))
+    git = git_state()
+    return {"evaluation": evaluation, **config.jsonable(cfg), "identity": identity,
+            "items": {"n": len(items), "ids": list(items)}, "world_size": world_size, "versions": _versions(),
+            "git_commit": git["commit"], "git_dirty": git["dirty"], "started": _now(), "finished": None,
+            "command": command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "argv": list(sys.argv)}
 
 
 def clear_run(out: str | os.PathLike) -> None:
@@ -244,23 +311,29 @@ def check_resume(out: str | os.PathLike, info: Mapping[str, Any], *, overwrite: 
     if old.get("evaluation") != info["evaluation"]:
         diff = [f"evaluation: {old.get('evaluation')!r} → {info['evaluation']!r}"]
     else:
-        diff = _differences(old.get("identity"), info["identity"]) if "identity" in old else \
+        diff = identity_changes(old["identity"], info["identity"]) if "identity" in old else \
             ["identity: not recorded (a run of an older judgetrain)"]
     if not diff:
         return old
     if overwrite:
         clear_run(out)
         return {}
-    raise PredictionsError(f"{out} holds predictions of another run:\n" + "\n".join(f"  - {d}" for d in diff)
+    raise PredictionsError(f"{out} holds predictions of another run (old → new):\n" + "\n".join(f"  - {d}" for d in diff)
                            + f"\nEither write this run elsewhere (--out NEW_FOLDER), or pass --overwrite to replace "
                              f"the run in {out}.")
 
 
 def write_run_info(out: str | os.PathLike, info: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``run.json``, keeping the first run's start time when resuming ``old``."""
+    """Write ``run.json``, keeping the first run's start time when resuming ``old``, and the
+    media files ``old`` read (``identity.data.media``) beside this run's, so that a later
+    rerun still checks the media behind every prediction in the folder."""
     info = dict(info)
     if old and old.get("started"):
         info["first_started"] = old.get("first_started", old["started"])
+    old_media, new_media = _media(old.get("identity") if old else None), _media(info.get("identity"))
+    if old_media is not None and new_media is not None:
+        identity = info["identity"]
+        info["identity"] = {**identity, "data": {**identity["data"], "media": dict(sorted({**old_media, **new_media}.items()))}}
     Path(out).mkdir(parents=True, exist_ok=True)
     write_json(Path(out) / RUN_INFO, info)
     return info

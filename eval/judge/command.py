@@ -398,14 +398,16 @@ def make_parser():
         "probe: accuracy, macro P/R/F1, n_val per layout and subset; Pearson r / MAE / RMSE; explanation metrics in "
         "rationale mode.",
         "examples:\n"
-        "  judgetrain eval judge --model llava-hf/llava-onevision-qwen2-7b-ov-hf --data data/prism --split test --out results/ov\n"
-        "  judgetrain eval judge --model M --adapter runs/lora --data data/prism-rationales/with_rationale \\\n"
-        "      --mode rationale --layouts P0,P6 --out results/ov-ft-rationale\n"
-        "  judgetrain eval judge --config judge.yaml --tasks pairwise      # YAML keys are the fields below\n"
-        "  accelerate launch --num_processes 8 -m judgetrain.eval.judge --model M --data DIR --out results/RUN\n"
+        "  python -m judgetrain.models.tiny --out quickstart/models --family llava-onevision --family qwen2.5-vl\n"
+        "  judgetrain build prism --out data/prism-judge --synthetic 12 --layouts P0,P6\n"
+        "  judgetrain eval judge --model quickstart/models/llava-onevision --data data/prism-judge --split test --limit 16 --out results/ov\n"
+        "  judgetrain eval judge --model quickstart/models/qwen2.5-vl --data data/prism-judge --split test --limit 16 --out results/q25\n"
         "  judgetrain eval report results/ov                       # recompute metrics, report and figures\n"
         "  judgetrain eval bias results/ov                         # positional / first-option bias of the run\n"
-        "  judgetrain eval compare results/ov results/ov-ft        # accuracy / F1 per subset side by side\n")
+        "  judgetrain eval compare results/ov results/q25          # accuracy / F1 per subset side by side\n"
+        "\na real judge: --model llava-hf/llava-onevision-qwen2-7b-ov-hf (a hub id or a local folder), --adapter runs/…;\n"
+        "rationales (--mode rationale) and many processes (accelerate launch -m judgetrain.eval.judge): README,\n"
+        "\"`judgetrain eval judge`, `eval bias`\".\n")
 
 
 def main(cfg: JudgeEvalConfig) -> int:

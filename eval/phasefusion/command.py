@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.identity import sha256_file
 from judgetrain.video import SAMPLERS
 
 from ..core.args import EvalArgs
-from ..core.runs import file_identity, run_info
+from ..core.runs import run_info
 from .views import NAMED_ARMS, parse_arms, parse_origins
 
-__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "run"]
+__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "media_identity",
+           "run"]
 
 EVALUATION = "phasefusion"
 DEFAULT_ARMS = "single,fusion,vote,union,dense32"
@@ -58,13 +60,13 @@ class PhaseFusionConfig(EvalArgs):
     """``judgetrain eval phasefusion``: every field is a flag (``--field-name``) and a ``--config`` key.
 
     Fields marked identity (model, adapter, dtype, budget, phases, orderings, arms,
-    origins, prefill, max_side) and the manifest's sha256 are what a run folder must
-    agree on to resume. ``arms`` and ``origins`` are normalised here (``origins``
-    ``None`` becomes its default, ``0`` and ``1/(2S)``), so equal settings written
-    differently are the same run."""
+    origins, prefill, max_side), the manifest's sha256 and that of every video read
+    (:func:`media_identity`) are what a run folder must agree on to resume. ``arms``
+    and ``origins`` are normalised here (``origins`` ``None`` becomes its default, ``0``
+    and ``1/(2S)``), so equal settings written differently are the same run."""
 
     manifest: Path = arg(help="video-MCQ manifest (JSON Lines; `judgetrain build video-mcq` writes one); its sha256 "
-                              "is part of the run's identity")
+                              "and that of every video read are part of the run's identity")
     budget: int = arg(8, "frames per grid, b", identity=True)
     phases: int = arg(3, "phase grids fused, S", identity=True)
     orderings: int = arg(10, "option orderings per question, K (the identity first)", identity=True)
@@ -122,6 +124,22 @@ def evaluate(model: str, manifest: str | os.PathLike, out: str | os.PathLike, **
         fields["orderings"] = fields.pop("n_orderings")
     fields.pop("command", None)  # run.json records the command line itself
     return run(PhaseFusionConfig(model=str(model), manifest=manifest, out=out, **fields))
+
+
+def media_identity(manifest: str | os.PathLike, questions: list[Any]) -> dict[str, str]:
+    """``{video, relative to the manifest's folder: sha256}`` of the videos ``questions``
+    read (:func:`judgetrain.identity.sha256_file`, cached by path, size and times): a video
+    replaced in place under an unchanged manifest is other data, and byte-identical
+    videos in another folder are the same. A missing video is left out (its question
+    gets an error row and is retried)."""
+    root = Path(manifest).resolve().parent
+    out: dict[str, str] = {}
+    for q in questions:
+        video = Path(q.video)
+        if video.is_file():
+            key = os.path.relpath(video.resolve(), root)
+            out[key] = out.get(key) or sha256_file(video)
+    return dict(sorted(out.items()))
 
 
 def finished_questions(rows: list[dict[str, Any]]) -> set[str]:
@@ -184,8 +202,8 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
 
     Resumable: questions whose rows are complete in the folder's predictions are
     skipped, the rows of unfinished ones removed and redone; a folder holding a run of
-    another identity (settings marked identity, the manifest's content, the model, the
-    adapter) is refused, naming what differs, unless ``cfg.overwrite``. ``run.json`` is
+    another identity (settings marked identity, the manifest's content, the content of a
+    video both runs read, the model, the adapter) is refused, naming what differs, unless ``cfg.overwrite``. ``run.json`` is
     written once the manifest and the model have loaded, so a run that fails before
     that leaves the folder as it was. A question whose video cannot be decoded gets an
     ``error`` row (counted in ``metrics.json``) and is retried on the next run. Under
@@ -207,9 +225,10 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
     idx = list(range(len(questions) if cfg.limit is None else min(cfg.limit, len(questions))))
     order = [q.id for q in questions]
-    # the manifest's bytes: one rewritten in place is other data, never mixed with its old predictions
-    info = run_info(EVALUATION, cfg, data={"sha256": file_identity(cfg.manifest)}, items=order[:len(idx)],
-                    world_size=state.num_processes)
+    # the manifest's bytes and the videos' (each question's rows come from one video's content): a manifest or a
+    # video rewritten in place is other data, never mixed with its old predictions
+    data = {"sha256": sha256_file(cfg.manifest), "media": media_identity(cfg.manifest, [questions[i] for i in idx])}
+    info = run_info(EVALUATION, cfg, data=data, items=order[:len(idx)], world_size=state.num_processes)
     info["manifest"] = str(cfg.manifest.resolve())
     shard = _Questions(cfg)
     # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
@@ -231,14 +250,15 @@ def make_parser():
         "PhaseFusion (paper 001): score video multiple-choice questions over S phase-offset frame grids and K option "
         "orderings, fuse the option posteriors, and report cost, accuracy and stability per arm (Table 1 layout).",
         "examples:\n"
-        "  judgetrain build video-mcq --out data/vmcq-12 --synthetic 12\n"
-        "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-12/manifest.jsonl \\\n"
-        "      --budget 4 --phases 2 --orderings 3 --arms single,fusion,vote,union,dense16 --out results/pf-tiny\n"
-        "  judgetrain eval phasefusion --model Qwen/Qwen3-VL-8B-Instruct --manifest videomme.jsonl \\\n"
-        "      --budget 8 --phases 3 --orderings 10 --arms single,fusion,vote,union,dense32 --origins 0,1/6 --out results/pf-q3\n"
-        "  judgetrain eval phasefusion --config pf.yaml --limit 50    # YAML keys are the fields below; flags win\n"
+        "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl\n"
+        "  judgetrain build video-mcq --out data/vmcq-4 --synthetic 4\n"
+        "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
+        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --limit 2 --out results/pf-q3\n"
         "  judgetrain eval report results/pf-q3     # metrics, report and plots again, from predictions.jsonl\n"
-        "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n")
+        "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
+        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --limit 2 --out results/pf-q3-again\n"
+        "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n"
+        "\nthe paper's setting (Table 1) on a real checkpoint: README, \"`judgetrain eval phasefusion`\".\n")
 
 
 def main(cfg: PhaseFusionConfig) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core import stats
+from ..core.runs import identity_changes
 from .answers import arm_answers, arm_specs, collect_rows, per_question_answers
 from .family import certified_selection, confirmatory_family
 from .signals import reliability_signals
@@ -225,24 +226,15 @@ def rerun_floor(rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[
 
 
 def identity_differences(info: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
-    """What differs between two runs' ``run.json`` identity blocks (``field: old → new``), empty
-    when the re-run floor may compare them. A model or adapter named differently (another
-    path, another machine) is the same when its content hashes are recorded and equal."""
+    """What differs between two runs' ``run.json`` identity blocks (``field: other → this``,
+    the other run being the older one), empty when the re-run floor may compare them.
+    Identities are content hashes, so a model or adapter at another path (another
+    machine) is the same; videos only one run read are no difference
+    (:func:`~judgetrain.eval.core.runs.identity_changes`)."""
     if not info.get("identity") or not other.get("identity"):
         missing = [w for w, x in (("this run", info), ("the other run", other)) if not x.get("identity")]
         return [f"identity: not recorded for {' and '.join(missing)} (no run.json, or one of an older judgetrain)"]
-
-    def flat(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in block.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
-        return out
-
-    a, b = flat(info["identity"]), flat(other["identity"])
-    for part, digest in (("model", "config_sha256"), ("adapter", "adapter_model.safetensors")):
-        if a.get(f"{part}.{digest}") is not None and a.get(f"{part}.{digest}") == b.get(f"{part}.{digest}"):
-            a.pop(f"{part}.name", None), b.pop(f"{part}.name", None)
-    return [f"{k}: {b.get(k)!r} → {a.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return identity_changes(other["identity"], info["identity"])
 
 
 def _samplers(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, order: Sequence[str]) -> dict[str, Any] | None:

@@ -188,12 +188,16 @@ def make_parser():
         TimeCatchEvalConfig, "judgetrain eval timecatch",
         "Evaluate a model (optionally + LoRA adapter) on TimeCatch's four tasks with constrained scoring.",
         "examples:\n"
-        "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data data/timecatch --split validation --out results/qw3-2b\n"
-        "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --adapter runs/lora --data data/timecatch --out results/qw3-2b-ft"
-        "   # split: test, else validation\n"
-        "  judgetrain eval timecatch --config eval.yaml --limit 100      # YAML keys are the fields below\n"
-        "  accelerate launch --num_processes 8 -m judgetrain.eval.timecatch --model M --data DIR --out results/RUN\n"
-        "  judgetrain eval report results/qw3-2b        # recompute metrics, report and figures\n")
+        "  judgetrain quickstart        # first: tiny models, a TimeCatch set and a LoRA run under quickstart/\n"
+        "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --data quickstart/timecatch --split validation \\\n"
+        "      --limit 20 --out results/qw3\n"
+        "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --adapter quickstart/runs/tiny-qwen3vl-timecatch \\\n"
+        "      --data quickstart/timecatch --limit 20 --out results/qw3-lora   # split: test, else validation\n"
+        "  judgetrain eval timecatch --config eval.yaml --limit 20   # YAML keys are the fields below (README, \"Configuration files\")\n"
+        "  accelerate launch --num_processes 2 -m judgetrain.eval.timecatch --model quickstart/models/qwen3-vl \\\n"
+        "      --data quickstart/timecatch --limit 20 --out results/qw3-2proc   # data-parallel, one shard per process\n"
+        "  judgetrain eval report results/qw3        # recompute metrics, report and figures\n"
+        "\na real model: --model Qwen/Qwen3-VL-2B-Instruct (a hub id or a local folder).\n")
 
 
 def main(cfg: TimeCatchEvalConfig) -> int:

@@ -6,16 +6,34 @@ with `merge_and_unload()` and saves model (safetensors) and processor, so the
 folder loads like any checkpoint (`judgetrain.models.load_model_and_processor`).
 A base recorded as a relative folder (`quickstart/models/qwen3-vl`) is read from
 the working directory; from anywhere else `--base` names it.
+
+The weights are written in the key layout of the family's original hub
+checkpoints (every renaming of transformers' conversion mapping reversed, e.g.
+LLaVA-OneVision's `vision_tower.vision_model.*`), which is what serving engines
+such as vLLM load, whatever layout the base folder had. The folder is written
+whole or not at all, with `judgetrain_merge.json` recording what it was merged
+from (the adapter's and the base's files by content); a rerun of the same merge
+finds it done, another merge into it is refused unless `--overwrite`.
 README: "`judgetrain merge`".
 """
 
 from __future__ import annotations
 
+import datetime
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from judgetrain.config import ConfigError, arg
+from judgetrain.errors import UserError
 from judgetrain.models.registry import DTYPES
+
+MERGE_INFO = "judgetrain_merge.json"
+
+
+class MergeOutError(UserError, FileExistsError):
+    """``--out`` holds another merge or files that are no merge; the message says what differs and the ways out."""
 
 
 @dataclass
@@ -28,21 +46,81 @@ class MergeConfig:
     base: str | None = arg(None, "base model folder or hub id (None: the one recorded in the adapter config, a relative "
                                  "folder read from the working directory)")
     dtype: str = arg("auto", f"dtype to load the base in ({', '.join(DTYPES)})")
+    overwrite: bool = arg(False, "replace --out (the whole folder) when it holds another merge or other files")
 
 
-def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto") -> Path:
-    """Write base + adapter, merged, to ``out``; returns ``out``. ``base`` overrides the
-    base recorded in the adapter; a recorded one that is not reachable from the working
-    directory is refused (``BaseModelNotFoundError``) saying to pass it."""
+def merge_identity(adapter: str | Path, base: str, dtype: str) -> dict[str, Any]:
+    """What a merged folder is made of: the adapter and the base by content (their files'
+    sha256, so another spelling of one folder is the same merge), and the dtype."""
+    from judgetrain.identity import adapter_identity, model_identity
+
+    return {"adapter": adapter_identity(adapter), "base": model_identity(base), "dtype": str(dtype)}
+
+
+def _out_holds(out: Path, identity: dict[str, Any], overwrite: bool) -> bool:
+    """Whether ``out`` already holds this very merge (nothing to do). A missing or empty
+    folder, or any folder with ``overwrite``, is to be written; another merge or other
+    files are refused (:class:`MergeOutError`), naming what differs (old → new)."""
+    from judgetrain.identity import differences
+
+    if out.exists() and not out.is_dir():
+        raise MergeOutError(f"--out {out}: a file, not a folder; pass a folder for the merged model")
+    if not out.is_dir() or not any(out.iterdir()):
+        return False
+    info_file = out / MERGE_INFO
+    old = json.loads(info_file.read_text()).get("identity") if info_file.is_file() else None
+    if old == identity and not overwrite:
+        return True
+    if overwrite:
+        return False
+    if old is None:
+        names = sorted(p.name for p in out.iterdir())
+        what = f"files that are no merge of judgetrain's ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})"
+    else:
+        what = "another merge (old → new):\n" + "\n".join(f"  - {d}" for d in differences(old, identity))
+    raise MergeOutError(f"--out {out} holds {what}\nWrite this merge elsewhere (--out NEW_FOLDER), or pass --overwrite "
+                        f"to replace {out} whole.")
+
+
+def _hub_layout(model: Any) -> None:
+    """Make ``save_pretrained`` write the key layout of the family's original hub checkpoints.
+
+    transformers renames a checkpoint's keys on load (its conversion mapping) and, on
+    save, reverses only the renamings that load applied. A base that was itself saved by
+    transformers from a model built in memory (the tiny models, a conversion) lacks, for
+    LLaVA-OneVision, SigLIP's ``vision_model.`` level; its merge would then be written as
+    ``vision_tower.*``, which vLLM does not load. Asking for every renaming of the model's
+    mapping writes ``vision_tower.vision_model.*``, as the hub checkpoints have it, and
+    leaves a base already in that layout as it is."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+    except ImportError:  # a transformers without conversion mappings writes its one layout
+        return
+    model._weight_conversions = get_model_conversion_mapping(model, add_legacy=False)
+
+
+def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto",
+                  overwrite: bool = False) -> Path:
+    """Write base + adapter, merged, to ``out`` in the hub's key layout; returns ``out``.
+    ``base`` overrides the base recorded in the adapter; a recorded one that is not
+    reachable from the working directory is refused (``BaseModelNotFoundError``) saying to
+    pass it. ``out`` holding this same merge is left as it is; holding another merge or
+    other files, it is refused (:class:`MergeOutError`) unless ``overwrite``, which
+    replaces it whole once the new merge is written."""
+    from judgetrain.identity import git_state
+    from judgetrain.io import atomic_folder, write_json
     from judgetrain.models import ModelNotFoundError, load_model_and_processor
     from judgetrain.models.adapters import BaseModelNotFoundError, adapter_base, load_adapter, missing_base_hint
 
-    adapter = Path(adapter)
+    adapter, out = Path(adapter), Path(out)
     config_file = adapter / "adapter_config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the output folder of `judgetrain train` (or a checkpoint-N in it)")
     recorded = base is None
     base = adapter_base(adapter, base)
+    identity = merge_identity(adapter, base, dtype)
+    if _out_holds(out, identity, overwrite):
+        return out
     try:
         model, processor = load_model_and_processor(base, dtype=dtype)
     except ModelNotFoundError as e:
@@ -52,13 +130,18 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = No
         raise BaseModelNotFoundError(f"{e}\n{missing_base_hint(adapter, base)}") from e
     # with --base another model: refused before PEFT fails with a shape error, naming the adapter's base
     merged = load_adapter(model, adapter, base).merge_and_unload()
-    out = Path(out)
-    merged.save_pretrained(str(out), safe_serialization=True)
+    _hub_layout(merged)
     if (adapter / "processor_config.json").is_file() or (adapter / "preprocessor_config.json").is_file():
         from transformers import AutoProcessor
 
         processor = AutoProcessor.from_pretrained(str(adapter))
-    processor.save_pretrained(str(out))
+    with atomic_folder(out) as tmp:  # complete or absent: a killed merge leaves no half-written model
+        merged.save_pretrained(str(tmp), safe_serialization=True)
+        processor.save_pretrained(str(tmp))
+        git = git_state()
+        write_json(tmp / MERGE_INFO, {"identity": identity, "adapter": str(adapter), "base": str(base),
+                                      "git_commit": git["commit"], "git_dirty": git["dirty"],
+                                      "written": datetime.datetime.now(datetime.timezone.utc).isoformat()})
     return out
 
 
@@ -67,17 +150,23 @@ def make_parser():
     return make_config_parser(
         MergeConfig, "judgetrain merge", __doc__.strip().splitlines()[0],
         "examples:\n"
-        "  judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/tiny-qwen3vl-timecatch-merged\n"
-        "  judgetrain merge runs/tiny-qwen3vl-timecatch/checkpoint-4 --out runs/merged-4 --dtype bfloat16\n"
-        "  # from another working directory than training's, when the recipe named a relative base folder\n"
-        "  judgetrain merge ~/judge/runs/tiny-qwen3vl-timecatch --out merged --base ~/judge/quickstart/models/qwen3-vl\n",
-        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE]")
+        "  judgetrain quickstart        # first: a LoRA run to merge (quickstart/runs/tiny-qwen3vl-timecatch)\n"
+        "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch --out runs/tiny-qwen3vl-timecatch-merged\n"
+        "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch/checkpoint-4 --out runs/merged-4 --dtype bfloat16\n"
+        "  # --base: from another working directory than training's, when the recipe named a relative base folder\n"
+        "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch --out runs/merged-base --base quickstart/models/qwen3-vl\n",
+        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE] [--overwrite]")
 
 
 def main(cfg: MergeConfig) -> int:
     if not (Path(cfg.adapter) / "adapter_config.json").is_file():
         raise ConfigError([f"adapter: {cfg.adapter}: no adapter_config.json; pass the output folder of `judgetrain train` "
                            "(or a checkpoint-N in it)"])
-    out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype)
-    print(f"Merged model written to {out}")
+    info = Path(cfg.out) / MERGE_INFO
+    before = info.read_bytes() if info.is_file() else None
+    out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype, overwrite=cfg.overwrite)
+    if before is not None and info.read_bytes() == before:
+        print(f"Nothing to do: {out} already holds this merge (pass --overwrite to write it again)")
+    else:
+        print(f"Merged model written to {out}")
     return 0

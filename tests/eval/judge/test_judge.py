@@ -578,7 +578,7 @@ def test_rebuilt_dataset_is_refused_then_overwrite_starts_afresh(tiny_qwen, tmp_
 
     def build(seed):
         prism.build(prism.PrismConfig(out=data, synthetic=4, seed=seed, layouts=["P0"], modes=["pairwise"], synthetic_size=64,
-                                      splits={"test": 1.0}, progress=False))
+                                      splits={"test": 1.0}, progress=False, overwrite=True))  # a rebuild in place
 
     build(1)
     argv = ("--limit", "4")
@@ -653,7 +653,7 @@ def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_dat
     capsys.readouterr()
     assert cli_main(["eval", "compare", str(score_run), str(other)]) == 2
     err = capsys.readouterr().err
-    assert "evaluated different data" in err and "data:" in err and "--allow-different-data" in err
+    assert "evaluated different data" in err and "score → other: data." in err and "--allow-different-data" in err
     assert cli_main(["eval", "compare", str(score_run), str(other), "--allow-different-data"]) == 0
     assert "* other: other data than score" in capsys.readouterr().out
 

@@ -452,19 +452,18 @@ def _run_folder(path, rows, identity):
 
 def test_rerun_of_compares_only_runs_of_the_same_identity(tmp_path):
     identity = {"budget": 2, "phases": 2, "orderings": 2, "arms": INFO["arms"], "origins": INFO["origins"],
-                "data": {"sha256": "d0"}, "model": {"name": "/a/model", "config_sha256": "c0"}, "adapter": None}
+                "data": {"sha256": "d0"}, "model": {"files": {"config.json": "c0"}}, "adapter": None}
     again = [dict(r, posterior=A) if (r.get("kind"), r["id"], r.get("grid"), r.get("phase"), r.get("origin")) ==
              ("pass", "q4", "phase", 0, "0") else r for r in _hand_rows()]
     run = _run_folder(tmp_path / "run", _hand_rows(), identity)
-    k2 = _run_folder(tmp_path / "k2", again, {**identity, "orderings": 3, "model": {"name": "/b/model",
-                                                                                   "config_sha256": "c0"}})
+    k2 = _run_folder(tmp_path / "k2", again, {**identity, "orderings": 3})
     m = PR.report(run, rerun_of=k2)
-    # the model's path differs but its config hash is equal: only K is named
+    # only K is named, the other run's value first
     assert m["rerun_floor_across_runs"] == {"other_run": str(k2), "comparable": False, "rate": None,
                                             "differences": ["orderings: 3 → 2"]}
     md = (run / "report.md").read_text()
     assert "Re-run floor across runs: not computed" in md and "- orderings: 3 → 2" in md
-    same = _run_folder(tmp_path / "same", again, {**identity, "model": {"name": "/b/model", "config_sha256": "c0"}})
+    same = _run_folder(tmp_path / "same", again, identity)
     floor = PR.report(run, rerun_of=same)["rerun_floor_across_runs"]
     assert (floor["comparable"], floor["rate"], floor["count"], floor["n"]) == (True, 0.25, 1, 4)
     assert "identity equal" in (run / "report.md").read_text()
@@ -707,7 +706,7 @@ def test_finished_run_is_not_rescored_and_other_settings_are_refused(reference_r
     assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", reference_run, *ARGS) == 0
     assert (reference_run / runs.PREDICTIONS).read_bytes() == before
     assert "Nothing left to score" in capsys.readouterr().out
-    with pytest.raises(ValueError, match=r"another run:\n  - orderings: 3 → 4\n"):  # n_orderings=: the old keyword
+    with pytest.raises(ValueError, match=r"another run \(old → new\):\n  - orderings: 3 → 4\n"):  # n_orderings=: the old keyword
         PF.evaluate(str(tiny_models["qwen3-vl"][0]), clips, reference_run, budget=4, phases=2, n_orderings=4,
                     arms=ARMS, progress=False)
     assert (reference_run / runs.PREDICTIONS).read_bytes() == before
@@ -748,7 +747,7 @@ def test_model_that_fails_to_load_leaves_no_run_json(reference_run, tiny_models,
 
     assert _cli("--model", model, "--manifest", clips, "--out", out, *ARGS, "--limit", "1") == 0
     info = json.loads((out / runs.RUN_INFO).read_text())
-    assert info["identity"]["model"]["name"] == str(model) and info["finished"]
+    assert info["identity"]["model"]["files"]["model.safetensors"] and info["finished"]
     assert info["device"] == "cpu" and info["memory_kind"] == "process_rss_peak" and info["family"] == "qwen3-vl"
     rows = runs.read_predictions(out / runs.PREDICTIONS)
     reference = runs.read_predictions(reference_run / runs.PREDICTIONS)
@@ -764,7 +763,7 @@ def test_model_that_fails_to_load_leaves_no_run_json(reference_run, tiny_models,
 
 
 def test_manifest_rewritten_in_place_is_refused_then_overwritten(tiny_models, clips, tmp_path, capsys):
-    from judgetrain.eval.core import file_identity
+    from judgetrain.identity import sha256_file as file_identity
 
     model = tiny_models["qwen3-vl"][0]
     manifest = clips.parent / f"rewritten-{tmp_path.name}.jsonl"  # beside the videos it names
@@ -774,7 +773,7 @@ def test_manifest_rewritten_in_place_is_refused_then_overwritten(tiny_models, cl
     argv = ("--model", model, "--manifest", manifest, "--out", out, *ARGS, "--limit", "1")
     assert _cli(*argv) == 0
     first = file_identity(manifest)
-    assert json.loads((out / runs.RUN_INFO).read_text())["identity"]["data"] == {"sha256": first}
+    assert json.loads((out / runs.RUN_INFO).read_text())["identity"]["data"]["sha256"] == first
     before = {f: (out / f).read_bytes() for f in (runs.RUN_INFO, runs.PREDICTIONS)}
 
     lines[0]["question"] = "Which object touches the floor last?"  # same path, other content
@@ -789,7 +788,7 @@ def test_manifest_rewritten_in_place_is_refused_then_overwritten(tiny_models, cl
 
     assert _cli(*argv, "--overwrite") == 0
     info = json.loads((out / runs.RUN_INFO).read_text())
-    assert info["identity"]["data"] == {"sha256": second} and "first_started" not in info
+    assert info["identity"]["data"]["sha256"] == second and "first_started" not in info
     rows = runs.read_predictions(out / runs.PREDICTIONS)
     [question] = [r for r in rows if r["kind"] == "question"]
     assert question["question"] == "Which object touches the floor last?"

@@ -384,7 +384,7 @@ def test_rebuilt_dataset_is_refused_then_overwrite_starts_afresh(tiny_qwen, synt
 
     def build(seed):
         builder.build(builder.TimeCatchConfig(out=data, videos=synthetic_manifest, seed=seed, lpips_random_backbone=True,
-                                              tasks=["temporal_detect"], progress=False))
+                                              tasks=["temporal_detect"], progress=False, overwrite=True))
 
     build(7)
     argv = _argv(tiny_qwen, data, out)
@@ -437,7 +437,7 @@ def test_a_model_that_fails_to_load_leaves_no_run_info(tiny_qwen, timecatch_buil
     assert not (out / runs.RUN_INFO).exists()
     assert _cli(*_argv(tiny_qwen, timecatch_build[0], out)) == 0  # the corrected command is not refused
     info = json.loads((out / runs.RUN_INFO).read_text())
-    assert info["evaluation"] == "timecatch" and info["identity"]["model"]["config_sha256"]
+    assert info["evaluation"] == "timecatch" and info["identity"]["model"]["files"]["model.safetensors"]
     assert info["versions"]["torch"] and info["started"] <= info["finished"]
     assert info["identity"]["data"]["content_hash"]["validation"] == timecatch_build[1]["splits"]["validation"]["content_hash"]
 
