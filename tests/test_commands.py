@@ -77,7 +77,9 @@ def test_launch_options_reach_accelerate(spelling):
 def test_machine_rank_zero_and_unset_options():
     assert accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(recipe=RECIPE, machine_rank=0)) == ["--machine_rank", "0"]
     assert accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(recipe=RECIPE)) == []
-    assert accelerate_configs.world_size(accelerate_configs.LaunchArgs(accelerate_config="zero3")) == 8  # the shipped config's num_processes
+    # the shipped config's num_processes: 8 stands for an 8-GPU node; on one machine it follows the machine
+    assert accelerate_configs.world_size(accelerate_configs.LaunchArgs(accelerate_config="zero3")) == \
+        accelerate_configs.machine_processes()
 
 
 def test_train_help_lists_every_recipe_field(capsys):

@@ -24,9 +24,9 @@ class ConsistencyArguments:
 
     consistency_objective: str = arg(
         "none", "none (plain SFT), js (λ · mean over views of KL(view ‖ mixture)) or pseudo_label (λ · cross-entropy of "
-                "every view to the mixture's argmax on questions whose mixture top probability is ≥ τ).")
-    consistency_lambda: float | None = arg(None, "λ, the weight of the consistency term (paper: js 0, 1, 3, 10; pseudo_label 1, 2).")
-    consistency_tau: float | None = arg(None, "τ, the confidence gate of pseudo_label (paper: 0.7, 0.9); pseudo_label only.")
+                "every view to the mixture's argmax on questions whose mixture top probability is ≥ τ).", identity=True)
+    consistency_lambda: float | None = arg(None, "λ, the weight of the consistency term (paper: js 0, 1, 3, 10; pseudo_label 1, 2).", identity=True)
+    consistency_tau: float | None = arg(None, "τ, the confidence gate of pseudo_label (paper: 0.7, 0.9); pseudo_label only.", identity=True)
 
 
 def objective_problems(training_args) -> list[str]:

@@ -5,6 +5,8 @@ The parts, one job each:
 
 - :mod:`~judgetrain.sweep.controller`: ``judgetrain sweep`` (:class:`SweepConfig`,
   :func:`run_sweep`): the study, its trials as subprocesses, failures and retries;
+- :mod:`~judgetrain.sweep.failures`: why a trial failed, and when identical failures in a row
+  stop the sweep;
 - :mod:`~judgetrain.sweep.space`: what is searched (:class:`SearchSpace`) and optimised
   (:class:`Objective`), and the pruners; :mod:`~judgetrain.sweep.storage`: where the study
   lives (:func:`storage_from_url`);
@@ -27,7 +29,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "controller": ["MAX_SKIPPED", "TRIAL_MODULE", "SweepConfig", "TrialFailed", "TrialSkipped", "dashboard_storage", "main",
                    "make_parser", "open_study", "run_sweep", "skip_reason", "study_room", "trial_command", "trial_overrides"],
     "space": ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
-              "flag_value", "make_pruner", "parse_objectives"],
+              "flag_value", "make_pruner", "objective_problems", "parse_objectives"],
+    "failures": ["FailureStreak", "failure_key", "failure_reason"],
     "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"],
     "sampler": ["TAKEN", "TrialSeededSampler", "first_duplicate", "trial_seed"],
     "trial": ["sweep_callback", "trial_main"],

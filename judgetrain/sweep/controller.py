@@ -46,7 +46,10 @@ How it fits together (paper 002 §4D, B.1):
   controller that died as stale on any machine; on the same machine (and
   for journal files, which have no heartbeat) a rerun controller fails and
   re-queues the RUNNING trials of dead controllers of this host at start.
-  Finished trials are never rerun.
+  Finished trials are never rerun. The recipe and space are checked once, before the
+  first trial, with the trainer's own checks and against the objective (``eval_loss``
+  needs evaluations); ``--stop_after_failures`` trials in a row failing with the same
+  error stop the sweep with that error (:mod:`judgetrain.sweep.failures`).
 
 - **Results** (:mod:`judgetrain.sweep.results`): the table of trials, the wandb
   summary run, and ``sweep best``'s recipe with exactly the winning trial's overrides.
@@ -60,7 +63,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -73,6 +75,7 @@ from typing import Any
 from judgetrain.config import arg, one_of
 from judgetrain.train.accelerate_configs import NAMES
 
+from .failures import FailureStreak, failure_key, failure_reason
 from .results import best_recipe, print_summary, wandb_summary
 from .space import (
     DEFAULT_OBJECTIVE,
@@ -151,6 +154,8 @@ class SweepConfig:
     accelerate_config: str | None = arg(None, f"shipped name ({', '.join(NAMES)}) or accelerate YAML, per trial")
     num_processes: int | None = arg(None, "processes per trial")
     retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
+    stop_after_failures: int = arg(3, "stop the sweep, printing the error, when this many trials in a row fail with the "
+                                      "same error (a configuration every trial shares); 0: never")
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
     trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
@@ -214,24 +219,28 @@ class SweepConfig:
             raise SweepError(f"recipe {self.recipe} not found")
         for implied in ("search_space", "objectives", "enqueued"):  # loaded now, so that their errors come first
             getattr(self, implied)
-        from judgetrain.train.accelerate_configs import accelerate_args
+        from judgetrain.train.accelerate_configs import accelerate_args, launch_problems
 
+        self._check_overrides()
         accelerate_args(self)  # an unknown --accelerate_config fails here, not in the first trial
+        problems = launch_problems(self)
+        if problems:
+            raise SweepError(problems[0])
 
+    def _check_overrides(self) -> None:
+        """An argument the sweep does not know is a recipe override; one that is no recipe field
+        either fails here, with the closest of the sweep's options and the recipe's fields
+        (``--trails`` → ``--trials``), rather than in the first trial."""
+        from judgetrain.errors import did_you_mean
+        from judgetrain.train.parser import make_parser as recipe_parser
 
-def _reason(rc: int, log: Path) -> str:
-    import re
-
-    tail = log.read_text(errors="replace")[-20000:] if log.is_file() else ""
-    # accelerate launch exits 1 when its training process dies of a signal, and says which
-    died = re.findall(r"died with <Signals\.(SIG[A-Z]+)", tail)
-    if rc < 0 or died:
-        name = died[-1] if died else (signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc))
-        return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "") + f"; log: {log}"
-    if "OutOfMemoryError" in tail or "CUDA out of memory" in tail:
-        return f"out of GPU memory; log: {log}"
-    last = [line for line in tail.splitlines() if line.strip()][-1:] or [""]
-    return f"exited with code {rc}: {last[0][-300:]}; log: {log}"
+        recipe_flags = {o for a in recipe_parser()._actions for o in a.option_strings}
+        own = {o for a in make_parser()._actions for o in a.option_strings if o not in ("-h", "--help")}
+        unknown = [a.split("=", 1)[0] for a in self.overrides if a.startswith("--") and a.split("=", 1)[0] not in recipe_flags]
+        if unknown:
+            raise SweepError("; ".join(f"unknown argument {a!r}{did_you_mean(a, sorted(own | recipe_flags))} (neither a sweep "
+                                       "option nor a recipe field: `judgetrain sweep --help`, `judgetrain train --help`)"
+                                       for a in unknown))
 
 
 TRIAL_MODULE = "judgetrain.sweep"  # its __main__ is the trial entry (trial_main)
@@ -343,9 +352,11 @@ def _trial_outcome(trial, rc: int, out: Path, console):
 
     log = out / "train.log"
     result = _read_result(out)
-    if rc != 0 or result is None or result.get("state") == "orphaned":
-        reason = _reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}"
+    if rc != 0 or result is None or result.get("state") in ("orphaned", "failed"):
+        reason = (failure_reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}" if result is None
+                  else f"{result.get('reason') or result['state']}; log: {log}")
         trial.set_user_attr("fail_reason", reason)
+        trial.set_user_attr("fail_key", failure_key(reason, out))
         console.print(f"  [red]trial {trial.number} failed[/]: {reason}")
         raise TrialFailed(reason)
     trial.set_user_attr("steps", result.get("step"))
@@ -440,7 +451,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
     console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.search_space.validate(cfg.recipe, cfg.overrides, world_size=cfg.world_size)
+    cfg.search_space.validate(cfg.recipe, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
     cfg.out.mkdir(parents=True, exist_ok=True)
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
@@ -449,6 +460,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
                       + (", queued again" if cfg.retries else ""))
     for params in cfg.enqueued:
         study.enqueue_trial(params, skip_if_exists=True)
+    streak = FailureStreak(cfg.stop_after_failures)
     if not _wait_for_room(study, cfg, console):
         console.print(f"study {cfg.study!r} already holds {_finished(study)} finished trials (--trials {cfg.trials}); "
                       "nothing to run")
@@ -459,12 +471,16 @@ def run_sweep(cfg: SweepConfig) -> Any:
                 RetryHeartbeatStaleTrialCallback(max_retry=cfg.retries)(study, trial)
 
         def hold_size(study, trial):
-            if not _wait_for_room(study, cfg, console):
+            if streak(trial) or not _wait_for_room(study, cfg, console):
                 study.stop()
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study.optimize(_objective_fn(cfg, console), n_trials=None, catch=(TrialFailed,), callbacks=[retry_failed, hold_size])
     print_summary(study, cfg, console)
+    if streak.stopped:
+        raise SweepError(f"stopped: the last {streak.count} trials failed with the same error (--stop_after_failures "
+                         f"{cfg.stop_after_failures}), so the next would too. Fix it and rerun the same command (the "
+                         f"study keeps its trials):\n  {streak.reason}")
     if "wandb" in _report_to(cfg):
         wandb_summary(study, cfg.out, [o.name for o in cfg.objectives])
     return study
@@ -488,13 +504,13 @@ def make_parser():
     return make_config_parser(
         SweepConfig, "judgetrain sweep", __doc__.strip().splitlines()[0],
         "examples:\n"
+        "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl   # the model the tiny recipes name\n"
+        "  judgetrain build prism --out data/prism-tiny --synthetic 12 --layouts P0     # the set the tiny PRISM recipe names\n"
         "  judgetrain sweep recipes/tiny/qwen3vl-prism-pairwise-lora.yaml --space recipes/spaces/tiny.yaml \\\n"
-        "      --trials 6 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss\n"
-        "  judgetrain sweep recipes/llava-ov-7b/prism-pairwise-lora.yaml --space recipes/spaces/paper002.yaml \\\n"
-        "      --trials 50 --storage sqlite:///runs/sweeps.db --study prism-ov7b --accelerate-config zero3 --num-processes 2\n"
-        "  judgetrain sweep --config sweep.yaml --max_steps 30   # YAML keys are the fields below\n"
-        "  judgetrain sweep best prism-ov7b --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
-        "\nany further --field value is passed to every trial as a recipe override.\n",
+        "      --trials 2 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss --max_steps 2\n"
+        "  judgetrain sweep best tiny --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
+        "\nany further --field value is passed to every trial as a recipe override (--max_steps 2 above).\n"
+        "the paper's search, on GPUs: README, \"`judgetrain sweep`, `judgetrain dashboard`\".\n",
         usage="judgetrain sweep RECIPE --space SPACE.yaml [options] [--field value …]\n"
               "       judgetrain sweep best STUDY [--storage URL] [--out FILE] [--trial N]")
 

@@ -28,8 +28,9 @@ def make_parser():
     return make_config_parser(
         DashboardConfig, "judgetrain dashboard", __doc__.strip().splitlines()[0],
         "examples:\n  judgetrain dashboard runs/sweeps.db                 # then open http://127.0.0.1:8080\n"
-        "  judgetrain dashboard journal:/shared/sweeps/prism.journal --port 8081\n"
-        "  judgetrain dashboard postgresql://optuna@db-host/sweeps --host 0.0.0.0\n",
+        "  judgetrain dashboard journal:runs/sweeps.journal --port 8081\n"
+        "  judgetrain dashboard sqlite:///runs/sweeps.db --host 0.0.0.0 --port 8082   # reachable from other machines\n"
+        "\nSTORAGE: a SQLite file, journal:FILE, or any database URL a sweep's --storage takes (postgresql://…).\n",
         usage="judgetrain dashboard STORAGE [--host HOST] [--port PORT]")
 
 

@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 
 from judgetrain.io import write_text
 
-from .space import RESULT_FILE, Objective, SweepError, make_pruner
+from .space import RESULT_FILE, Objective, SweepError, make_pruner, objective_problems
 from .storage import process_alive, storage_from_url
 
 __all__ = ["SweepCallback", "lookup_metric"]
@@ -40,10 +40,10 @@ class SweepCallback(TrainerCallback):
         self.pruned = False
         self.last: dict[str, Any] | None = None  # {"step", "values", "metrics"}
         self._trial = None
-        if any(o.is_judge for o in self.objectives) and eval_records is None:
-            raise SweepError(f"objective {self.objectives[0].name} needs validation records: set eval_split in the recipe")
-        if any(o.name == "eval_loss" for o in self.objectives) and training_args.eval_strategy == "no":
-            raise SweepError("objective eval_loss needs evaluations during training: set eval_strategy: steps and eval_steps")
+        problems = objective_problems(self.objectives, "given" if eval_records is not None else None,
+                                      training_args.eval_strategy)
+        if problems:  # the controller refuses these before the first trial; a trial started otherwise fails with its words
+            raise SweepError("; ".join(problems))
 
     # -- helpers
     def _main(self) -> bool:

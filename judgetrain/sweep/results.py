@@ -63,7 +63,7 @@ def print_summary(study, cfg, console) -> None:
     for t in study.get_trials(deepcopy=False):
         vals = "" if t.values is None else ", ".join(f"{v:.4g}" for v in t.values)
         table.add_row(str(t.number), t.state.name, vals, str(t.user_attrs.get("steps", "")),
-                      json.dumps(t.params), t.user_attrs.get("fail_reason", "")[:80])
+                      json.dumps(t.params), (t.user_attrs.get("fail_reason") or "").split("\n")[0][:80])
     console.print(table)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if complete:
@@ -97,11 +97,14 @@ def _pick_trial(study, study_name: str, trial_number: int | None):
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
-        raise SweepError(f"study {study_name!r} has no complete trial yet")
+        states = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in TrialState}
+        held = ", ".join(f"{n} {name}" for name, n in states.items() if n) or "no trials"
+        raise SweepError(f"study {study_name!r} has no complete trial yet ({held}); run the sweep until one completes")
     if trial_number is not None:
         pick = [t for t in complete if t.number == trial_number]
         if not pick:
-            raise SweepError(f"study {study_name!r} has no complete trial {trial_number}")
+            raise SweepError(f"--trial {trial_number}: study {study_name!r} has no complete trial {trial_number}; its complete "
+                             f"trials: {', '.join(str(t.number) for t in complete)}")
         return pick[0]
     if len(study.directions) > 1:
         front = study.best_trials
@@ -109,6 +112,27 @@ def _pick_trial(study, study_name: str, trial_number: int | None):
               f"taking trial {front[0].number} (pick another with --trial)", file=sys.stderr)
         return front[0]
     return study.best_trial
+
+
+def _existing_study(url: str, study_name: str):
+    """The storage at ``url`` when it holds ``study_name``; else a SweepError naming the
+    studies it holds (reading a study never creates a database or a study)."""
+    import optuna
+
+    from judgetrain.errors import did_you_mean
+
+    file = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else (
+        url.removeprefix("journal:") if url.startswith("journal:") or url.endswith((".journal", ".log")) else None)
+    if file is not None and not Path(file).expanduser().is_file():
+        raise SweepError(f"--storage {url}: no such file {file}; give the storage the sweep wrote to "
+                         "(`judgetrain sweep … --storage URL`)")
+    storage = storage_from_url(url, heartbeat_interval=None)
+    names = optuna.study.get_all_study_names(storage)
+    if study_name not in names:
+        raise SweepError(f"no study {study_name!r} in {url}{did_you_mean(study_name, names)}; it holds "
+                         + (", ".join(repr(n) for n in sorted(names)) if names else "no studies")
+                         + " (a study is named by --study, by default the recipe's file name)")
+    return storage
 
 
 def best_recipe(storage: str, study_name: str, trial_number: int | None = None, out: Path | None = None) -> tuple[str, Any]:
@@ -119,7 +143,7 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None, 
     import optuna
     import yaml
 
-    study = optuna.load_study(study_name=study_name, storage=storage_from_url(storage, heartbeat_interval=None))
+    study = optuna.load_study(study_name=study_name, storage=_existing_study(storage, study_name))
     best = _pick_trial(study, study_name, trial_number)
     overrides = best.user_attrs.get("overrides")
     if overrides is None:  # a trial of a study started before trials stored their overrides

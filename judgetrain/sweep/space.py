@@ -16,7 +16,7 @@ from judgetrain.config import ConfigError
 from judgetrain.errors import did_you_mean
 
 __all__ = ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
-           "flag_value", "make_pruner", "parse_objectives"]
+           "flag_value", "make_pruner", "objective_problems", "parse_objectives"]
 
 ENV = "JUDGETRAIN_SWEEP"
 RESULT_FILE = "sweep_result.json"
@@ -138,11 +138,13 @@ class SearchSpace:
         """``--field value`` flags for the trainer: the fixed overrides, then the trial's values."""
         return [a for k, v in {**self.fixed, **values}.items() for a in (f"--{k}", flag_value(v))]
 
-    def validate(self, recipe: Path, extra: list[str] | None = None, world_size: int = 1) -> None:
+    def validate(self, recipe: Path, extra: list[str] | None = None, world_size: int = 1,
+                 objectives: list[Objective] | None = None) -> None:
         """Parse the recipe (with the sweep's ``extra`` overrides) with every probe value
         through the trainer's parser and cross-field checks (for ``world_size`` processes
-        per trial: a searched batch size must divide the recipe's effective batch); raise one
-        :class:`SweepError` listing every problem."""
+        per trial: a searched batch size must divide the recipe's effective batch), and the
+        ``objectives`` against each (:func:`objective_problems`); raise one
+        :class:`SweepError` listing every problem. Run once, before the first trial."""
         from judgetrain.train.args import ConfigError as TrainConfigError
         from judgetrain.train.checks import check_config
         from judgetrain.train.parser import make_parser, parse
@@ -155,9 +157,16 @@ class SearchSpace:
         base = self.overrides({}) + list(extra or [])
         if not problems:
             try:
-                parse(["--config", str(recipe), *base])
+                margs, dargs, largs, targs = parse(["--config", str(recipe), *base])
             except (TrainConfigError, SystemExit, ValueError) as e:
                 raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
+            searched = {p.name for p in self.params}
+            # (the cross-field checks run below, per probe value: a searched field's recipe value is never trained)
+            before = [] if searched & {"eval_split", "eval_strategy"} else objective_problems(
+                objectives or [], dargs.eval_split, targs.eval_strategy)
+            if before:  # every trial would fail on these, whatever it samples
+                raise SweepError(f"the recipe {recipe} (with this sweep's overrides) cannot run a trial, before any searched "
+                                 "value:\n" + "\n".join(f"  - {m}" for m in before))
             for p in self.params:
                 for v in p.probe_values():
                     try:
@@ -166,7 +175,8 @@ class SearchSpace:
                         problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
                         continue
                     problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
-                                 for m in check_config(margs, dargs, largs, targs, world_size=world_size)]
+                                 for m in check_config(margs, dargs, largs, targs, world_size=world_size)
+                                 + objective_problems(objectives or [], dargs.eval_split, targs.eval_strategy)]
         if problems:
             raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
 
@@ -201,6 +211,24 @@ class Objective:
     @property
     def metric(self) -> str:
         return self.name.removeprefix("judge:").split("/", 1)[1]
+
+
+def objective_problems(objectives: list[Objective], eval_split: str | None, eval_strategy: Any) -> list[str]:
+    """What a trial with this recipe could not measure: ``eval_loss`` needs evaluations during
+    training (``eval_strategy`` other than ``no``), a judge metric needs validation records
+    (``eval_split``). The controller checks these before the first trial; a trial refuses
+    them with the same words."""
+    problems = []
+    strategy = getattr(eval_strategy, "value", eval_strategy)
+    if any(o.name == "eval_loss" for o in objectives) and strategy == "no":
+        problems.append("eval_strategy: 'no', but the objective eval_loss needs evaluations during training: set "
+                        "`eval_strategy: steps` and `eval_steps` in the recipe (or pass --eval_strategy steps --eval_steps N), "
+                        f"or optimise a judge metric (--objective {DEFAULT_OBJECTIVE})")
+    judge = [o.name for o in objectives if o.is_judge]
+    if judge and not eval_split:
+        problems.append(f"eval_split: none, but the objective {judge[0]} is measured on validation records: set "
+                        "`eval_split: validation`")
+    return problems
 
 
 def parse_objectives(names: str, directions: str | None) -> list[Objective]:

@@ -18,10 +18,12 @@ from typing import Any
 from judgetrain.config import ConfigError, arg
 from judgetrain.errors import did_you_mean
 
-__all__ = ["NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config", "resolve_accelerate_config",
-           "world_size"]
+__all__ = ["CPU_PROCESSES", "NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config", "launch_problems",
+           "machine_processes", "resolve_accelerate_config", "world_size"]
 
 NAMES = ("single_gpu", "ddp", "zero2", "zero3", "zero3_offload", "zero3_multinode")
+# processes a shipped multi-process config starts on a machine without CUDA (a CPU run of the distributed path)
+CPU_PROCESSES = 2
 
 
 @dataclass
@@ -95,14 +97,38 @@ def accelerate_args(launch: Any) -> list[str]:
         value = getattr(launch, f.name, None)
         if f.name not in _NOT_ACCELERATE and value is not None:
             out += [f"--{f.name}", str(value)]
+    if getattr(launch, "accelerate_config", None) and getattr(launch, "num_processes", None) is None:
+        out += ["--num_processes", str(world_size(launch))]  # a shipped config's placeholder 8 follows the machine
     return out
 
 
-def world_size(launch: Any) -> int:
-    """The processes the launch starts: ``num_processes``, else the accelerate config's
-    (the named one, else accelerate's default config file), else 1."""
+def machine_processes() -> int:
+    """The processes one machine runs by default: its CUDA GPUs, else :data:`CPU_PROCESSES`
+    (at most its CPU cores)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return max(1, min(CPU_PROCESSES, os.cpu_count() or 1))
+
+
+def _read_config(path: Path | None) -> dict:
     import yaml
 
+    return (yaml.safe_load(path.read_text()) or {}) if path else {}
+
+
+def _shipped(path: Path) -> bool:
+    return path.resolve().parent == config_dir().resolve()
+
+
+def world_size(launch: Any) -> int:
+    """The processes the launch starts: ``num_processes``; else, for a shipped multi-process
+    config on one machine (whose ``num_processes: 8`` stands for an 8-GPU node), the
+    machine's (:func:`machine_processes`: its GPUs, or 2 on CPU); else the accelerate
+    config's (the named one, else accelerate's default config file); else 1."""
     if getattr(launch, "num_processes", None):
         return int(launch.num_processes)
     path = None
@@ -112,5 +138,25 @@ def world_size(launch: Any) -> int:
         from accelerate.commands.config import default_config_file
 
         path = Path(default_config_file) if Path(default_config_file).is_file() else None
-    config = (yaml.safe_load(path.read_text()) or {}) if path else {}
-    return int(config.get("num_processes") or 1)
+    config = _read_config(path)
+    n = int(config.get("num_processes") or 1)
+    if path is not None and _shipped(path) and n > 1 and int(config.get("num_machines") or 1) == 1:
+        return machine_processes()
+    return n
+
+
+def launch_problems(launch: Any) -> list[str]:
+    """What would make the launch fail once its processes start, found before: more
+    processes on one machine than it has GPUs (a GPU launch)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    path = find_accelerate_config(launch.accelerate_config) if getattr(launch, "accelerate_config", None) else None
+    config = _read_config(path)
+    machines = int(getattr(launch, "num_machines", None) or config.get("num_machines") or 1)
+    n, gpus = world_size(launch), torch.cuda.device_count()
+    if machines == 1 and not config.get("use_cpu") and n > gpus:
+        return [f"num_processes: {n} processes on one machine, but it has {gpus} GPU(s); pass `--num_processes {gpus}` "
+                "(or fewer), or launch on more machines (--num_machines, --machine_rank, --main_process_ip)"]
+    return []

@@ -30,7 +30,7 @@ from pathlib import Path
 from judgetrain import config
 from judgetrain.config import arg
 
-from .accelerate_configs import NAMES, LaunchArgs, accelerate_args, world_size
+from .accelerate_configs import NAMES, LaunchArgs, accelerate_args, launch_problems, world_size
 from .args import ConfigError
 
 MODULE = "judgetrain.train"
@@ -41,11 +41,11 @@ MODULE = "judgetrain.train"
 USAGE = "judgetrain train (RECIPE | --config RECIPE) [launch options] [--field value …]"
 EPILOG = (
     "examples:\n"
-    "  judgetrain train recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
-    "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --max_steps 6\n"
-    "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate_config zero3 --num_processes 2 --learning_rate 5e-5\n"
-    "  judgetrain train recipes/llava-ov-7b/prism-pairwise-lora.yaml --accelerate_config zero3 --num_processes 16 \\\n"
-    "      --num_machines 2 --machine_rank 0 --main_process_ip 10.0.0.1 --main_process_port 29500\n"
+    "  judgetrain quickstart        # first: the tiny models and the TimeCatch set the tiny recipes name\n"
+    "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
+    "  judgetrain train recipes/tiny/llava-ov-timecatch-lora.yaml --accelerate_config ddp --num_processes 2 --max_steps 2\n"
+    "\na real model: each recipe's first comment line is its launch command (recipes/qwen3vl-2b/timecatch-lora.yaml, …);\n"
+    "many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, \"`judgetrain train`\").\n"
     f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
     "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
 )
@@ -133,12 +133,15 @@ def _environment_kept():
 
 def check(launch: LaunchArgs, overrides: list[str]) -> None:
     """Parse the recipe with the overrides as the trainer will, with its cross-field
-    checks at the launch's world size and every dataset folder looked at; one
+    checks at the launch's world size (:func:`~judgetrain.train.accelerate_configs.world_size`:
+    a shipped config's follows the machine), the launch itself, every dataset folder and the
+    output folder looked at (:func:`~judgetrain.train.run_folder.output_dir_problems`); one
     :class:`~judgetrain.config.ConfigError` listing every problem."""
     from judgetrain import records
 
     from .checks import check_config
     from .parser import parse
+    from .run_folder import output_dir_problems
 
     if launch.recipe is None:
         raise ConfigError(["recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
@@ -158,12 +161,14 @@ def check(launch: LaunchArgs, overrides: list[str]) -> None:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError([f"{launch.recipe}: {e}"]) from None
-    problems = check_config(margs, dargs, largs, targs, world_size=n)
+    problems = launch_problems(launch) + check_config(margs, dargs, largs, targs, world_size=n)
     for path in dargs.datasets if isinstance(dargs.datasets, list) else []:  # a string is one of check_config's problems
         try:
             records.read_build_info(path)
         except records.IncompleteDatasetError as e:
             problems.append(f"datasets: {e}")
+    if not problems:  # another run's checkpoints in output_dir: refused here, not after the processes have started
+        problems = output_dir_problems(margs, dargs, largs, targs, world_size=n)
     if problems:
         raise ConfigError(problems)
 

@@ -90,7 +90,7 @@ def find_resume_checkpoint(output_dir: str | os.PathLike) -> str | None:
     if not out.is_dir():
         return None
     found = sorted((int(p.name.split("-")[1]), p) for p in out.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
-    for step, path in reversed(found):
+    for _step, path in reversed(found):
         if (path / COMPLETE_MARKER).is_file() and (path / "trainer_state.json").is_file():
             return str(path)
         logger.warning("%s is incomplete (the run stopped while saving it); resuming from an earlier checkpoint", path)
@@ -193,6 +193,7 @@ def resolved_recipe(model_args, data_args, lora_args, training_args, argv: list[
     recipe: dict[str, Any] = {}
     for obj in (model_args, data_args, lora_args):
         recipe.update(asdict(obj))
+    recipe.pop("overwrite", None)  # an action on the output folder, not a setting: a rerun of the saved recipe must not wipe it
     # the training arguments' own class: SFTConfig with the consistency fields (judgetrain.consistency)
     defaults = {f.name: f.default for f in fields(type(training_args))}
     for f in fields(type(training_args)):

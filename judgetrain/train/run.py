@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -40,6 +40,7 @@ from .outputs import (
 )
 from .packing import prepare_packing
 from .parser import env_world_size, parse
+from .run_folder import prepare_output_dir, record_finish
 
 __all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
 
@@ -92,6 +93,7 @@ class Run:
     data_info: dict
     longest: int
     argv: list[str]
+    run_info: dict = field(default_factory=dict)  # what run.json records (judgetrain.train.run_folder)
 
 
 def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> Run:
@@ -100,7 +102,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     arguments once the trainer exists; what it returns (a ``TrainerCallback``, or
     None for none) joins the trainer. ``judgetrain sweep``'s trials add theirs so."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    model_args, data_args, lora_args, training_args = _configure(argv)
+    model_args, data_args, lora_args, training_args, run_info = _configure(argv)
 
     from transformers import set_seed
 
@@ -150,12 +152,14 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
         if callback is not None:
             trainer.add_callback(callback)
     _log_trainable(trainer)
-    return Run(trainer, processor, family, model_args, data_args, lora_args, training_args, data_info, longest, argv)
+    return Run(trainer, processor, family, model_args, data_args, lora_args, training_args, data_info, longest, argv, run_info)
 
 
-def _configure(argv: list[str]) -> tuple[ModelArguments, DataArguments, LoraArguments, Any]:
+def _configure(argv: list[str]) -> tuple[ModelArguments, DataArguments, LoraArguments, Any, dict]:
     """The four configurations, checked (``ConfigError`` listing every problem), with the
-    gradient accumulation that ``effective_batch_size`` implies and reporting set up."""
+    gradient accumulation that ``effective_batch_size`` implies, the output folder's rule
+    applied (:func:`~judgetrain.train.run_folder.prepare_output_dir`: refuse, overwrite or
+    resume the same run) and reporting set up; and what ``run.json`` records."""
     cpu_distributed = setup_cpu_distributed()
     model_args, data_args, lora_args, training_args = parse(argv, configured_state=cpu_distributed)
     problems = check_config(model_args, data_args, lora_args, training_args, env_world_size())
@@ -163,8 +167,9 @@ def _configure(argv: list[str]) -> tuple[ModelArguments, DataArguments, LoraArgu
         raise ConfigError(problems)
     if data_args.effective_batch_size:
         training_args.gradient_accumulation_steps = data_args.effective_batch_size // (training_args.per_device_train_batch_size * env_world_size())
+    run_info = prepare_output_dir(model_args, data_args, lora_args, training_args, env_world_size(), argv)
     configure_reporting(training_args)
-    return model_args, data_args, lora_args, training_args
+    return model_args, data_args, lora_args, training_args, run_info
 
 
 def _log_trainable(trainer) -> None:
@@ -210,6 +215,8 @@ def train_and_save(run: Run) -> Path:
         header = f"# accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}\n"
         write_text(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))
         write_card(list(getattr(trainer.model, "model_tags", None) or []))  # after PEFT's save rewrote README.md
+        if run.run_info:
+            record_finish(out, run.run_info, trainer.state.global_step)
         print(f"Training finished at step {trainer.state.global_step}; adapter, processor, recipe and model card in {out}", flush=True)
     if wandb_run is not None:  # opened here, so closed here: a later run in this process opens its own
         import wandb

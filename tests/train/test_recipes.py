@@ -61,7 +61,7 @@ def test_the_batch_check_is_what_the_old_first_lines_failed():
     Qwen3-VL-2B: the config's 8 processes × per-device 4 cannot make an effective batch of 16 (the
     recipe then had 4 records a device and no packing)."""
     recipe = REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"
-    n = world_size(LaunchArgs(accelerate_config="zero3"))
+    n = world_size(LaunchArgs(accelerate_config="zero3", num_processes=8))  # the 8-GPU node the config stands for
     margs, dargs, largs, targs = train.parse(["--config", str(recipe), "--bf16", "false", "--packing", "false",
                                               "--per_device_train_batch_size", "4"])
     assert n == 8 and any(p.startswith("effective_batch_size: 16 is not a multiple of per_device_train_batch_size (4) × world size (8)")
