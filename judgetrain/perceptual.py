@@ -6,7 +6,14 @@ pass. The AlexNet backbone needs torchvision's ImageNet weights, which the
 package downloads on first use; offline they must already be in torch's hub
 cache (see :data:`ALEXNET_HELP`). Tests use the same code path with
 ``pretrained_backbone=False`` (``pnet_rand=True``: a random backbone).
-README: "LPIPS weights", "`judgetrain build timecatch`".
+
+The same frames give the same stored distances and the same keep/drop decisions
+whatever the thread count or device: the network runs in float64 (its float32
+reductions differ in the last bits with the thread count and the device), and the
+filter decides on the distance rounded to :data:`LPIPS_DECIMALS` places, which is
+also the value stored (see :func:`quantize`). The one exception is a distance within
+~1e-12 of a rounding midpoint, which a few float64 ulps could still tip.
+README: "LPIPS weights", "`judgetrain build timecatch`" (what is guaranteed).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import torch
 
 from judgetrain.errors import UserError
 
-__all__ = ["LPIPS_NETS", "LpipsDistance", "BackboneWeightsMissing", "filter_near_duplicates", "backbone_weights_path"]
+__all__ = ["LPIPS_DECIMALS", "LPIPS_NETS", "LPIPS_NUMERICS", "BackboneWeightsMissing", "LpipsDeviceError", "LpipsDistance",
+           "backbone_weights_path", "filter_near_duplicates", "quantize"]
 
 _BACKBONE_URLS = {
     "alex": "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth",
@@ -28,10 +36,27 @@ _BACKBONE_URLS = {
     "squeeze": "https://download.pytorch.org/models/squeezenet1_1-b8a52dc0.pth",
 }
 LPIPS_NETS = tuple(_BACKBONE_URLS)  # the backbones lpips.LPIPS(net=...) takes
+# Decimal places of a stored LPIPS distance, and of the value the filter compares with its
+# threshold. float64 results on 1, 2 and 4 CPU threads differ by at most a few 1e-17 (measured
+# on the synthetic frames), so rounding to 6 places makes them equal unless the exact value
+# lies within ~1e-12 of a rounding midpoint (k + ½)·1e-6.
+LPIPS_DECIMALS = 6
+# How distances are computed and rounded: part of a cached result's key, so that results of
+# other numerics (the float32 network of earlier versions) are recomputed, not reused.
+LPIPS_NUMERICS = f"float64, {LPIPS_DECIMALS} places"
+
+
+def quantize(d: float) -> float:
+    """An LPIPS distance as stored and as the filter compares it: ``round(d, LPIPS_DECIMALS)``."""
+    return round(float(d), LPIPS_DECIMALS)
 
 
 class BackboneWeightsMissing(UserError, FileNotFoundError):
     """The LPIPS backbone's ImageNet weights are not cached and cannot be fetched."""
+
+
+class LpipsDeviceError(UserError, ValueError):
+    """A device LPIPS cannot run on in float64."""
 
 
 def backbone_weights_path(net: str = "alex") -> Path:
@@ -55,7 +80,11 @@ class LpipsDistance:
 
     ``__call__(a, b)`` returns a float64 array of ``len(a)`` distances, pair
     ``k`` being ``LPIPS(a[k], b[k])``; pairs go through the network
-    ``batch_size`` at a time on ``device`` (CUDA when available).
+    ``batch_size`` at a time on ``device`` (CUDA when available). The network's
+    weights, inputs and arithmetic are float64 on every device: on 1, 2 and 4
+    CPU threads the results agree to a few ulps (float32's differed by ~1e-8,
+    enough to change a 6-place value), and :func:`quantize` removes the rest.
+    MPS has no float64 and is refused (:class:`LpipsDeviceError`).
     """
 
     def __init__(self, net: str = "alex", *, pretrained_backbone: bool = True, device: str | None = None, batch_size: int = 32, seed: int = 0):
@@ -67,6 +96,9 @@ class LpipsDistance:
         self.pretrained_backbone = pretrained_backbone
         self.batch_size = batch_size
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "mps":
+            raise LpipsDeviceError(f"--device {device}: LPIPS runs in float64 so that distances do not depend on the "
+                                   "device or thread count, and MPS has no float64; use --device cpu")
         with warnings.catch_warnings():
             # lpips 0.1.4 passes torchvision's deprecated `pretrained=` flag.
             warnings.simplefilter("ignore", UserWarning)
@@ -80,12 +112,12 @@ class LpipsDistance:
                 if pretrained_backbone:
                     raise BackboneWeightsMissing(_missing_message(net, e)) from e
                 raise
-        self.model.eval().to(self.device)
+        self.model.eval().to(self.device, torch.float64)
 
     @staticmethod
     def to_tensor(frames: Sequence[np.ndarray]) -> torch.Tensor:
-        """(N, H, W, 3) uint8 → (N, 3, H, W) float in [-1, 1], as lpips expects."""
-        x = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).float()
+        """(N, H, W, 3) uint8 → (N, 3, H, W) float64 in [-1, 1], as lpips expects."""
+        x = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).double()
         return x / 127.5 - 1.0
 
     @torch.inference_mode()
@@ -96,7 +128,7 @@ class LpipsDistance:
         for start in range(0, len(a), self.batch_size):
             x = self.to_tensor(a[start : start + self.batch_size]).to(self.device)
             y = self.to_tensor(b[start : start + self.batch_size]).to(self.device)
-            out.append(self.model(x, y).flatten().double().cpu())
+            out.append(self.model(x, y).flatten().cpu())
         return torch.cat(out).numpy() if out else np.zeros(0)
 
 
@@ -117,7 +149,10 @@ def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance
 
     Returns ``(kept, dists)``: 0-based indices of the kept frames (the first is
     always kept) and, for each kept frame after the first, its distance to the
-    kept frame before it (so ``len(dists) == len(kept) - 1``).
+    kept frame before it (so ``len(dists) == len(kept) - 1``). Each distance is
+    rounded by :func:`quantize` first, and that value is both compared with ``threshold``
+    and returned, so a kept frame's stored distance is never below the threshold
+    and the decisions are as reproducible as the stored values.
 
     Exactly the sequential rule, computed in few batched passes: all
     consecutive pairs go through the network at once; only after a drop is a
@@ -140,7 +175,8 @@ def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance
                 rest = frames[j:]
                 against = (last, np.concatenate([np.full(j - last - 1, np.nan), distance([frames[last]] * len(rest), rest)]))
             d = against[1][j - last - 1]
+        d = quantize(d)
         if d >= threshold:
             kept.append(j)
-            dists.append(float(d))
+            dists.append(d)
     return kept, dists

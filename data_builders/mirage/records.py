@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,10 +89,22 @@ def _seq_json(s: MirageSequence) -> dict:
     return {"id": s.id, "generator": s.generator, "backbone": s.backbone, "votes": s.votes, "images": [str(p) for p in s.images]}
 
 
+def stratified_letters(items: Sequence[tuple[Hashable, tuple[str, str, str]]], seed: int, salt: str) -> dict[Hashable, str]:
+    """Gold letters of one split's records ``(key, (layout, domain, negative generator))``,
+    balanced within one in every stratum, in every layout and layout/domain, and in the split.
+
+    :func:`balance_letters` deals a seeded shuffle of as many A as B per ``stratum[0]``, and
+    gives odd strata their extra letter A, B, A, … in ``str`` order of ``stratum[0]``: handing
+    it the whole stratum as ``stratum[0]`` balances each stratum, and as the strata of one
+    layout (and of one layout and domain) are neighbours in that order, the extras alternate
+    within them too, so every coarser group is also within one and the split has ⌈N/2⌉ A."""
+    return balance_letters([(key, (tuple(stratum),)) for key, stratum in items], seed, salt)
+
+
 def plan_splits(pairing: Pairing, split_of: dict[str, str], layouts: Sequence[str], seed: int) -> dict[str, list[dict]]:
     """The plans (one per prompt: its sequences and records ``[positive id, negative id, layout,
-    gold letter]``) of every split, gold letters dealt per split (:func:`balance_letters`,
-    stratified by layout, domain and negative generator)."""
+    gold letter]``) of every split, gold letters dealt per split (:func:`stratified_letters`:
+    A and B within one in every (layout, domain, negative generator) stratum)."""
     plans_by_split: dict[str, list[dict]] = defaultdict(list)
     items_by_split: dict[str, list] = defaultdict(list)
     for p, pos, neg in sorted(pairing.kept, key=lambda x: x[0].id):
@@ -104,7 +116,7 @@ def plan_splits(pairing: Pairing, split_of: dict[str, str], layouts: Sequence[st
             "id": p.id, "domain": p.domain, "prompt": p.prompt, "steps": p.steps, "source": p.source,
             "sequences": [_seq_json(s) for s in pos + neg]}})
     for name, plans in plans_by_split.items():
-        letters = balance_letters(items_by_split[name], seed, f"mirage-presentation-{name}")
+        letters = stratified_letters(items_by_split[name], seed, f"mirage-presentation-{name}")
         for plan in plans:
             for rec in plan["records"]:
                 rec[3] = letters[(plan["prompt"]["id"], rec[0], rec[1], rec[2])]
