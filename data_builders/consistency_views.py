@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -40,14 +41,17 @@ from typing import Any
 
 from judgetrain.config import arg
 from judgetrain.io import write_text
+from judgetrain.jsonl import read_jsonl
 from judgetrain.mcq.frames import decode_question
-from judgetrain.mcq.manifest import ManifestError, VideoQuestion, load_manifest
+from judgetrain.mcq.manifest import ManifestError, VideoQuestion, check_line
 from judgetrain.mcq.views import LETTERS, Grid, inverse_permutation, mcq_prompt, orderings
 from judgetrain.records import make_id
 from judgetrain.video import MAX_SIDE, FrameCache, VideoDecodeError
 
 from .core.args import WorkBuildArgs
 from .core.common import BuildError, Fractions, Skip, builder_parser, finish_summary, save_build, split_table
+from .core.manifests import nothing_left, report_skips
+from .core.outfolder import already_built
 from .core.steps import assign_splits, build_info, config_json, each_plan, generate_splits, manifest_source, work_dirs
 
 __all__ = ["BUILDER", "LAYOUT", "TASK", "VERSION", "ConsistencyViewsConfig", "build", "gold_letter", "main", "make_parser",
@@ -149,7 +153,55 @@ def generate_records(plans_json: str, cfg_json: str) -> Iterator[dict]:
         yield from view_records(plan, lambda frames: [{"bytes": load(str(folder / f"{i}.png")), "path": None} for i in frames])
 
 
-# --------------------------------------------------------------------------- decoding
+# --------------------------------------------------------------------------- reading and decoding
+
+# What decoding one question may raise (PyAV, Pillow, numpy, the file system): its skip, never the build's end
+DECODE_ERRORS = (OSError, ValueError, RuntimeError, RecursionError, MemoryError)
+
+
+class ViewsProblem(ValueError):
+    """A question whose views cannot differ; the message says why and how to fix it."""
+
+
+def read_questions(manifest: Path) -> tuple[list[VideoQuestion], list[Skip]]:
+    """The questions of a video-MCQ manifest, and a located :class:`Skip` for every bad line (the
+    checks of :func:`judgetrain.mcq.manifest.check_line`, and a repeated id): one bad line is one skip."""
+    if not manifest.is_file():
+        raise BuildError(f"--manifest {manifest}: no such manifest; build one with `judgetrain build video-mcq --out DIR "
+                         "--synthetic N` (it writes DIR/manifest.jsonl)")
+    questions, skips, seen = [], [], {}
+    for item in read_jsonl(manifest):
+        fields, bad = (None, [item.problem]) if item.problem else check_line(item.row, manifest.parent)
+        if fields is not None and fields["id"] in seen:
+            fields, bad = None, [f"id: {fields['id']!r} is also on line {seen[fields['id']]}; give every question its own id"]
+        if fields is None:
+            rid = item.row.get("id") if item.row is not None else None
+            skips.append(Skip(str(manifest), item.line, "; ".join(bad), None if rid is None else str(rid)))
+            continue
+        seen[fields["id"]] = item.line
+        questions.append(VideoQuestion(**fields, line=item.line))
+    return questions, skips
+
+
+def check_views_differ(q: VideoQuestion, n_frames: int, grids: list[list[int]]) -> None:
+    """``ViewsProblem`` when the phase grids of ``q``'s video cannot give views that differ in time:
+    a video of one frame, or phase grids that all pick the same frames."""
+    if n_frames < 2:
+        raise ViewsProblem(f"{q.video} has {n_frames} frame; every view would show that one frame {len(grids[0])} times; "
+                           "give a video of at least 2 frames, or drop the line")
+    if len(grids) > 1 and all(g == grids[0] for g in grids):
+        raise ViewsProblem(f"{q.video} has {n_frames} frames, too few for {len(grids)} different phase grids of "
+                           f"{len(grids[0])} frames (all pick frames {[i + 1 for i in grids[0]]}); give a longer video, "
+                           "lower --budget, or use --phases 1")
+
+
+def _decode_skip(cfg, q: VideoQuestion, error: BaseException) -> Skip:
+    """The located skip of a question whose video could not be decoded into views."""
+    if isinstance(error, ViewsProblem):
+        return Skip(str(cfg.manifest), q.line, f"video: {error}", q.id)
+    what = str(error) if isinstance(error, (VideoDecodeError, ManifestError, OSError)) else \
+        f"{q.video}: {type(error).__name__}: {error}"
+    return Skip(str(cfg.manifest), q.line, f"video: {what}; fix or replace the file, or drop the line", q.id)
 
 
 def _by_video(questions: list[VideoQuestion]) -> list[VideoQuestion]:
@@ -178,8 +230,8 @@ def decode_questions(questions: list[VideoQuestion], cfg: ConsistencyViewsConfig
                 resumed += 1
             else:
                 frames = _decode_into(folder, q, cfg, cache, grids)
-        except (VideoDecodeError, ManifestError, OSError) as e:
-            skip = Skip(str(cfg.manifest), q.line, f"video: {e}; fix or replace the file, or drop the line", q.id)
+        except DECODE_ERRORS as e:
+            skip = _decode_skip(cfg, q, e)
             if cfg.strict:
                 raise BuildError(str(skip)) from None
             skips.append(skip)
@@ -215,6 +267,7 @@ def _decode_into(folder: Path, q: VideoQuestion, cfg, cache, grids) -> list[int]
     """Decode ``q``'s phase grids, write each frame as ``folder/<index>.png`` and mark the folder done."""
     decoded = decode_question(q, cache, grids, [Fraction(0)], cfg.budget, latency_lines=0)
     (_origin, _grid, frames), = decoded.plan
+    check_views_differ(q, decoded.row["n_frames"], frames)
     folder.mkdir(parents=True, exist_ok=True)
     for i, image in decoded.images.items():
         image.save(folder / f"{i}.png", format="PNG")
@@ -238,12 +291,19 @@ def record_counts(dataset) -> dict:
 def build(cfg: ConsistencyViewsConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     cfg.check()
+    if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
+        return done
     out, work = work_dirs(cfg)
     manifest = cfg.manifest.resolve()
-    questions = load_manifest(manifest)
-    plans, skips, decoding = decode_questions(questions, cfg, work)
+    questions, skips = read_questions(cfg.manifest)
+    report_skips(skips, cfg.strict)
+    plans, failed, decoding = decode_questions(questions, cfg, work)
+    for s in failed:
+        print(f"warning: skipped {s}", file=sys.stderr)
+    skips += failed
     if not plans:
-        raise BuildError(f"{manifest}: no question could be decoded ({len(skips)} skipped); see build.json's reasons above")
+        raise nothing_left(cfg.manifest, "question", len(questions), skips,
+                           f"{manifest}: no question could be decoded ({len(skips)} skipped)")
     split_of = assign_splits([(p["id"], p["benchmark"]) for p in plans], cfg.splits, cfg.seed, SPLIT_SALT)
     by_split = {name: [{**p, "split": name} for p in plans if split_of[p["id"]] == name] for name in cfg.splits}
     cfg_json = config_json(cfg, "manifest")
@@ -264,8 +324,8 @@ def make_parser():
     return builder_parser(ConsistencyViewsConfig, "consistency-views",
                           "Build consistency-tuning records (paper 001 App. C): every video-MCQ question as S phase grids × "
                           "K option orderings, one record per view, the gold letter mapped into each view's order.",
-                          ["--manifest data/vmcq/manifest.jsonl --out data/vmcq-views",
-                           "--manifest nextqa/manifest.jsonl --out data/nextqa-views --budget 8 --phases 3 --orderings 2"])
+                          ["--manifest data/vmcq/manifest.jsonl --out data/vmcq-views   # after `build video-mcq --out data/vmcq`",
+                           "--manifest data/vmcq/manifest.jsonl --out data/vmcq-views-8 --budget 8 --phases 3 --orderings 2"])
 
 
 def main(cfg: ConsistencyViewsConfig) -> int:

@@ -25,6 +25,7 @@ from judgetrain.seeding import rng_for
 from .core.args import WorkBuildArgs
 from .core.common import BuildError, builder_parser, finish_summary, save_build
 from .core.images import image_bytes
+from .core.outfolder import already_built
 from .core.steps import (
     PROCEDURES_HELP,
     arrow_split,
@@ -236,6 +237,8 @@ def build(cfg: OrderingConfig) -> dict:
     import datasets
 
     cfg.check()
+    if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
+        return done
     out, work = work_dirs(cfg)
     min_steps = max(2, cfg.n_images)
     manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
@@ -261,8 +264,8 @@ def build(cfg: OrderingConfig) -> dict:
 def make_parser():
     return builder_parser(OrderingConfig, "ordering-probe",
                           "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
-                          ["--out data/ordering --synthetic 24",
-                           "--out data/ordering-coin --procedures coin/procedures.jsonl --n-images 0"])
+                          ["--out data/ordering --synthetic 12",
+                           "--out data/ordering-all --synthetic 12 --n-images 0   # every step"])
 
 
 def print_summary(info: dict, out: Path) -> None:

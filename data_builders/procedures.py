@@ -21,12 +21,12 @@ from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
 from judgetrain.io import atomic_folder, write_rows
-from judgetrain.jsonl import inside, optional_text, text
+from judgetrain.jsonl import inside, json_kind, optional_text, text
 from judgetrain.seeding import derive_seed
 
-from .core.common import BuildError, Skip
+from .core.common import Skip
 from .core.images import check_image
-from .core.manifests import read_manifest_lines, report_skips
+from .core.manifests import nothing_left, read_manifest_lines, report_skips
 
 __all__ = ["CATEGORIES", "DEFAULT_SOURCE", "Procedure", "SOURCE", "Step", "load_procedures", "read_procedures",
            "render_procedure", "write_procedures"]
@@ -118,13 +118,13 @@ def _procedure(row: dict, sid: str, path: Path, line: int) -> Procedure:
     if raw is None:
         raise ValueError(f"steps: missing; {fix}")
     if not isinstance(raw, list):
-        raise ValueError(f"steps: a {type(raw).__name__}, not a list; {fix}")
+        raise ValueError(f"steps: {json_kind(raw)}, not an array; {fix}")
     if not raw:
         raise ValueError(f"steps: empty; {fix}")
     steps, total = [], 0
     for k, step in enumerate(raw):
         if not isinstance(step, dict):
-            raise ValueError(f'steps[{k}]: a {type(step).__name__}, not an object; write {{"text": …, "image": …}}')
+            raise ValueError(f'steps[{k}]: {json_kind(step)}, not an object; write {{"text": …, "image": …}}')
         try:
             words = text(step, "text", "the step's instruction, a non-empty string")
         except ValueError as e:
@@ -148,8 +148,8 @@ def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: 
     kept = [p for p in procedures if p.n >= min_steps]
     short = [p for p in procedures if p.n < min_steps]
     if not kept:
-        raise BuildError(f"no procedure with {min_steps}+ steps in {manifest} ({len(short)} too short, {len(skips)} skipped); "
-                         f"see the warnings above")
+        raise nothing_left(manifest, "procedure", len(procedures), skips,
+                           f"no procedure with {min_steps}+ steps in {manifest} ({len(short)} too short, {len(skips)} skipped)")
     return Path(manifest), kept, short, skips
 
 

@@ -6,7 +6,9 @@ decodes each line on its own and yields a :class:`JsonLine` per non-blank line: 
 1-based line number and the object, or the problem with that line
 (``not valid UTF-8 at byte 5179``, ``not JSON …``, ``not a JSON object …``). A bad
 line never stops the reading, so a builder reports it as ``MANIFEST:LINE: …``,
-counts it in ``build.json`` and goes on (or fails under ``--strict``).
+counts it in ``build.json`` and goes on (or fails under ``--strict``). :func:`parse_json`
+is the one ``json.loads`` of user files: it turns every way that fails (bad syntax, a
+4,301-digit number, arrays nested 100,000 deep) into a problem that says so and how to fix it.
 
 :func:`text` and :func:`optional_text` check the common field shapes with messages
 of the form ``field: what is wrong; how to fix``.
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonLine", "inside", "json_kind", "optional_text", "read_jsonl", "text"]
+__all__ = ["JsonLine", "inside", "json_kind", "optional_text", "parse_json", "read_jsonl", "text"]
 
 
 @dataclass(frozen=True)
@@ -55,16 +58,35 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[JsonLine]:
         except UnicodeDecodeError as e:
             yield JsonLine(str(path), number, None, f"not valid UTF-8 at byte {offset + e.start}; save the file as UTF-8")
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            yield JsonLine(str(path), number, None, f"not JSON ({e.msg} at column {e.colno}); write one JSON object per line")
+        problem, row = parse_json(line, "write one JSON object per line")
+        if problem:
+            yield JsonLine(str(path), number, None, problem)
             continue
         if not isinstance(row, dict):
             yield JsonLine(str(path), number, None,
                            f"not a JSON object ({json_kind(row)}); write one {{\"field\": value, …}} object per line")
             continue
         yield JsonLine(str(path), number, row)
+
+
+def parse_json(text: str, fix: str = "write valid JSON") -> tuple[str | None, Any]:
+    """``(None, value)`` for JSON text, else ``(problem, None)``, the problem ending in its fix:
+    every way ``json.loads`` fails, not only bad syntax (``not JSON (… at column C); <fix>``),
+    also a number of more digits than Python converts (``ValueError``) and arrays or objects
+    nested past the recursion limit (``RecursionError``)."""
+    try:
+        return None, json.loads(text)
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno} column {e.colno}" if e.lineno > 1 else f"column {e.colno}"
+        return f"not JSON ({e.msg} at {where}); {fix}", None
+    except RecursionError:
+        return (f"not JSON this reader can take: arrays or objects nested more than about {sys.getrecursionlimit()} "
+                "levels deep; flatten the nesting"), None
+    except ValueError as e:  # int() refuses a number of more than sys.get_int_max_str_digits() digits
+        if "digits" in str(e):
+            return (f"not JSON this reader can take: a number of more than {sys.get_int_max_str_digits()} digits; "
+                    "write it as a string"), None
+        return f"not JSON this reader can take ({e}); {fix}", None
 
 
 def json_kind(value: Any) -> str:
@@ -112,6 +134,8 @@ def inside(root: Path, rel: Any, what: str) -> Path:
     path, a link out): manifest paths stay inside their data root."""
     if not isinstance(rel, str) or not rel:
         raise ValueError(f"{what}: give a non-empty path string, relative to the manifest's folder")
+    if "\x00" in rel:  # no file system takes one; pathlib would say only "embedded null byte"
+        raise ValueError(f"{what}: {rel!r} holds a NUL byte (\\x00), which no file path can; fix the path")
     path = (root / rel).resolve()
     if not path.is_relative_to(root.resolve()):
         raise ValueError(f"{what}: {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")

@@ -348,8 +348,13 @@ def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
-def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True) -> dict:
+def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True,
+         identity: Mapping[str, Any] | None = None) -> dict:
     """Validate, hash and write ``dataset`` to ``out_dir`` with its ``build.json``.
+
+    ``identity`` (what the build's records depend on: see
+    :func:`judgetrain.data_builders.core.identity.build_identity`) is recorded as the
+    ``identity`` block of ``build.json``; a builder compares it before it writes into a folder.
 
     Atomic: everything is written into a temporary sibling folder, which is
     renamed onto ``out_dir`` only once complete; ``dataset_dict.json`` and
@@ -369,6 +374,8 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
         for split, ds in dataset.items():
             validate_records(stored_rows(ds), split=split, seen_ids=seen)
     info = dict(build_info)
+    if identity is not None:
+        info["identity"] = dict(identity)
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
     dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
                                     for split, ds in dataset.items()})

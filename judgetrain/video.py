@@ -95,6 +95,8 @@ def _open(path: str | os.PathLike):
     import av
 
     path = Path(path)
+    if path.is_dir():
+        raise VideoDecodeError(f"{path}: a folder, not a video file")
     if not path.is_file():
         raise VideoDecodeError(f"{path}: no such video file")
     try:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from judgetrain.jsonl import optional_text, read_jsonl, text
+from judgetrain.jsonl import inside, optional_text, parse_json, read_jsonl, text
 
 
 def test_lines_are_numbered_and_bad_ones_located(tmp_path):
@@ -37,3 +37,29 @@ def test_field_checks_name_the_field_and_the_fix():
     assert optional_text({"description": None}, "description", "") == ""
     with pytest.raises(ValueError, match="^description: an array, not a string"):
         optional_text({"description": ["x"]}, "description", "a sentence")
+
+
+def test_numbers_and_nesting_json_cannot_hold_are_located_lines_not_exceptions(tmp_path):
+    # json.loads raises ValueError (int() digit limit) and RecursionError here, not JSONDecodeError
+    path = tmp_path / "m.jsonl"
+    lines = [b'{"id": "a"}', b'{"id": "big", "n": ' + b"1" * 4301 + b"}", b'{"id": "deep", "x": ' + b"[" * 100_000 + b"]" * 100_000
+             + b"}", b'{"id": "b"}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    got = list(read_jsonl(path))
+    assert [(g.line, g.row) for g in got] == [(1, {"id": "a"}), (2, None), (3, None), (4, {"id": "b"})]
+    assert got[1].problem == "not JSON this reader can take: a number of more than 4300 digits; write it as a string"
+    assert got[2].problem.startswith("not JSON this reader can take: arrays or objects nested more than about ")
+    assert got[2].problem.endswith(" levels deep; flatten the nesting")
+
+
+def test_parse_json_says_what_is_wrong_and_the_fix():
+    assert parse_json('{"a": [1, 2]}') == (None, {"a": [1, 2]})
+    assert parse_json('{"a": \n 1,}', "fix the file") == ("not JSON (Expecting property name enclosed in double quotes "
+                                                          "at line 2 column 4); fix the file", None)
+    assert parse_json("9" * 5000)[0].endswith("digits; write it as a string")
+
+
+def test_a_nul_byte_in_a_path_is_named_with_the_fix(tmp_path):
+    with pytest.raises(ValueError) as exc:
+        inside(tmp_path, "a\x00b.mp4", "video")
+    assert str(exc.value) == "video: 'a\\x00b.mp4' holds a NUL byte (\\x00), which no file path can; fix the path"

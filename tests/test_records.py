@@ -199,3 +199,12 @@ def test_a_killed_save_is_never_loadable_and_the_next_save_cleans_it(tmp_path):
     records.save(ds, out, {"n": 2})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
     assert records.load(out, verify=True)["train"]["id"] == ["one"]
+
+
+def test_save_records_the_identity_it_is_given_and_no_other(tmp_path):
+    dd = datasets.DatasetDict(train=datasets.Dataset.from_list([good()], features=records.FEATURES))
+    identity = {"builder": "test", "version": "1", "seed": 3, "manifest": {"sha256": "ab" * 32}}
+    info = records.save(dd, tmp_path / "a", {"builder": "test", "seed": 3}, identity=identity)
+    assert info["identity"] == identity == records.read_build_info(tmp_path / "a")["identity"]
+    assert "identity" not in records.save(dd, tmp_path / "b", {"builder": "test"})  # none given: none recorded
+    assert "identity" not in records.read_build_info(tmp_path / "b")

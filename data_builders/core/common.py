@@ -104,13 +104,17 @@ def finish_summary(console, info: dict, out) -> None:
 
 
 def save_build(dataset, out, info: dict, cfg, work) -> dict:
-    """Save a builder's records with :func:`judgetrain.records.save`, then remove its
-    ``OUT.work/`` folder unless ``cfg.keep_work``; returns build.json's content."""
+    """Save a builder's records with :func:`judgetrain.records.save`, its identity
+    (:func:`.identity.build_identity` of ``cfg`` and ``info``'s builder and version) in
+    ``build.json``, then remove its ``OUT.work/`` folder unless ``cfg.keep_work``;
+    returns build.json's content."""
     import shutil
 
     from judgetrain import records
 
-    info = records.save(dataset, out, info)
+    from .identity import build_identity
+
+    info = records.save(dataset, out, info, identity=build_identity(cfg, info["builder"], info["version"]))
     if not cfg.keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return info

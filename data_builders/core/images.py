@@ -11,22 +11,45 @@ import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
-__all__ = ["KEPT_FORMATS", "check_image", "image_bytes", "to_rgb"]
+__all__ = ["DECODE_ERRORS", "KEPT_FORMATS", "check_image", "image_bytes", "image_problem", "to_rgb"]
 
 KEPT_FORMATS = ("PNG", "JPEG")  # stored as they are; anything else is converted once to PNG
+# What Pillow raises on a file it cannot decode: OSError (truncated, unidentified), ValueError and
+# SyntaxError (bad headers of some formats), the decompression-bomb error, and its warning when
+# warnings are errors (python -W error)
+DECODE_ERRORS = (OSError, ValueError, SyntaxError, RecursionError, MemoryError, Image.DecompressionBombError,
+                 Image.DecompressionBombWarning)
+
+
+def image_problem(path: Path) -> str | None:
+    """Why ``path`` is not an image file Pillow will decode, from the file system and the header
+    alone (a folder, a missing file, a header claiming more pixels than Pillow decodes), or None."""
+    if path.is_dir():
+        return "a folder, not an image file; give the path of the image file"
+    if not path.is_file():
+        return "file not found; fix the path or put the image there"
+    try:
+        with Image.open(path):
+            pass
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        return f"too large to decode ({str(e).rstrip('.')}); shrink or replace the image, or drop the line"
+    except DECODE_ERRORS:
+        return None  # the decoder says what is wrong (check_image, or the builder's own reading)
+    return None
 
 
 def check_image(path: Path, what: str) -> int:
     """Fully decode the image at ``path`` (so a truncated file is caught here,
     not mid-build); return its size in bytes. Raises ValueError saying why."""
-    if not path.is_file():
-        raise ValueError(f"{what}: file not found ({path}); fix the path or put the image there")
+    problem = image_problem(path)
+    if problem:
+        raise ValueError(f"{what}: {path}: {problem}")
     try:
         with Image.open(path) as im:
             im.load()
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as e:
+    except DECODE_ERRORS as e:
         raise ValueError(f"{what}: unreadable image {path} ({e}); replace the file or drop the line") from None
     return path.stat().st_size
 

@@ -3,7 +3,8 @@
 :func:`read_manifest_lines` reads a manifest with :func:`judgetrain.jsonl.read_jsonl`, turns
 each object into a record with the builder's own parser, refuses a repeated id, and makes
 every bad line a :class:`~.common.Skip` naming ``PATH:LINE`` and ``field: problem; fix``;
-:func:`report_skips` prints them and fails the build under ``--strict``.
+:func:`report_skips` prints them and fails the build under ``--strict`` (with that line alone when
+there is one); :func:`nothing_left` is the error of a build with nothing left to make records of.
 README: "`judgetrain build timecatch`", "`judgetrain build prism`", "`judgetrain build mirage`".
 """
 
@@ -19,7 +20,11 @@ from judgetrain.jsonl import read_jsonl, text
 
 from .common import BuildError, Skip
 
-__all__ = ["read_manifest_lines", "report_skips"]
+__all__ = ["LINE_ERRORS", "nothing_left", "read_manifest_lines", "report_skips"]
+
+# What making a record of one line may raise: ValueError ("field: problem; fix") from the parser,
+# OSError from a file it stats or opens, RecursionError and MemoryError from what a line holds
+LINE_ERRORS = (ValueError, OSError, RecursionError, MemoryError)
 
 
 def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | None, Path, int], Any], *, what: str,
@@ -58,8 +63,9 @@ def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | No
             record, problems = result if partial else (result, [])
             if id_hint is None:
                 check_new(record.id)
-        except ValueError as e:
-            skips.append(Skip(str(path), item.line, str(e), rid))
+        except LINE_ERRORS as e:  # one line's failure is its skip, never the build's end
+            reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}; fix what it names, or drop the line"
+            skips.append(Skip(str(path), item.line, reason, rid))
             continue
         seen[rid if id_hint is not None else record.id] = item.line
         skips += [Skip(str(path), item.line, problem, rid) for problem in problems]
@@ -74,6 +80,18 @@ def report_skips(skips: list[Skip], strict: bool, *, name_first: bool = True) ->
         return
     for s in skips:
         print(f"warning: skipped {s}", file=sys.stderr)
+    if strict and len(skips) == 1:  # the one bad input is the whole message
+        raise BuildError(f"{skips[0]} (--strict: fix it, or rerun without --strict to skip it)")
     if strict:
         listed = f"listed above; the first: {skips[0]}" if name_first else "listed above"
         raise BuildError(f"{len(skips)} bad input(s) ({listed}); fix them or rerun without --strict to skip them")
+
+
+def nothing_left(manifest: str | os.PathLike, noun: str, read: int, skips: list[Skip], why: str) -> BuildError:
+    """The error of a build left with nothing to make records of: a manifest with no line at all
+    (``read`` items and no skip) is said to be empty; else ``why`` (the counts), pointing at the
+    skip warnings only when there are some."""
+    if read == 0 and not skips:
+        return BuildError(f"{manifest}: holds no {noun} (the file is empty or has only blank lines); "
+                          f"write one JSON object per {noun}, one per line")
+    return BuildError(why + ("; the skipped lines are listed above" if skips else ""))

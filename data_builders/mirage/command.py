@@ -15,7 +15,8 @@ from judgetrain.config import arg, comma_list
 
 from ..core.args import WorkBuildArgs
 from ..core.common import BuildError, Fractions, Skip, balance_table, builder_parser, finish_summary, save_build, split_table
-from ..core.manifests import report_skips
+from ..core.manifests import nothing_left, report_skips
+from ..core.outfolder import already_built
 from ..core.steps import (
     DEFAULT_SPLITS,
     assign_splits,
@@ -101,13 +102,16 @@ def build_counts(dataset, pairing: Pairing, split_of: dict[str, str], skips: lis
 PROTOCOL = {
     "labels": "majority vote over annotators; ties and unannotated sequences excluded",
     "pairs": "every positive x every negative of the same prompt and length, once per layout",
-    "balance": "per split and layout: gold letters drawn at random from a seeded shuffle of as many A as B",
+    "balance": "per split and (layout, domain, negative generator) stratum: gold letters drawn at random from a seeded "
+               "shuffle of as many A as B; every stratum, layout and split within one",
 }
 
 
 def build(cfg: MirageConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     cfg.check()
+    if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
+        return done
     out, work = work_dirs(cfg)
     manifest = source_manifest(cfg, work)
     prompts, skips = read_mirage(manifest)
@@ -115,8 +119,9 @@ def build(cfg: MirageConfig) -> dict:
     pairing = pair_prompts(prompts)
     warn_unequal(pairing.unequal)
     if not pairing.kept:
-        raise BuildError(f"no prompt in {manifest} has both a positive and a negative sequence by majority vote "
-                         f"({len(pairing.filtered)} without, {len(skips)} skipped); see build.json or the warnings above")
+        raise nothing_left(manifest, "prompt", len(prompts), skips,
+                           f"no prompt in {manifest} has both a positive and a negative sequence by majority vote "
+                           f"({len(pairing.filtered)} without, {len(skips)} skipped)")
     split_of = assign_splits([(p.id, p.domain) for p, _, _ in pairing.kept], cfg.splits, cfg.seed, "mirage-split")
     plans_by_split = plan_splits(pairing, split_of, cfg.layouts, cfg.seed)
     cfg_json = config_json(cfg, "manifest")
@@ -135,8 +140,8 @@ def build(cfg: MirageConfig) -> dict:
 def make_parser():
     return builder_parser(MirageConfig, "mirage",
                           "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
-                          ["--out data/mirage --synthetic 48",
-                           "--out data/mirage --manifest mirage/mirage.jsonl --layouts P0,P6"])
+                          ["--out data/mirage --synthetic 12",
+                           "--out data/mirage-p0p6 --synthetic 12 --layouts P0,P6"])
 
 
 def print_summary(info: dict, out: Path) -> None:

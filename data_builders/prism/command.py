@@ -17,6 +17,7 @@ from judgetrain.config import arg, comma_list, one_of
 
 from ..core.args import WorkBuildArgs
 from ..core.common import BuildError, Fractions, balance_table, builder_parser, finish_summary, save_build, split_table
+from ..core.outfolder import already_built
 from ..core.steps import (
     DEFAULT_SPLITS,
     PROCEDURES_HELP,
@@ -190,6 +191,8 @@ def sequence_counts(kept, short, skips, by_split, split_of, plans: SplitPlans, c
 def build(cfg: PrismConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     cfg.check()
+    if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
+        return done
     out, work = work_dirs(cfg)
     manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
                                                    size=cfg.synthetic_size, progress=cfg.progress, strict=cfg.strict, min_steps=MIN_STEPS)
@@ -214,8 +217,8 @@ def build(cfg: PrismConfig) -> dict:
 def make_parser():
     return builder_parser(PrismConfig, "prism",
                           "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
-                          ["--out data/prism --synthetic 100",
-                           "--out data/prism-coin --procedures coin/procedures.jsonl --layouts P0,P6 --modes pairwise"])
+                          ["--out data/prism --synthetic 12",
+                           "--out data/prism-pairwise --synthetic 12 --layouts P0,P6 --modes pairwise"])
 
 
 def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:

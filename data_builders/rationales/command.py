@@ -21,6 +21,8 @@ from judgetrain import records
 from judgetrain.config import make_parser as make_config_parser
 
 from ..core.common import BuildError
+from ..core.identity import build_identity
+from ..core.outfolder import already_built
 from .config import BUILDER, VERSION, RationaleConfig
 from .export import EXPORT_FILE, PLOT_FILE, VARIANTS, plot_answers, print_summary, sft_rows, statistics, write_export
 from .items import Item, TeacherCache, TeacherRun, collect_items
@@ -175,7 +177,8 @@ def write_variants(cfg: RationaleConfig, d: Distillation, out: Path) -> dict[str
     for variant in VARIANTS:
         splits_out = variant_splits(cfg, d, variant, work)
         info = variant_info(cfg, d, variant, {s: len(x) for s, x in splits_out.items()}, counts)
-        infos[variant] = records.save(datasets.DatasetDict(splits_out), out / variant, info)
+        infos[variant] = records.save(datasets.DatasetDict(splits_out), out / variant, info,
+                                      identity=build_identity(cfg, BUILDER, VERSION))
     shutil.rmtree(work, ignore_errors=True)
     return infos
 
@@ -183,6 +186,8 @@ def write_variants(cfg: RationaleConfig, d: Distillation, out: Path) -> dict[str
 def build(cfg: RationaleConfig) -> dict[str, dict]:
     """Ask the teacher, write both SFT datasets; returns ``{variant: build.json}``."""
     cfg.check()
+    if (done := already_built(cfg, BUILDER, VERSION, parts=VARIANTS, keep=("cache",))) is not None:  # nothing to do
+        return done
     data, out = Path(cfg.data), Path(cfg.out).resolve()
     src_info, builder, source, splits = read_source(data, cfg.splits)
     teacher = make_teacher(cfg, TeacherCache(cfg.cache or out / "cache"), choices_by_id(source))
@@ -214,11 +219,14 @@ def make_parser():
         "Distil a teacher's step-level rationales and answers for a PRISM / MIRAGE dataset into two SFT datasets "
         "(paper 002 §5E, F.1): OUT/with_rationale (rationale, then 'Answer: X') and OUT/score_only (X).",
         "examples:\n"
-        "  export GEMINI_API_KEY=...   # read from the environment only, never written anywhere\n"
-        "  judgetrain build rationales --data data/prism --out data/prism-rationales --teacher gemini --rpm 300 --workers 8\n"
-        "  judgetrain build rationales --data data/prism --out data/prism-qwen --teacher local --model Qwen/Qwen3-VL-32B-Instruct\n"
-        "  judgetrain build rationales --data data/prism --out data/prism-replayed --teacher replay --replay data/prism-rationales/rationales.jsonl\n"
-        "  judgetrain build rationales --config rationales.yaml --out data/prism-gemini   # YAML keys are the fields below\n"
+        "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl     # a (tiny, random) local teacher\n"
+        "  judgetrain build prism --out data/prism-teach --synthetic 12 --layouts P0,P6\n"
+        "  judgetrain build rationales --data data/prism-teach --out data/prism-teach-local --teacher local --model quickstart/models/qwen3-vl \\\n"
+        "      --limit 2 --max-new-tokens 8\n"
+        "  judgetrain build rationales --data data/prism-teach --out data/prism-teach-replayed --teacher replay --replay data/prism-teach-local/rationales.jsonl \\\n"
+        "      --limit 2\n"
+        "\nGemini (the paper's teacher): --teacher gemini --rpm 300 --workers 8, the key from GEMINI_API_KEY (read from the\n"
+        "environment only, never written anywhere); README, \"`judgetrain build rationales`\".\n"
         "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n")
 
 

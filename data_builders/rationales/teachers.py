@@ -293,6 +293,8 @@ class ReplayTeacher:
                 skips.append(Skip(str(self.path), item.line, str(e), rid))
                 if owns:
                     unusable[rid] = f"its line {self.path}:{item.line} is bad: {e}"
+        if len(skips) == 1 and self.strict:  # the one bad line is the whole message
+            raise BuildError(f"--replay: {skips[0]} (--strict: fix it, or rerun without --strict to leave its record out)")
         if skips and self.strict:
             shown = "\n".join(f"  - {s}" for s in skips[:50])
             raise BuildError(f"--replay: {len(skips)} bad line(s):\n{shown}" + ("\n  …" if len(skips) > 50 else "")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from judgetrain import records
 from judgetrain.perceptual import LpipsDistance
-from judgetrain.video import VideoDecodeError
 
-from ..core.common import BuildError, Skip, builder_parser, finish_summary, save_build, split_table
-from ..core.manifests import report_skips
+from ..core.common import Skip, builder_parser, finish_summary, save_build, split_table
+from ..core.manifests import nothing_left, report_skips
+from ..core.outfolder import already_built
 from .config import (
     BUILDER,
     MAIN_MAX_FRAMES,
@@ -35,7 +35,7 @@ from .config import (
     subset_of,
 )
 from .records import assign_splits, sequence_records
-from .sequences import SourceSequence, process_sequence, read_manifest
+from .sequences import MEASURE_ERRORS, SourceSequence, check_sources, process_sequence, read_manifest, sequence_skip
 
 __all__ = ["build", "main", "make_parser", "print_summary"]
 
@@ -83,10 +83,8 @@ def _process_sequences(sequences: list[SourceSequence], cfg: TimeCatchConfig, di
     for seq in tqdm(sequences, desc="sequences", unit="seq", disable=not cfg.progress):
         try:
             done = process_sequence(seq, cfg, distance, work)
-        except (VideoDecodeError, OSError) as e:
-            # the manifest's path with its line; the message names the video or image
-            field = "video" if seq.video else "frames"
-            failed.append(Skip(seq.manifest, seq.line, f"{field}: {e}; fix or replace the file, or drop the line", seq.id))
+        except MEASURE_ERRORS as e:  # one sequence's failure is its skip (manifest:line, the file, what went wrong)
+            failed.append(sequence_skip(seq, e))
             continue
         (kept if done["status"] == "ok" else short).append((seq, done))
     return kept, short, failed
@@ -174,6 +172,9 @@ def _build_info(cfg: TimeCatchConfig, cfg_json: str, manifest: Path, kept: Seque
 def build(cfg: TimeCatchConfig) -> dict:
     """Run the whole build; returns the ``build.json`` contents."""
     cfg.check()
+    check_sources(cfg)  # a missing manifest is reported as such, not as a failed LPIPS download
+    if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
+        return done
     # first, so that missing LPIPS weights fail the build before any other work
     distance = LpipsDistance(cfg.lpips_net, pretrained_backbone=cfg.lpips_pretrained, device=cfg.device, seed=cfg.seed)
     out = Path(cfg.out).resolve()
@@ -185,7 +186,8 @@ def build(cfg: TimeCatchConfig) -> dict:
     kept = [(s, d) for s, d in kept if subset_of(d["n_kept"]) in cfg.subsets]
     report_skips(skips, cfg.strict, name_first=False)
     if not kept:
-        raise BuildError(f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped); see the warnings above")
+        raise nothing_left(manifest, "sequence", len(sequences), skips,
+                           f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped)")
 
     split_of = assign_splits([s for s, _ in kept], cfg.splits, cfg.seed)
     cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "videos": None, "frames": None})
@@ -201,9 +203,10 @@ def build(cfg: TimeCatchConfig) -> dict:
 def make_parser():
     return builder_parser(TimeCatchConfig, "timecatch",
                           "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
-                          ["--out data/timecatch --synthetic 200 --lpips-random-backbone",
-                           "--out data/clevrer-tc --videos clevrer/manifest.jsonl --interval 1.5",
-                           "--out data/drivelm-tc --frames drivelm/manifest.jsonl --no-descriptions"])
+                          ["--out data/timecatch --synthetic 4 --lpips-random-backbone",
+                           "--out data/timecatch-frames --synthetic 4 --synthetic-kind frames --no-descriptions "
+                           "--lpips-random-backbone   # DriveLM-like frame folders",
+                           "--out data/timecatch-1s --synthetic 4 --interval 1.0 --tasks temporal_detect --lpips-random-backbone"])
 
 
 def print_summary(info: dict, out: Path) -> None:

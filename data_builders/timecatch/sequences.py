@@ -21,13 +21,26 @@ from PIL import Image, UnidentifiedImageError
 from judgetrain import records
 from judgetrain.io import atomic_folder, write_text
 from judgetrain.jsonl import inside, optional_text, text
-from judgetrain.perceptual import filter_near_duplicates
+from judgetrain.perceptual import LPIPS_NUMERICS, filter_near_duplicates
 from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
 
-from ..core.common import Skip
-from ..core.images import to_rgb
+from ..core.common import BuildError, Skip
+from ..core.images import image_problem, to_rgb
 from ..core.manifests import read_manifest_lines
 from .config import MAX_FRAMES, MIN_FRAMES, SPLIT_NAMES, VERSION, TimeCatchConfig
+
+# The smallest side each LPIPS backbone takes: below it a pooling layer's output is empty and
+# torch raises "Output size is too small". Measured with lpips 0.1.4 (random and pretrained
+# backbones alike): alex 31 px, vgg 16 px, squeeze 17 px, each side on its own.
+LPIPS_MIN_SIDE = {"alex": 31, "vgg": 16, "squeeze": 17}
+# What reading, decoding or measuring one sequence may raise: a located skip, never the build's end
+# (RuntimeError: torch and PyAV; RecursionError and ValueError: decoders; MemoryError: a huge frame).
+MEASURE_ERRORS = (OSError, ValueError, RuntimeError, RecursionError, MemoryError, Image.DecompressionBombError,
+                  Image.DecompressionBombWarning)
+
+
+class SequenceProblem(ValueError):
+    """A sequence that cannot be measured; the message says why and how to fix it."""
 
 
 @dataclass
@@ -88,11 +101,43 @@ def png_bytes(array: np.ndarray) -> bytes:
 
 
 def _load_image(path: Path) -> np.ndarray:
+    problem = image_problem(path)  # a folder, a missing file, a header claiming more pixels than Pillow decodes
+    if problem:
+        raise SequenceProblem(f"{path}: {problem}")
     try:
         with Image.open(path) as im:
             return np.asarray(to_rgb(im))  # 16-bit, palette, CMYK: the same RGB as every builder
-    except (OSError, UnidentifiedImageError) as e:
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as e:
         raise VideoDecodeError(f"{path}: unreadable image ({e})") from e
+
+
+def check_lpips_size(frames: list[np.ndarray], net: str) -> None:
+    """``SequenceProblem`` naming the first frame (1-based) smaller than LPIPS's ``net`` takes."""
+    least = LPIPS_MIN_SIDE.get(net, 0)
+    for k, frame in enumerate(frames, start=1):
+        h, w = frame.shape[:2]
+        if min(h, w) < least:
+            raise SequenceProblem(f"frame {k} is {w}x{h} px; LPIPS ({net}) needs at least {least} px on each side; "
+                                  f"give frames of at least {least}x{least} px, or drop the line")
+
+
+def check_sources(cfg: TimeCatchConfig) -> None:
+    """A ``--videos`` / ``--frames`` manifest that is not a file fails here, before any model loads."""
+    for flag, given in (("--videos", cfg.videos), ("--frames", cfg.frames)):
+        if given is not None and not Path(given).is_file():
+            what = "a folder, not a manifest file" if Path(given).is_dir() else "no such manifest"
+            raise BuildError(f"{flag} {given}: {what}; give the JSON Lines manifest's path")
+
+
+def sequence_skip(seq: SourceSequence, error: BaseException) -> Skip:
+    """The located skip of a sequence whose reading or measuring raised ``error``: the manifest's
+    path and line, the field, and what went wrong in words (the exception's type when it is not ours)."""
+    field_name = "video" if seq.video else "frames"
+    if isinstance(error, SequenceProblem):
+        return Skip(seq.manifest, seq.line, f"{field_name}: {error}", seq.id)
+    what = str(error) if isinstance(error, (VideoDecodeError, OSError)) else \
+        f"{seq.video or 'a frame'}: {type(error).__name__}: {error}"
+    return Skip(seq.manifest, seq.line, f"{field_name}: {what}; fix or replace the file, or drop the line", seq.id)
 
 
 def _fingerprint(seq: SourceSequence, cfg: TimeCatchConfig) -> dict:
@@ -103,7 +148,7 @@ def _fingerprint(seq: SourceSequence, cfg: TimeCatchConfig) -> dict:
         "id": seq.id,
         "files": stats,
         "interval": cfg.interval_for(seq.source) if seq.video else None,
-        "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold],
+        "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold, LPIPS_NUMERICS],
         "version": VERSION,
     }))
 
@@ -131,6 +176,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
         sizes = {"frames": len(seq.frames), "bytes": sum(p.stat().st_size for p in seq.frames)}
     if not frames:
         raise VideoDecodeError(f"{seq.video or seq.manifest}: no frames")
+    check_lpips_size(frames, cfg.lpips_net)
     kept, dists = filter_near_duplicates(frames, distance, cfg.lpips_threshold)
     result: dict[str, Any] = {"key": key, "n_sampled": len(frames), "input": sizes}
     if len(kept) < MIN_FRAMES:
@@ -145,7 +191,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
             frames=names,
             source_indices=[indices[i] for i in kept],
             times_s=[times[i] for i in kept],
-            lpips_consecutive=[round(d, 6) for d in dists],
+            lpips_consecutive=dists,  # already quantized: the values the filter compared with the threshold
             truncated_from=truncated_from,
         )
         with atomic_folder(folder) as tmp:  # the folder appears complete or not at all

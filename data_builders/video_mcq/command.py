@@ -18,7 +18,8 @@ from typing import Any
 from judgetrain.config import make_parser as make_config_parser
 
 from ..core.args import BuildArgs
-from .common import BUILD_INFO, MANIFEST, raise_problems
+from ..core.outfolder import build_in_place
+from .common import BUILD_INFO, BUILDER, MANIFEST, VERSION, raise_problems
 from .converters import CONVERTERS, ConvertConfig, build_converted
 from .synthetic import SyntheticConfig, build_synthetic
 
@@ -66,8 +67,11 @@ def _given(cfg: Any, options: list, mode: str) -> list[str]:
 
 
 def build(cfg: VideoMcqConfig) -> dict[str, Any]:
-    """The synthetic questions or the benchmark conversion ``cfg`` asks for; returns build.json's content."""
-    return (build_synthetic if cfg.synthetic is not None else build_converted)(cfg)
+    """The synthetic questions or the benchmark conversion ``cfg`` asks for; returns build.json's content.
+    The same build twice does nothing; another into the same --out is refused (:func:`build_in_place`)."""
+    cfg.check()  # option problems first, before --out is looked at
+    return build_in_place(cfg, BUILDER, VERSION, build_synthetic if cfg.synthetic is not None else build_converted,
+                          movable=cfg.synthetic is not None, writes=(MANIFEST,))
 
 
 def make_parser():
@@ -76,14 +80,11 @@ def make_parser():
         "Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions whose answers "
         "follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME / NExT-QA annotations.",
         "examples:\n"
-        "  judgetrain build video-mcq --out data/vmcq --synthetic 60\n"
-        "  judgetrain build video-mcq --out data/vmcq --synthetic 300 --seed 1 --frames 128 --options 4-5\n"
-        "  judgetrain build video-mcq --from egoschema --annotations egoschema/questions.json --videos egoschema/videos --out egoschema\n"
-        "  judgetrain build video-mcq --from mvbench --annotations mvbench/json --videos mvbench/video --out mvbench --sample 500\n"
-        "  judgetrain build video-mcq --from nextqa --annotations nextqa/NExT-QA/dataset/nextqa/val.csv --videos nextqa/NExTVideo --out nextqa\n"
-        "  judgetrain build video-mcq --from videomme --annotations videomme/videomme/test-00000-of-00001.parquet "
-        "--videos videomme/data --out videomme --sample 500 --probe\n"
-        "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n")
+        "  judgetrain build video-mcq --out data/vmcq --synthetic 6\n"
+        "  judgetrain build video-mcq --out data/vmcq-long --synthetic 6 --seed 1 --frames 128 --options 4-5\n"
+        "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n"
+        "\nfrom EgoSchema, MVBench, NExT-QA or Video-MME: --from NAME --annotations FILE --videos DIR, the commands per benchmark\n"
+        "in the README (\"`judgetrain build video-mcq`\").\n")
 
 
 def main(cfg: VideoMcqConfig) -> int:

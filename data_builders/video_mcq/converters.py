@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judgetrain.config import arg, jsonable
-from judgetrain.jsonl import json_kind, read_jsonl
+from judgetrain.jsonl import json_kind, parse_json, read_jsonl
 from judgetrain.mcq.manifest import check_line
 
 from ..core.args import BuildArgs
@@ -100,11 +100,15 @@ def _read_json(path: Path) -> Any:
         raise BuildError(f"{path}: no such annotation file")
     data = path.read_bytes()
     try:
-        return json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BuildError(f"{path}: not valid UTF-8 at byte {e.start}; save the file as UTF-8") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise BuildError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+    except (ValueError, RecursionError):  # a 4,301-digit number, arrays nested 100,000 deep: said as parse_json says them
+        raise BuildError(f"{path}: {parse_json(text)[0]}") from None
 
 
 def _annotation_rows(path: Path, what: str) -> list[_Row]:
@@ -497,14 +501,20 @@ def _converted_row(item: _Item, source: str, out: Path, probe: bool,
         return None, item.problem
     if item.id in seen:
         return None, ("duplicate id", f"id {item.id!r} is already used by {seen[item.id]}")
+    if "\x00" in str(item.video):  # pathlib would call it missing
+        return None, ("bad annotation", f"video: {str(item.video)!r} holds a NUL byte (\\x00), which no file path can; "
+                                        "fix the annotation")
+    if item.video.is_dir():
+        return None, ("missing video", f"video: {item.video} is a folder, not a video file; put the video there")
     if not item.video.is_file():
         return None, ("missing video", f"video not found: {item.video}")
     duration = num_frames = None
     if probe:
         try:
             info = probe_video(item.video)
-        except VideoDecodeError as e:
-            return None, ("unreadable video", f"unreadable video: {e}")
+        except (VideoDecodeError, OSError, ValueError, RecursionError, MemoryError) as e:  # one video's failure is its skip
+            what = str(e) if isinstance(e, (VideoDecodeError, OSError)) else f"{item.video}: {type(e).__name__}: {e}"
+            return None, ("unreadable video", f"unreadable video: {what}")
         duration, num_frames = info.duration_s, info.n_frames
     rel = Path(os.path.relpath(item.video.absolute(), out.absolute())).as_posix()
     row = manifest_row(item.id, rel, item.question, item.options, item.answer, source, duration, num_frames, **item.extra)

@@ -87,7 +87,7 @@ def check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
         try:
             video = inside(root, obj["video"], "video")
         except ValueError as e:
-            problems.append(f"video: {e}")
+            problems.append(str(e))  # inside() names the field itself ("video: …")
     options = obj.get("options")
     if not (isinstance(options, list) and len(options) >= 2 and all(isinstance(o, str) and o.strip() for o in options)):
         problems.append(f"options: must be a list of at least two non-empty strings, got {options!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import fields
 from pathlib import Path
 
@@ -190,13 +191,14 @@ def test_views_are_phase_grids_times_orderings_and_each_video_is_decoded_once(vi
                                          orderings=1, splits="train=1.0", progress=False))
     assert again["splits"] == info["splits"]  # same inputs, same bytes
     # run again where the first build ran (its work folder holds the frames, as after a kill): nothing is decoded
+    shutil.rmtree(tmp_path / "two")  # killed before its records were saved (a finished build is a no-op)
     resumed = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "two", budget=2, phases=2,
                                            orderings=1, splits="train=1.0", progress=False, keep_work=True))
     assert resumed["counts"]["decoding"] == {"decode_passes": 0, "videos": 2, "resumed_questions": 2}
     assert resumed["splits"] == info["splits"]
     # other settings: the frames are decoded again
     other = build(ConsistencyViewsConfig(manifest=clips.parent / "two.jsonl", out=tmp_path / "two", budget=3, phases=2,
-                                         orderings=1, splits="train=1.0", progress=False))
+                                         orderings=1, splits="train=1.0", progress=False, overwrite=True))
     assert other["counts"]["decoding"] == {"decode_passes": 1, "videos": 2, "resumed_questions": 0}
 
 

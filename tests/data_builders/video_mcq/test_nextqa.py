@@ -211,7 +211,7 @@ def test_cli_converts_end_to_end(nextqa, capsys, tmp_path):
     assert {k: args[k] for k in ("source", "annotations", "video_map", "videos", "sample", "probe")} == {
         "source": "nextqa", "annotations": str(csv), "video_map": None, "videos": str(root / "NExTVideo"), "sample": None,
         "probe": True}
-    assert cli.main(_argv(root, csv, "--strict")) == 2
+    assert cli.main(_argv(root, csv, "--probe", "--strict")) == 2  # the same build (other settings are refused): --strict fails
     err = capsys.readouterr().err
     assert f"{csv}:7 (id 5256928210_7): video not found" in err and "--strict" in err and "Traceback" not in err
     assert cli.main(["build", "video-mcq", "--out", str(tmp_path / "s"), "--synthetic", "2", "--video-map", str(csv)]) == 2
