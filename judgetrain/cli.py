@@ -40,12 +40,10 @@ GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, 
 
 EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline
-  judgetrain build timecatch --out data/timecatch --synthetic 200 --lpips-random-backbone
-  judgetrain build timecatch --config my-build.yaml --seed 3
-  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate_config zero3
+  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate_config zero3   # on the quickstart's set
   judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/merged
-  judgetrain eval timecatch --model quickstart/models/qwen3-vl --data quickstart/timecatch --split validation --out results/zs
-  judgetrain eval report results/zs
+  judgetrain eval timecatch --model runs/merged --data quickstart/timecatch --split validation --limit 40 --out results/merged
+  judgetrain eval report results/merged
 
 every command takes --config FILE.yaml (its fields as keys; flags win) and lists every field in --help.
 """

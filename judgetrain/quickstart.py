@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import arg
+from .io import write_text
 
 REPO_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
 
@@ -29,6 +30,8 @@ class QuickstartConfig:
     eval_limit: int = arg(60, "validation records scored before and after training (0 for all)")
     lpips_random_backbone: bool = arg(False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not "
                                              "available offline")
+    overwrite: bool = arg(False, "replace what an earlier quickstart with other settings left in --out (a rerun with "
+                                 "the same settings resumes or finds nothing to do; other settings are refused without this)")
 
 
 def make_parser():
@@ -37,19 +40,20 @@ def make_parser():
     return make_config_parser(QuickstartConfig, "judgetrain quickstart", __doc__.strip().splitlines()[0],
                               "examples:\n"
                               "  judgetrain quickstart\n"
-                              "  judgetrain quickstart --out quickstart --clips 24 --train-steps 6 --eval-limit 60\n")
+                              "  judgetrain quickstart --out quickstart-small --clips 6 --train-steps 0 --eval-limit 8"
+                              "   # no training: build and zero-shot only\n")
 
 
 def main(cfg: QuickstartConfig) -> int:
     from judgetrain.data_builders.timecatch.command import build, print_summary
     from judgetrain.data_builders.timecatch.config import TimeCatchConfig
     from judgetrain.models import load_model_and_processor
-    from judgetrain.models.tiny.builder import build_all
+    from judgetrain.models.tiny.builder import QUICKSTART_FAMILIES, build_all
     from judgetrain.perceptual import backbone_weights_path
 
     out = cfg.out.resolve()
     t0 = time.perf_counter()
-    print(f"[1/5] tiny models of every family -> {out / 'models'}")
+    print(f"[1/5] tiny models of {', '.join(QUICKSTART_FAMILIES)} -> {out / 'models'}")
     models = build_all(out / "models", seed=cfg.seed)
     for family, path in models.items():
         model, _ = load_model_and_processor(path)
@@ -62,7 +66,8 @@ def main(cfg: QuickstartConfig) -> int:
               " using a random backbone for this offline demo (see README, 'LPIPS weights').")
         random_backbone = True
     print(f"[2/5] synthetic TimeCatch set from {cfg.clips} physics clips -> {out / 'timecatch'}")
-    data = TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone)
+    data = TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone,
+                           overwrite=cfg.overwrite)
     info = build(data)
     print_summary(info, data.out)
 
@@ -72,7 +77,8 @@ def main(cfg: QuickstartConfig) -> int:
     limit = cfg.eval_limit or None
     results = out / "results"
     print(f"[3/5] zero-shot evaluation of the tiny Qwen3-VL on the validation split -> {results / 'zero-shot'}")
-    evaluate(str(models["qwen3-vl"]), data.out, results / "zero-shot", split="validation", limit=limit, progress=False)
+    evaluate(str(models["qwen3-vl"]), data.out, results / "zero-shot", split="validation", limit=limit, progress=False,
+             overwrite=cfg.overwrite)
     runs, names = [results / "zero-shot"], ["zero-shot"]
     if cfg.train_steps and REPO_RECIPE.is_file():
         from judgetrain.train.run import main as train
@@ -80,16 +86,18 @@ def main(cfg: QuickstartConfig) -> int:
         run_dir = out / "runs" / "tiny-qwen3vl-timecatch"
         print(f"[4/5] LoRA on the tiny Qwen3-VL, {cfg.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}")
         train(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(data.out),
-                    "--output_dir", str(run_dir), "--max_steps", str(cfg.train_steps), "--seed", str(cfg.seed)])
+               "--output_dir", str(run_dir), "--max_steps", str(cfg.train_steps), "--seed", str(cfg.seed),
+               *(["--overwrite"] if cfg.overwrite else [])])
         print(f"[5/5] evaluation of the adapter -> {results / 'lora'}")
-        evaluate(str(models["qwen3-vl"]), data.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit, progress=False)
+        evaluate(str(models["qwen3-vl"]), data.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit,
+                 progress=False, overwrite=cfg.overwrite)
         runs.append(results / "lora")
         names.append("lora")
     else:
         why = "--train-steps 0" if not cfg.train_steps else f"the tiny recipe {REPO_RECIPE} is not here (run from a checkout)"
         print(f"[4/5] [5/5] training skipped: {why}")
     table = compare(runs, names)["markdown"]
-    (results / "comparison.md").write_text(table + "\n")
+    write_text(results / "comparison.md", table + "\n")
     print("\nAccuracy (%) per task and source, and the change after training:\n" + table)
     print(f"\nReports: {results / 'zero-shot' / 'report.md'}" + (f" and {results / 'lora' / 'report.md'}" if len(runs) > 1 else "")
           + f"; comparison: {results / 'comparison.md'}")

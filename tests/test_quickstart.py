@@ -37,3 +37,14 @@ def test_quickstart_builds_evaluates_trains_and_compares(tmp_path):
     margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"),
                                               "--bf16", "false"])
     assert train.check_config(margs, dargs, largs, targs, world_size=1) == []
+
+    # a rerun with other settings is refused before anything is rewritten; --overwrite replaces
+    before = (out / "timecatch" / "build.json").read_bytes()
+    again = [sys.executable, "-m", "judgetrain", "quickstart", "--out", str(out), "--clips", "4", "--train-steps", "0",
+             "--eval-limit", "4"]
+    refused = subprocess.run(again, capture_output=True, text=True, timeout=900)
+    assert refused.returncode == 2 and "synthetic: 6 → 4" in refused.stderr and "--overwrite" in refused.stderr
+    assert "Traceback" not in refused.stderr and (out / "timecatch" / "build.json").read_bytes() == before
+    replaced = subprocess.run([*again, "--overwrite"], capture_output=True, text=True, timeout=900)
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    assert json.loads((out / "timecatch" / "build.json").read_text())["args"]["synthetic"] == 4

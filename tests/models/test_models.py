@@ -164,7 +164,7 @@ def test_same_seed_same_bytes(tmp_path: Path, tiny_root: Path) -> None:
 def test_cli_builds_and_prints_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
-    assert info.value.code == 0 and "python -m judgetrain.models.tiny --out /tmp/tiny" in capsys.readouterr().out
+    assert info.value.code == 0 and "python -m judgetrain.models.tiny --out tiny" in capsys.readouterr().out
     assert main(["--out", str(tmp_path), "--family", "llava-critic"]) == 0
     assert f"llava-onevision: {tmp_path / 'llava-onevision'}" in capsys.readouterr().out
     with pytest.raises(SystemExit):

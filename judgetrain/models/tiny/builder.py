@@ -479,8 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "families, offline, for tests, benchmarks and dry runs. Each lands in OUT/<family> and loads\n"
         "with judgetrain.models.load_model_and_processor(OUT/<family>).",
         epilog="examples:\n"
-        "  python -m judgetrain.models.tiny --out /tmp/tiny\n"
-        "  python -m judgetrain.models.tiny --out /tmp/tiny --family qwen3-vl --family llava-onevision",
+        "  python -m judgetrain.models.tiny --out tiny\n"
+        "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl --family llava-onevision"
+        "   # where the tiny recipes look",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, type=Path, help="folder to write OUT/<family> into (created)")
