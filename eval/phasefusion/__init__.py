@@ -17,7 +17,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "command": ["DEFAULT_ARMS", "EVALUATION", "PhaseFusionConfig", "evaluate", "finished_questions", "main",
                 "make_parser", "run"],
     "family": ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
-               "confirmatory_family"],
+               "confirmatory_family", "tost_reference"],
     "metrics": ["FLAG_FRACTION", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
                 "identity_differences", "rerun_floor"],
     "paired": ["TESTS"],

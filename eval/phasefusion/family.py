@@ -22,7 +22,7 @@ from .answers import per_question_answers
 from .signals import SIGNALS, VOTE_SHARE, deployed_error, signal_value
 
 __all__ = ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
-           "confirmatory_family"]
+           "confirmatory_family", "tost_reference"]
 
 BH_ALPHA = 0.05
 LTT_ALPHAS = (0.30, 0.25)
@@ -34,7 +34,8 @@ TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
      "(both negated: low predicts a flip), DeLong's test of the two correlated AUROCs, two-sided", ""),
     ("s3_vs_s2", "S = 3 vs. S = 2 phase count", None, "needs a second run at S = 2 on the same items"),
     ("tost_vs_reference", "Fusion vs. 32f, clustered TOST",
-     "fusion vs the largest single pass of Table A (32f in the paper), two one-sided paired t-tests, ±2.5 points", ""),
+     "fusion vs the dense pass of 4·b frames (the paper's 32f at b = 8: the arm dense<4b>), two one-sided paired "
+     "t-tests, ±2.5 points; never against another arm standing in", ""),
     ("fusion_vs_own_view", "S = 3 vs. its own single views",
      "fusion vs its phase-0 view (the standard sampler, App. G's first view), exact McNemar on correctness", ""),
     ("origin_shift_vs_union", "Fusion vs. union pass, origin shift",
@@ -72,7 +73,7 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
     if fusion is None:
         return out + [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2
                       if how and k not in ("margin_vs_msp", "margin_vs_vote")] + [vote]
-    if reference and reference != "fusion":
+    if reference in pq:
         qs = [q for q in ids if q in fusion and q in pq[reference]]
         res = stats.or_none(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
                             [float(x) for x in correct(pq[reference], qs)])
@@ -81,7 +82,9 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
                     "pvalue": res["pvalue"] if ok else None, "difference": res["difference"] if ok else None,
                     **({} if ok else {"note": "undefined (no variation in the paired differences)"})})
     else:
-        out.append({"key": "tost_vs_reference", "pvalue": None, "note": "no single pass to test against"})
+        out.append({"key": "tost_vs_reference", "pvalue": None,
+                    "note": f"not computed: the run has no {reference} arm (the pre-registered 32f reference at 4·b "
+                            f"frames); add {reference} to --arms"})
     qs = [q for q in ids if q in fusion and q in view0]
     mc = stats.or_none(stats.mcnemar_exact, correct(fusion, qs), correct(view0, qs)) if qs else None
     out.append({"key": "fusion_vs_own_view", "against": "phase 0", "n": len(qs),
@@ -121,11 +124,20 @@ def _margin_vs(key: str, ids: Sequence[str], single: Mapping[str, Any] | None, o
             "auroc_margin": res["auroc_a"], "auroc_other": res["auroc_b"]}
 
 
+def tost_reference(budget: int) -> str:
+    """The arm Table S2's "Fusion vs. 32f" row tests against: the dense pass of 4·b frames
+    (``dense32`` at the paper's b = 8), whichever arms a run scored."""
+    return f"dense{4 * budget}"
+
+
 def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]], pq: Mapping[str, Mapping],
-                        origins: Sequence[str], order: Sequence[str], reference: str | None) -> dict[str, Any]:
-    """Table S2's family per cell: each computed member's p and its Benjamini–Hochberg q
-    (step-up at ``BH_ALPHA`` over the members computed in that cell), and the members one
-    run cannot compute, with why. ``pq``: per arm, :func:`per_question_answers` at ``origins[0]``."""
+                        origins: Sequence[str], order: Sequence[str], reference: str) -> dict[str, Any]:
+    """Table S2's family per cell: each member's p and its Benjamini–Hochberg q, and the
+    members one run cannot compute, with why. The step-up at ``BH_ALPHA`` runs over every
+    member one run can compute (``m``, the same whichever arms ran), a member not computed in
+    this run counted at p = 1 (a conservative bound), so no q-value moves with ``--arms``.
+    ``reference``: :func:`tost_reference`'s arm; a row whose arm did not run is not computed,
+    never tested against another arm. ``pq``: per arm, :func:`per_question_answers` at ``origins[0]``."""
     names = {a["name"] for a in arms}
     view0 = per_question_answers(col, {"grid": "phase", "pool": "single"}, origins[0]) if "fusion" in names else {}
     shifted = None
@@ -138,13 +150,14 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
     for cell, ids in _ids_by_cell(col, order).items():
         tests = sorted(_cell_tests(ids, pq, view0, shifted, reference), key=lambda t: list(rows).index(t["key"]))
         done = [t for t in tests if t.get("pvalue") is not None]
-        if done:
-            reject, q = stats.benjamini_hochberg([t["pvalue"] for t in done], BH_ALPHA)
-            for t, qv, rj in zip(done, q, reject):
-                t.update(qvalue=qv, reject=rj)
+        if done:  # the uncomputed members at p = 1: they take their ranks but reject nothing
+            reject, q = stats.benjamini_hochberg([1.0 if t.get("pvalue") is None else t["pvalue"] for t in tests], BH_ALPHA)
+            for t, qv, rj in zip(tests, q, reject):
+                if t.get("pvalue") is not None:
+                    t.update(qvalue=qv, reject=rj)
         for t in tests:
             t["row"] = rows[t["key"]]
-        cells[cell] = {"n": len(ids), "m": len(done), "tests": tests}
+        cells[cell] = {"n": len(ids), "m": len(tests), "m_computed": len(done), "tests": tests}
     return {"alpha": BH_ALPHA, "scoring": SCORING,
             "members": [{"key": k, "row": row, "test": how, **({} if how else {"not_computed": why})}
                         for k, row, how, why in TABLE_S2],

@@ -23,7 +23,7 @@ import numpy as np
 from ..core import stats
 from ..core.runs import identity_changes
 from .answers import arm_answers, arm_specs, collect_rows, per_question_answers
-from .family import certified_selection, confirmatory_family
+from .family import certified_selection, confirmatory_family, tost_reference
 from .signals import reliability_signals
 
 __all__ = [
@@ -311,7 +311,7 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
     tost = _tost(arms, pq, order, table_a["reference"])
     table_b = _table_b(arms, col, origins, order) if len(origins) > 1 else []
     # the family is Table S2's, fixed in advance: which arms ran never adds a test to it
-    bh = confirmatory_family(col, arms, pq, origins, order, table_a["reference"]) if arms else {}
+    bh = confirmatory_family(col, arms, pq, origins, order, tost_reference(_budget(arms))) if arms else {}
     metrics: dict[str, Any] = {
         "n_questions": len(order),
         "n_errors": len(col["errors"]),

@@ -161,7 +161,10 @@ def _md_family(bh: Mapping[str, Any]) -> list[str]:
           "one model computes the rows below, one family per benchmark × scoring cell (scoring: "
           f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
           "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
-          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. Δ points: the accuracy difference, or for the "
+          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. The step-up runs over the m = "
+          f"{next(iter(bh['cells'].values()))['m'] if bh['cells'] else 0} members one run can compute, in every cell "
+          "whichever arms ran; a member not computed here counts at p = 1 (conservative) and gets no q. "
+          "Δ points: the accuracy difference, or for the "
           "margin rows the AUROC difference (margin − the other signal), × 100.\n\n"
           "| Table S2 row | how this run tests it |\n|---|---|\n"]
     for m in bh["members"]:

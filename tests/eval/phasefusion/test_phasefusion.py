@@ -321,19 +321,21 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
         ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union", "margin_vs_vote"]
     assert list(fam["cells"]) == ["all", "ego", "mme"] and fam["alpha"] == 0.05
     tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
-    # fusion right on q1, q3; union (Table A's reference) on q2, q3, q4
-    fusion, union = [1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0]
-    assert tests["tost_vs_reference"]["against"] == "union"
-    assert tests["tost_vs_reference"]["pvalue"] == pytest.approx(ttost_paired(np.array(fusion), np.array(union),
-                                                                              -0.025, 0.025)[0])
+    # no dense8 arm (4·b frames at b = 2, the paper's 32f at b = 8): the row is not computed, never
+    # tested against the union or the single pass standing in
+    assert tests["tost_vs_reference"]["pvalue"] is None and "against" not in tests["tost_vs_reference"]
+    assert "no dense8 arm" in tests["tost_vs_reference"]["note"]
     # phase-0 view right on q1, q2: one discordant pair each way -> p = 1
     assert (tests["fusion_vs_own_view"]["pvalue"], tests["fusion_vs_own_view"]["n"]) == (pytest.approx(1.0), 4)
     # under the shift union changes q3 (2 -> 0), fusion nothing: 0 vs 1 discordant -> p = 1
     assert tests["origin_shift_vs_union"]["pvalue"] == pytest.approx(1.0)
-    p = [tests[k]["pvalue"] for k in ("tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union")]
-    assert [tests[k]["qvalue"] for k in ("tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union")] == \
-        pytest.approx(list(multipletests(p, method="fdr_bh")[1]))
-    assert fam["cells"]["all"]["m"] == 3 and fam["cells"]["ego"]["n"] == 2
+    # BH over all five members one run can compute, the three not computed here at p = 1
+    keys = ["margin_vs_msp", "tost_vs_reference", "fusion_vs_own_view", "origin_shift_vs_union", "margin_vs_vote"]
+    padded = [1.0 if tests[k]["pvalue"] is None else tests[k]["pvalue"] for k in keys]
+    q = multipletests(padded, method="fdr_bh")[1]
+    assert [tests[k]["qvalue"] for k in ("fusion_vs_own_view", "origin_shift_vs_union")] == pytest.approx([q[2], q[3]])
+    assert all("qvalue" not in tests[k] for k in keys if tests[k]["pvalue"] is None)
+    assert (fam["cells"]["all"]["m"], fam["cells"]["all"]["m_computed"]) == (5, 2) and fam["cells"]["ego"]["n"] == 2
     # two flips and two stable questions, ranked alike by margin and top-1 probability: DeLong is undefined
     assert tests["margin_vs_msp"]["pvalue"] is None and "undefined (2 flipped, 2 stable" in tests["margin_vs_msp"]["note"]
     assert tests["margin_vs_vote"]["pvalue"] is None and "undefined (3 right, 1 wrong" in tests["margin_vs_vote"]["note"]
@@ -344,7 +346,13 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     assert PM.compute_metrics(_hand_rows(), {**INFO, "arms": INFO["arms"] + ["fusion-geo"]})["bh_family"] == fam
     no_run_json = PM.compute_metrics(_hand_rows(), {})
     assert "fusion-geo" in no_run_json["arms"] and no_run_json["bh_family"] == fam
-    assert PM.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "union"]})["bh_family"]["cells"]["all"]["m"] == 0
+    # --arms single,fusion: the origin-shift row is not computed, and no q-value moves (#25's case: m fell 5 → 4)
+    two = {t["key"]: t for t in PM.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "fusion"]})
+           ["bh_family"]["cells"]["all"]["tests"]}
+    assert two["origin_shift_vs_union"]["pvalue"] is None
+    assert two["fusion_vs_own_view"]["qvalue"] == pytest.approx(tests["fusion_vs_own_view"]["qvalue"])
+    fewer = PM.compute_metrics(_hand_rows(), {**INFO, "arms": ["single", "union"]})["bh_family"]["cells"]["all"]
+    assert (fewer["m"], fewer["m_computed"]) == (5, 0)
 
 
 # Six single-pass questions, K = 3 orderings: identity posterior, answers per ordering, gold.
@@ -377,7 +385,7 @@ def test_margin_rows_of_table_s2_are_delongs_test_on_the_single_pass():
     single = _signal_items()
     assert [single[q]["consensus"] for q in SIGNAL_QS] == [1, 0, 0, 0, 0, 0]  # q6: a three-way tie, the lowest index
     col = {"questions": {q: {"benchmark": "b"} for q in SIGNAL_QS}}
-    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), None)
+    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), "dense32")
     tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
     msp, vote = tests["margin_vs_msp"], tests["margin_vs_vote"]
     assert (msp["auroc_margin"], msp["auroc_other"]) == (pytest.approx(5 / 9), pytest.approx(2 / 3))
@@ -387,15 +395,15 @@ def test_margin_rows_of_table_s2_are_delongs_test_on_the_single_pass():
     flips = [single[q]["flip"] for q in SIGNAL_QS]
     want = S.delong_auroc_difference([-single[q]["margin"] for q in SIGNAL_QS], [-max(p) for p, _, _ in SIGNAL_QS.values()], flips)
     assert msp["pvalue"] == pytest.approx(want["pvalue"]) and 0 < msp["pvalue"] < 1
-    # the two members this run computes form the family: BH over exactly these two p-values
+    # the family is the five members one run can compute; the three this run lacks count at p = 1
     from statsmodels.stats.multitest import multipletests
 
-    assert fam["cells"]["all"]["m"] == 2
-    assert [msp["qvalue"], vote["qvalue"]] == pytest.approx(list(multipletests([msp["pvalue"], vote["pvalue"]],
-                                                                                method="fdr_bh")[1]))
+    assert (fam["cells"]["all"]["m"], fam["cells"]["all"]["m_computed"]) == (5, 2)
+    q = multipletests([msp["pvalue"], 1.0, 1.0, 1.0, vote["pvalue"]], method="fdr_bh")[1]
+    assert [msp["qvalue"], vote["qvalue"]] == pytest.approx([q[0], q[4]])
     assert tests["fusion_vs_own_view"]["note"] == "no fusion arm in this run"
     one = {q: {**it, "answers": it["answers"][:1]} for q, it in single.items()}
-    only = F.confirmatory_family(col, [{"name": "single"}], {"single": one}, ["0"], list(SIGNAL_QS), None)
+    only = F.confirmatory_family(col, [{"name": "single"}], {"single": one}, ["0"], list(SIGNAL_QS), "dense32")
     assert "one ordering: no vote share" in {t["key"]: t for t in only["cells"]["all"]["tests"]}["margin_vs_vote"]["note"]
 
 
@@ -414,7 +422,7 @@ def test_reliability_signals_are_table_s11_on_the_shared_target():
     assert rows["margin"]["p_vs_margin_flip"] is None and rows["vote share"]["auroc_flip"] is None
     assert (rows["vote share"]["passes"], rows["vote share"]["auroc_correct"]) == (3, pytest.approx(7 / 16))
     col = {"questions": {q: {"benchmark": "b"} for q in SIGNAL_QS}}
-    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), None)
+    fam = F.confirmatory_family(col, [{"name": "single"}], {"single": single}, ["0"], list(SIGNAL_QS), "dense32")
     tests = {t["key"]: t for t in fam["cells"]["all"]["tests"]}
     # the two Table S2 comparisons, uncorrected here, are the family's p-values
     assert rows["top-1 prob."]["p_vs_margin_flip"] == pytest.approx(tests["margin_vs_msp"]["pvalue"])
