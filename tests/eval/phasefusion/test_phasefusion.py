@@ -307,7 +307,6 @@ def test_bh_family_is_table_s2_and_does_not_move_with_the_arms():
     the pooled run: a run with an extra arm, or read without run.json (which adds fusion-geo),
     corrects the same tests and gets the same q-values."""
     from statsmodels.stats.multitest import multipletests
-    from statsmodels.stats.weightstats import ttost_paired
 
     m = PM.compute_metrics(_hand_rows(), INFO)
     fam = m["bh_family"]
