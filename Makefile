@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps quickstart test test-slow test-all bench clean
+.PHONY: setup system-deps quickstart test test-slow test-readme test-all bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test: setup system-deps
 # TORCH_EXTENSIONS_DIR)
 test-slow: setup system-deps
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+# the README's offline commands, top to bottom at their full sizes, checking that none
+# rewrites an earlier one's outputs (most of an hour on 2 cores; not part of CI's run)
+test-readme: setup system-deps
+	$(BIN)/python -m pytest -m readme tests/test_readme_walkthrough.py $(PYTEST_ARGS)
 
 test-all: setup system-deps
 	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)
