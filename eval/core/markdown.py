@@ -39,7 +39,11 @@ def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items
     if info.get("data"):
         chosen = f" ({info['split_chosen']})" if info.get("split_chosen") else ""
         md += f"- data: `{info['data']}`, split `{info.get('split')}`{chosen}\n"
-    return md + f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
+    md += f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
+    if info.get("ignored_items"):
+        md += (f"- left out: predictions of {info['ignored_items']} item(s) in predictions.jsonl that this run's "
+               "config does not select (a larger --limit, other --tasks or another split wrote them)\n")
+    return md
 
 
 def _from_rows(rows: Sequence[Mapping[str, Any]], key: str) -> Any:

@@ -132,7 +132,15 @@ def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]]
     if not (run_dir / PREDICTIONS).is_file():
         raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; {how}")
     info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
-    return selected(read_predictions(run_dir / PREDICTIONS), info), info
+    rows = read_predictions(run_dir / PREDICTIONS)
+    chosen = selected(rows, info)
+    ignored = len({r["id"] for r in rows} - {r["id"] for r in chosen})
+    if ignored:
+        info["ignored_items"] = ignored  # in memory only: what the report says it left out
+        print(f"warning: {run_dir / PREDICTIONS}: predictions of {ignored} item(s) are left out of the metrics: "
+              f"{RUN_INFO}'s config does not select them (a run with a larger --limit, other --tasks or another "
+              f"split wrote them); rerun with that config to include them", file=sys.stderr, flush=True)
+    return chosen, info
 
 
 # --------------------------------------------------------------------------- identity

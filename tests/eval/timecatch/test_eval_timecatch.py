@@ -407,17 +407,22 @@ def test_rebuilt_dataset_is_refused_then_overwrite_starts_afresh(tiny_qwen, synt
     assert m["n"] == len(new_ids) and m["items"] == {"selected": len(new_ids), "evaluated": len(new_ids)}
 
 
-def test_limit_and_tasks_select_what_the_metrics_cover(reference_run, tiny_qwen, timecatch_build, tmp_path):
+def test_limit_and_tasks_select_what_the_metrics_cover(reference_run, tiny_qwen, timecatch_build, tmp_path, capsys):
     import shutil
 
     out = tmp_path / "run"
     shutil.copytree(reference_run, out)
     before = (out / runs.PREDICTIONS).read_bytes()
+    n_all = len({r["id"] for r in runs.read_predictions(out / runs.PREDICTIONS)})
+    capsys.readouterr()
     # a smaller limit: nothing scored, nothing lost, the metrics cover exactly the first 5
     assert _cli(*_argv(tiny_qwen, timecatch_build[0], out)[:-3], "--limit", "5", "--no-progress") == 0
     m = json.loads((out / runs.METRICS).read_text())
     assert (out / runs.PREDICTIONS).read_bytes() == before
     assert m["n"] == 5 and m["items"] == {"selected": 5, "evaluated": 5}
+    # and the report says what it left out, and why (it used to say only "items: 5 of the 5")
+    assert f"predictions of {n_all - 5} item(s) are left out of the metrics" in capsys.readouterr().err
+    assert f"left out: predictions of {n_all - 5} item(s)" in (out / runs.REPORT).read_text()
     info = json.loads((out / runs.RUN_INFO).read_text())
     assert info["limit"] == 5 and info["items"]["n"] == 5 and info["finished"]
     # one task: the metrics hold that task alone
