@@ -18,7 +18,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
                 "make_parser", "run"],
     "family": ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
                "confirmatory_family", "tost_reference"],
-    "metrics": ["FLAG_FRACTION", "POSTERIOR_POOLS", "RATE_INTERVAL", "compute_metrics", "flagged_fifth",
+    "metrics": ["FLAG_FRACTION", "POSTERIOR_POOLS", "RATE_INTERVAL", "arm_cost", "compute_metrics", "flagged_fifth",
                 "identity_differences", "rerun_floor"],
     "paired": ["TESTS"],
     "passes": ["PeakMemory", "load_scorer", "score_question"],

@@ -211,8 +211,9 @@ def _md_latency(metrics: Mapping[str, Any]) -> list[str]:
           "Two measures per arm, medians over questions. Decoding + scoring at batch 1 (the paper's Table S8): "
           "this grid's frames decoded from the video alone, then each view scored by itself at the identity "
           "ordering, one after another; measured at the first origin on the questions of the manifest's first "
-          "100 lines. Scoring only: the model time this run spent per question on the arm, all orderings, "
-          "views batched, frames already decoded.\n\n"
+          "100 lines. Scoring only: the model time this run spent on one question for the arm at one origin "
+          "(a question's origins averaged, then the median over questions), all orderings, views batched, "
+          "frames already decoded.\n\n"
           "| arm | attn. | decoding + scoring, batch 1 (s/q) | of which decoding (s/q) | questions timed | "
           "scoring only, all orderings (s/q) | peak MiB |\n|---|---:|---:|---:|---:|---:|---:|\n"]
     for r in metrics["table_a"]["rows"]:

@@ -959,3 +959,19 @@ def test_batch1_timing_can_be_turned_off(tiny_models, clips, tmp_path, capsys):
     assert _cli("--model", tiny_models["qwen3-vl"][0], "--manifest", clips, "--out", tmp_path / "bad", *ARGS,
                 "--latency-lines", "-1") == 2
     assert "latency_lines: must be >= 0" in capsys.readouterr().err
+
+
+def test_scoring_cost_is_per_question_not_per_question_and_origin():
+    """q1 takes 1 s at one origin and 9 s at the other, q2 and q3 take 2 s and 3 s at both:
+    per question 5, 2, 3 s (median 3), where the six measurements' median is 2.5."""
+    from judgetrain.eval.phasefusion import metrics as PMod
+
+    lat = {("0", "q1"): 1.0, ("1/4", "q1"): 9.0, ("0", "q2"): 2.0, ("1/4", "q2"): 2.0, ("0", "q3"): 3.0, ("1/4", "q3"): 3.0}
+    costs = {}
+    for (origin, q), s in lat.items():
+        costs.setdefault((origin, "single"), []).append({"id": q, "origin": origin, "grid": "single", "latency_s": s,
+                                                         "views": 1, "budget": 2, "attention_units": 4, "passes": 2,
+                                                         "peak_memory_bytes": 1, "memory_kind": "process_rss_peak"})
+    cost = PMod.arm_cost({"costs": costs}, "single", ["0", "1/4"])
+    assert cost["median_latency_s"] == pytest.approx(3.0) and cost["mean_latency_s"] == pytest.approx(10 / 3)
+    assert cost["n_latency"] == 3 and np.median(list(lat.values())) == pytest.approx(2.5)
