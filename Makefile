@@ -46,7 +46,7 @@ test-slow: setup system-deps
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 # the README's offline commands, top to bottom at their full sizes, checking that none
-# rewrites an earlier one's outputs (most of an hour on 2 cores; not part of CI's run)
+# rewrites an earlier one's outputs (about 15 minutes on 2 cores; not part of CI's run)
 test-readme: setup system-deps
 	$(BIN)/python -m pytest -m readme tests/test_readme_walkthrough.py $(PYTEST_ARGS)
 

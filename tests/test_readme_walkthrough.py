@@ -5,8 +5,8 @@ them rewrites or removes a byte of what an earlier one made outside its own outp
 Lines that need what only the user has (their videos and procedures, a Gemini key, a GPU
 for a 32B teacher) are listed in :data:`NEEDS` with the reason and not run. This walk
 builds the README's full-size sets (200 clips, 100 procedures, 300 questions at 128
-frames, …): it takes most of an hour on 2 cores, so it has its own marker and make target
-(``make test-readme``) instead of running in CI's default or slow runs.
+frames, …) and trains, sweeps and evaluates: about 15 minutes on 2 cores, so it has its
+own marker and make target (``make test-readme``) instead of a place in CI's runs.
 """
 
 from __future__ import annotations
