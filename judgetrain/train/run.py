@@ -40,7 +40,7 @@ from .outputs import (
 )
 from .packing import prepare_packing
 from .parser import env_world_size, parse
-from .run_folder import prepare_output_dir, record_finish
+from .run_folder import AlreadyTrained, prepare_output_dir, record_finish
 
 __all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
 
@@ -227,7 +227,17 @@ def train_and_save(run: Run) -> Path:
 
 def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    run = setup(argv, callbacks=callbacks)
+    try:
+        run = setup(argv, callbacks=callbacks)
+    except AlreadyTrained as e:  # every process finds the same, before any model loads
+        import torch.distributed as dist
+
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            print(e, flush=True)
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+        return 0
     train_and_save(run)
     # Every rank waits until the main one has written its files, then the
     # group is torn down together: a rank that tears down (or exits) while

@@ -8,7 +8,8 @@ whether it had uncommitted changes (``git_dirty``). A rerun into a folder with c
 (or a finished run's outputs):
 
 - same identity: resumes from the newest complete checkpoint, as ``--resume_from_checkpoint
-  auto`` does (and says so);
+  auto`` does (and says so); when that run finished (``run.json`` says so and its weights
+  are there) there is nothing to do: :class:`AlreadyTrained`, and nothing is rewritten;
 - another identity, or checkpoints without a recorded identity: refused before any model
   loads, naming each difference old → new and the ways out (another ``--output_dir``,
   ``--resume_from_checkpoint auto``/PATH to continue, ``--overwrite`` to replace);
@@ -36,7 +37,7 @@ from judgetrain.io import write_json
 
 from .resume import FIXED_BY_CHECKPOINT
 
-__all__ = ["RUN_FILE", "TRAINING_IDENTITY", "clear_outputs", "output_dir_problems", "prepare_output_dir", "previous_outputs",
+__all__ = ["RUN_FILE", "TRAINING_IDENTITY", "AlreadyTrained", "clear_outputs", "output_dir_problems", "prepare_output_dir", "previous_outputs",
            "record_finish", "run_identity"]
 
 logger = logging.getLogger("judgetrain.train")
@@ -55,6 +56,10 @@ OUTPUTS = ("checkpoint-*", RUN_FILE, "judgetrain_recipe.yaml", "README.md", "ada
            "*_results.json", "sweep_result.json", "runs", "wandb")
 # what shows that a folder holds a run's work: checkpoints, or a finished run's weights and state
 _WORK = ("checkpoint-*", "trainer_state.json", "adapter_model.*", "model*.safetensors")
+
+
+class AlreadyTrained(Exception):
+    """The output folder holds this very run, finished: nothing to train or rewrite."""
 
 
 def _value(v: Any) -> Any:
@@ -159,6 +164,8 @@ def prepare_output_dir(model_args, data_args, lora_args, training_args, world_si
     if problems:
         raise ConfigError(problems)
     out = Path(training_args.output_dir)
+    if not data_args.overwrite and not training_args.resume_from_checkpoint:
+        _refuse_to_redo(out)
     if data_args.overwrite and _is_main_process():
         removed = clear_outputs(out)
         if removed:
@@ -178,6 +185,23 @@ def prepare_output_dir(model_args, data_args, lora_args, training_args, world_si
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / RUN_FILE, info)
     return info
+
+
+def _refuse_to_redo(out: Path) -> None:
+    """:class:`AlreadyTrained` when ``out`` holds a finished run (the identity was found
+    equal already) and its final weights: resuming it would retrain the last step under
+    some launchers and rewrite its outputs."""
+    path = out / RUN_FILE
+    try:
+        old = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        return
+    weights = [p for pattern in ("adapter_model.*", "model*.safetensors") for p in out.glob(pattern)]
+    if isinstance(old, dict) and old.get("finished") and weights:
+        raise AlreadyTrained(f"{out}: already trained with this recipe (run.json's identity is equal; finished "
+                             f"{old['finished']} at step {old.get('global_step')}); nothing rewritten. Pass --overwrite "
+                             "to train it again, or --resume_from_checkpoint auto to continue it (README \"Resume\": "
+                             "what may change).")
 
 
 def record_finish(output_dir: str | os.PathLike, info: dict[str, Any], global_step: int) -> None:

@@ -1,5 +1,6 @@
 """The training output folder: run.json records the run's identity (and the checkout's git
-state); a rerun into a folder holding checkpoints resumes the same run, refuses another (old →
+state); a rerun into a folder holding checkpoints resumes the same run (or, finished, does
+nothing), refuses another (old →
 new, before any model loads) and replaces it only with --overwrite. And the launch: a shipped
 multi-process accelerate config follows the machine, so `judgetrain --help`'s own example,
 `judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate_config zero3`,
@@ -22,7 +23,8 @@ from judgetrain.identity import git_state
 from judgetrain.train import ConfigError, parse, setup, train_and_save
 from judgetrain.train.accelerate_configs import CPU_PROCESSES, LaunchArgs, accelerate_args, machine_processes, world_size
 from judgetrain.train.launch import check
-from judgetrain.train.run_folder import RUN_FILE, output_dir_problems, run_identity
+from judgetrain.train.run import main
+from judgetrain.train.run_folder import RUN_FILE, AlreadyTrained, output_dir_problems, run_identity
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
@@ -81,7 +83,16 @@ def test_same_run_resumes_another_is_refused_and_overwrite_replaces_it(tmp_path,
     assert output_dir_problems(*parse([*base, "--effective_batch_size", "2"]), world_size=1)[0].count("global_batch: 4 → 2") == 1
     assert output_dir_problems(*parse([*base, "--per_device_train_batch_size", "1"]), world_size=1) == []
 
-    # the same identity: resumes from the newest checkpoint, as --resume_from_checkpoint auto does
+    # the same identity, finished: nothing to train and nothing rewritten (resuming it would
+    # rewrite its outputs, and under ZeRO-3 on two processes train one step past max_steps)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(AlreadyTrained, match="already trained with this recipe"):
+        setup(list(base))
+    assert main(list(base)) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
+    # the same identity, killed before it finished: resumes from the newest checkpoint, as
+    # --resume_from_checkpoint auto does
+    (out / RUN_FILE).write_text(json.dumps({k: v for k, v in info.items() if k not in ("finished", "global_step")}))
     run = setup(list(base))
     assert run.training_args.resume_from_checkpoint == "auto"
     train_and_save(run)
