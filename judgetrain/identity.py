@@ -19,6 +19,7 @@ README: "Run folders".
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -28,14 +29,16 @@ from typing import Any
 from judgetrain.io import write_text
 
 __all__ = [
-    "CACHE_ENV", "MODEL_FILES", "adapter_identity", "cache_dir", "differences", "files_identity", "folder_hashes",
-    "git_state", "model_identity", "sha256_file",
+    "ANNOTATION_SUFFIXES", "CACHE_ENV", "MODEL_FILES", "adapter_identity", "cache_dir", "differences", "files_identity",
+    "folder_hashes", "git_state", "model_identity", "path_identity", "sha256_file",
 ]
 
 CACHE_ENV = "JUDGETRAIN_CACHE"
 # what a model folder's outputs depend on: weights, configs, tokenizer and chat template
 MODEL_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.json", "*.model", "*.txt", "*.jinja", "*.tiktoken")
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin", "adapter_config.json")
+# inside a folder a path names: files read as text (annotations) count by content, the rest (media) by name and size
+ANNOTATION_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet", ".txt", ".yaml", ".yml")
 _MEMORY: dict[str, str] = {}
 
 
@@ -91,6 +94,27 @@ def files_identity(paths: Iterable[str | os.PathLike]) -> str:
         h.update(sha256_file(path).encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+def path_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """A path a config names, by content, never by its spelling: a file's sha256; a built
+    dataset folder's builder and split content hashes (from its ``build.json``); any other
+    folder one sha256 over its files (annotation files by content, others by relative name
+    and size); a missing path by its absolute name."""
+    path = Path(path)
+    if path.is_file():
+        return {"sha256": sha256_file(path)}
+    if (path / "build.json").is_file():  # judgetrain.records.BUILD_FILE (records loads `datasets`)
+        info = json.loads((path / "build.json").read_text())
+        return {"builder": info.get("builder"),
+                "splits": {s: v.get("content_hash") for s, v in sorted(info.get("splits", {}).items())}}
+    if path.is_dir():
+        h = hashlib.sha256()
+        for p in sorted(q for q in path.rglob("*") if q.is_file()):
+            part = sha256_file(p) if p.suffix.lower() in ANNOTATION_SUFFIXES else str(p.stat().st_size)
+            h.update(f"{p.relative_to(path).as_posix()}\0{part}\n".encode("utf-8", "surrogateescape"))
+        return {"folder": h.hexdigest()}
+    return {"missing": str(path.resolve())}
 
 
 def model_identity(model: str | os.PathLike) -> dict[str, Any]:

@@ -63,3 +63,24 @@ def test_differences_read_old_then_new_and_git_state_sees_uncommitted_changes(tm
     assert len(state["commit"]) == 40 and state["dirty"] is False
     (repo / "f").write_text("2")
     assert git_state(repo)["dirty"] is True
+
+
+def test_a_path_is_its_content_a_dataset_its_split_hashes(tmp_path):
+    from judgetrain.identity import path_identity
+
+    (tmp_path / "a.jsonl").write_text('{"id": 1}\n')
+    assert path_identity(tmp_path / "a.jsonl") == {"sha256": sha256_file(tmp_path / "a.jsonl")}
+    built = tmp_path / "ds"
+    built.mkdir()
+    (built / "build.json").write_text('{"builder": "prism", "splits": {"train": {"rows": 3, "content_hash": "abc"}}}')
+    assert path_identity(built) == {"builder": "prism", "splits": {"train": "abc"}}
+    media = tmp_path / "m"
+    media.mkdir()
+    (media / "ann.json").write_text("[1]")
+    (media / "v.mp4").write_bytes(b"x" * 10)
+    first = path_identity(media)
+    (media / "v.mp4").write_bytes(b"y" * 10)  # media count by name and size: the same
+    assert path_identity(media) == first
+    (media / "ann.json").write_text("[2]")  # annotations by content: another
+    assert path_identity(media) != first
+    assert path_identity(tmp_path / "nope") == {"missing": str((tmp_path / "nope").resolve())}

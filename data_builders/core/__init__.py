@@ -11,7 +11,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "args": ["BuildArgs", "OutputArgs", "WorkBuildArgs"],
     "common": ["BuildError", "Fractions", "Skip", "balance_table", "builder_parser", "csv", "finish_summary",
                "parse_splits", "save_build", "split_table"],
-    "identity": ["ANNOTATION_SUFFIXES", "RUN_ONLY", "build_identity", "input_identity", "is_leftover", "sweep_leftovers"],
+    "identity": ["RUN_ONLY", "build_identity", "is_leftover", "sweep_leftovers"],
     "images": ["KEPT_FORMATS", "check_image", "image_bytes", "to_rgb"],
     "manifests": ["read_manifest_lines", "report_skips"],
     "outfolder": ["WAYS_OUT", "already_built", "build_in_place"],

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.errors import UserError
-from judgetrain.identity import adapter_identity, differences, folder_hashes, git_state, model_identity, sha256_file
+from judgetrain.identity import adapter_identity, differences, git_state, model_identity, path_identity
 from judgetrain.io import write_json, write_rows
+from judgetrain.models.registry import dtype_name
 
 __all__ = [
     "METRICS", "PREDICTIONS", "REPORT", "RUN_INFO", "EvalInputError", "PredictionsError",
@@ -172,9 +173,6 @@ def evaluated_model(model: str | os.PathLike) -> dict[str, Any]:
     return model_identity(model)
 
 
-_DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
-
-
 def _checkpoint_dtype(model: str | os.PathLike) -> str | None:
     """The dtype a local checkpoint's ``config.json`` records (what ``dtype="auto"`` loads)."""
     path = Path(model) / "config.json"
@@ -194,8 +192,7 @@ def resolved_dtype(dtype: Any, model: str | os.PathLike, device_type: str) -> st
     ``bf16``, … are their full names."""
     if dtype is None:
         dtype = "float32" if device_type == "cpu" else "auto"
-    name = str(dtype).replace("torch.", "").lower()
-    name = _DTYPE_ALIASES.get(name, name)
+    name = dtype_name(dtype)
     if name == "auto":
         return _checkpoint_dtype(model) or "auto"
     return name
@@ -215,19 +212,11 @@ def _device_type(world_size: int) -> str:
     return "cuda"
 
 
-def _content(path: Path) -> dict[str, Any]:
-    """A path-valued identity field by what it holds, never by its spelling."""
-    if path.is_file():
-        return {"sha256": sha256_file(path)}
-    if path.is_dir():
-        return {"files": folder_hashes(path, ("*",))}
-    return {"missing": str(path)}
-
-
 def config_identity(cfg: Any, world_size: int = 1) -> dict[str, Any]:
     """The identity block of a config: its fields marked ``identity=True``, with paths by
     content (the model by :func:`evaluated_model`, the adapter by
-    :func:`judgetrain.identity.adapter_identity`, any other path field by its bytes) and
+    :func:`judgetrain.identity.adapter_identity`, any other path field by
+    :func:`judgetrain.identity.path_identity`) and
     the dtype as it resolves (:func:`resolved_dtype`)."""
     from dataclasses import fields
 
@@ -237,7 +226,7 @@ def config_identity(cfg: Any, world_size: int = 1) -> dict[str, Any]:
     for f in fields(cfg):
         value = getattr(cfg, f.name)
         if f.name in identity and isinstance(value, os.PathLike) and f.name not in ("model", "adapter"):
-            identity[f.name] = _content(Path(value))
+            identity[f.name] = path_identity(value)
     if "model" in identity:
         identity["model"] = evaluated_model(cfg.model)
     if "adapter" in identity:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # importing transformers costs seconds; only the loader needs
 
 __all__ = [
     "DTYPES",
+    "DTYPE_ALIASES",
+    "dtype_name",
     "FAMILIES",
     "ModelFamily",
     "ModelNotFoundError",
@@ -401,16 +403,27 @@ def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
+# other spellings a loader takes for them
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+
+
+def dtype_name(dtype: Any) -> str:
+    """A dtype's name as :data:`DTYPES` spells it (``"bf16"``, ``torch.bfloat16`` → ``"bfloat16"``);
+    ``ValueError`` naming the choices for any other."""
+    raw = str(dtype).replace("torch.", "").lower()
+    name = DTYPE_ALIASES.get(raw, raw)
+    if name not in DTYPES:
+        hint = did_you_mean(name, [*DTYPES, *DTYPE_ALIASES], n=2, sentence=True)
+        raise ValueError(f"Unknown dtype {dtype!r}.{hint} Use one of: {', '.join(DTYPES)} (or a torch.dtype).")
+    return name
+
+
 def _resolve_dtype(dtype: str | torch.dtype) -> str | torch.dtype:
     import torch
 
     if isinstance(dtype, torch.dtype):
         return dtype
-    aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
-    name = aliases.get(str(dtype).lower(), str(dtype).lower())
-    if name not in DTYPES:
-        hint = did_you_mean(name, [*DTYPES, *aliases], n=2, sentence=True)
-        raise ValueError(f"Unknown dtype {dtype!r}.{hint} Use one of: {', '.join(DTYPES)} (or a torch.dtype).")
+    name = dtype_name(dtype)
     return name if name == "auto" else getattr(torch, name)
 
 
