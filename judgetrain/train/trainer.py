@@ -8,6 +8,17 @@ nothing else.
   the one on disk, is judgetrain's. The Trainer's own saves (``save_model`` with
   ``_internal_call``: each checkpoint folder, which ``hub_strategy: checkpoint``
   uploads too) write it over PEFT's card in the folder they save to.
+- **A global batch's loss, however it is split.** TRL's ``compute_loss`` sums the
+  completion tokens' losses and divides by ``num_items_in_batch``: the completion
+  tokens of the whole global batch (every accumulation step and every process), which
+  makes the step's loss and gradient the token-weighted mean over the global batch,
+  independent of how it is split over devices and accumulation. The Trainer counts
+  ``num_items_in_batch`` (and leaves the accumulation scaling to the loss) only when
+  ``model_accepts_loss_kwargs``, which it reads from the model class; Qwen2.5-VL and
+  Qwen3-VL deny it (``accepts_loss_kwargs = False``, a statement about their own
+  ``forward``, whose loss TRL does not use). Without the count TRL falls back to each
+  micro-batch's own mean and the Trainer averages those: the same recipe would train
+  differently on 1, 2 or 8 GPUs. This trainer's loss accepts the count, so it says so.
 - **Token counts of packed rows.** A packed batch has no attention mask, so TRL counts
   its tokens from ``position_ids.size(1)``: the row width for 1-D positions (one row
   of several), and the number of rows for Qwen-VL's ``(4, rows, length)`` M-RoPE
@@ -36,6 +47,11 @@ class JudgeSFTTrainer(SFTTrainer):
     count of packed rows (module docstring)."""
 
     card_writer: Callable[..., None] | None = None  # write(tags, folder=None): the card into folder (default: the run's)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # TRL's loss is normalised by num_items_in_batch for every family (module docstring): have the Trainer count it
+        self.model_accepts_loss_kwargs = True
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None, **kwargs: Any) -> None:
