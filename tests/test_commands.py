@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from judgetrain import cli, config
 from judgetrain.train import accelerate_configs, launch
@@ -80,6 +81,27 @@ def test_machine_rank_zero_and_unset_options():
     # the shipped config's num_processes: 8 stands for an 8-GPU node; on one machine it follows the machine
     assert accelerate_configs.world_size(accelerate_configs.LaunchArgs(accelerate_config="zero3")) == \
         accelerate_configs.machine_processes()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without GPUs launches")
+def test_several_processes_without_gpus_launch_through_torchrun(tmp_path, monkeypatch):
+    """Without GPUs and without a config naming a distributed type, `accelerate launch
+    --num_processes 2` starts one process: `--multi_gpu` is added there (and only there)."""
+    import accelerate.commands.config
+    from accelerate.commands.launch import launch_command_parser
+
+    monkeypatch.setattr(accelerate.commands.config, "default_config_file", str(tmp_path / "none.yaml"))  # no user default
+    args = accelerate_configs.accelerate_args
+    assert args(accelerate_configs.LaunchArgs(recipe=RECIPE, num_processes=2)) == ["--num_processes", "2", "--multi_gpu"]
+    assert launch_command_parser().parse_args([*args(accelerate_configs.LaunchArgs(num_processes=2)), "x.py"]).multi_gpu
+    assert args(accelerate_configs.LaunchArgs(recipe=RECIPE, num_processes=1)) == ["--num_processes", "1"]
+    assert args(accelerate_configs.LaunchArgs(accelerate_config="single_gpu", num_processes=2))[-1] == "--multi_gpu"
+    for name in ("ddp", "zero2", "zero3"):  # the config's distributed type starts the processes
+        assert "--multi_gpu" not in args(accelerate_configs.LaunchArgs(accelerate_config=name, num_processes=2))
+    mine = tmp_path / "default.yaml"
+    mine.write_text("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n")
+    monkeypatch.setattr(accelerate.commands.config, "default_config_file", str(mine))
+    assert args(accelerate_configs.LaunchArgs(recipe=RECIPE)) == []  # the user's own CPU launcher, as configured
 
 
 def test_train_help_lists_every_recipe_field(capsys):

@@ -99,7 +99,26 @@ def accelerate_args(launch: Any) -> list[str]:
             out += [f"--{f.name}", str(value)]
     if getattr(launch, "accelerate_config", None) and getattr(launch, "num_processes", None) is None:
         out += ["--num_processes", str(world_size(launch))]  # a shipped config's placeholder 8 follows the machine
+    if _cpu_data_parallel(launch):
+        out.append("--multi_gpu")
     return out
+
+
+# distributed types under which `accelerate launch` starts num_processes processes itself
+_LAUNCHES_PROCESSES = ("MULTI_GPU", "DEEPSPEED", "FSDP", "MULTI_CPU", "XLA", "MEGATRON_LM")
+
+
+def _cpu_data_parallel(launch: Any) -> bool:
+    """True for several processes on a machine without CUDA whose accelerate config (or
+    none) names no distributed type: ``accelerate launch --num_processes 2`` would then
+    start one process and say nothing (its multi-process launcher is chosen by the config
+    or by the GPU count). ``--multi_gpu`` makes it start them through torchrun; each
+    process then sets up accelerate's CPU state on gloo (``judgetrain.train.run.setup_cpu_distributed``)."""
+    import torch
+
+    if torch.cuda.is_available() or world_size(launch) < 2:
+        return False
+    return str(_read_config(_config_file(launch)).get("distributed_type", "NO")) not in _LAUNCHES_PROCESSES
 
 
 def machine_processes() -> int:
@@ -124,6 +143,15 @@ def _shipped(path: Path) -> bool:
     return path.resolve().parent == config_dir().resolve()
 
 
+def _config_file(launch: Any) -> Path | None:
+    """The accelerate config the launch reads: the named one, else accelerate's default config file, else None."""
+    if getattr(launch, "accelerate_config", None):
+        return find_accelerate_config(launch.accelerate_config)
+    from accelerate.commands.config import default_config_file
+
+    return Path(default_config_file) if Path(default_config_file).is_file() else None
+
+
 def world_size(launch: Any) -> int:
     """The processes the launch starts: ``num_processes``; else, for a shipped multi-process
     config on one machine (whose ``num_processes: 8`` stands for an 8-GPU node), the
@@ -131,13 +159,7 @@ def world_size(launch: Any) -> int:
     config's (the named one, else accelerate's default config file); else 1."""
     if getattr(launch, "num_processes", None):
         return int(launch.num_processes)
-    path = None
-    if getattr(launch, "accelerate_config", None):
-        path = find_accelerate_config(launch.accelerate_config)
-    else:
-        from accelerate.commands.config import default_config_file
-
-        path = Path(default_config_file) if Path(default_config_file).is_file() else None
+    path = _config_file(launch)
     config = _read_config(path)
     n = int(config.get("num_processes") or 1)
     if path is not None and _shipped(path) and n > 1 and int(config.get("num_machines") or 1) == 1:

@@ -62,30 +62,51 @@ def test_one_process_through_judgetrain_train(tmp_path, tiny, timecatch_build):
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
 
 
+def test_num_processes_2_without_a_config_runs_two_processes_on_cpu(tmp_path, tiny, timecatch_build):
+    """`accelerate launch --num_processes 2` with no config file starts one process on a machine
+    without GPUs (its multi-process launcher is chosen by the config or the GPU count) while
+    the batch was checked at two: `judgetrain train` adds `--multi_gpu` there, so two run."""
+    out = tmp_path / "two"
+    done = run([str(BIN / "judgetrain"), "train", str(RECIPE), "--num_processes", "2", *overrides(tiny, timecatch_build[0], out)])
+    assert "accelerate launch --num_processes 2 --multi_gpu -m judgetrain.train" in done.stdout
+    assert world_size(out) == 2
+    assert "gradient accumulation: 1 (effective batch 4)" in (out / "README.md").read_text()  # 2 processes × 2 records
+
+
+# LoRA on the language model's q/v and on the vision attention of each family
+VISION_LORA = {"qwen3-vl": r"visual\.blocks\.\d+\.attn\.qkv", "qwen2.5-vl": r"visual\.blocks\.\d+\.attn\.qkv",
+               "llava-onevision": r"vision_tower\.encoder\.layers\.\d+\.self_attn\.[qv]_proj"}
+FAMILY_RECIPES = {"qwen3-vl": "qwen3vl", "qwen2.5-vl": "qwen25vl", "llava-onevision": "llava-ov"}
+
+
 @pytest.mark.parametrize("packing", [False, True], ids=["padded", "packed"])
-def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_global_batch(tmp_path, tiny, timecatch_build, packing):
-    """Two DDP processes of per-device batch 2 against one process of per-device 2 with
-    two accumulation steps: the same four records per optimizer step (rank r takes micro-
-    batch r, the single process takes both in turn). tests/train/ddp_probe.py writes each rank's
+@pytest.mark.parametrize("family", list(VISION_LORA))
+def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_global_batch(tmp_path, tiny_model, timecatch_build,
+                                                                                           family, packing):
+    """Two DDP processes against one process on the same global batch, split differently:
+    padded, each rank takes one record a micro-batch and accumulates two (four records a
+    step), the single process takes all four in one micro-batch; packed, each rank takes one
+    row a step, the single process both rows in one micro-batch. The step's loss is the
+    token-weighted mean over the global batch however it is split (Qwen2.5-VL and Qwen3-VL
+    trained on a mean of micro-batch means before; tests/train/test_batch_split.py splits
+    over accumulation in one process). tests/train/ddp_probe.py writes each rank's
     trainable weights before training and after every step. Data parallel means the ranks
     hold the same weights at every step and equal the single process; ranks that train
     apart (what a gloo group under accelerate's distributed type NO gave) differ from step 1.
     LoRA reaches the vision attention and the projector is unfrozen: the case where DDP
-    must be told that trainable parameters may go unused. Packed, each micro-batch is one
-    row of records (max length 1024): each rank takes one row a step, the single process
-    two in turn."""
+    must be told that trainable parameters may go unused."""
     import yaml
     from safetensors.torch import load_file
 
-    recipe = RECIPE
-    if packing:  # rows, not records, then make the batch: accumulate explicitly (the recipe's effective batch removed)
-        recipe = tmp_path / "recipe.yaml"
-        recipe.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(RECIPE.read_text()).items() if k != "effective_batch_size"}))
-    batch = {"ddp": ["--per_device_train_batch_size", "2", "--effective_batch_size", "4"],
-             "one": ["--per_device_train_batch_size", "2", "--effective_batch_size", "4"]}
+    tiny = tiny_model(family)
+    base = REPO / "recipes" / "tiny" / f"{FAMILY_RECIPES[family]}-timecatch-lora.yaml"
+    recipe = tmp_path / "recipe.yaml"  # the batch set here, on the command line (the recipe's effective batch removed)
+    recipe.write_text(yaml.safe_dump({k: v for k, v in yaml.safe_load(base.read_text()).items() if k != "effective_batch_size"}))
+    batch = {"ddp": ["--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "2"],
+             "one": ["--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1"]}
     if packing:
-        batch = {name: ["--packing", "true", "--max_length", "1024", "--per_device_train_batch_size", "1",
-                        "--gradient_accumulation_steps", steps] for name, steps in (("ddp", "1"), ("one", "2"))}
+        batch = {name: ["--packing", "true", "--max_length", "1024", "--per_device_train_batch_size", rows,
+                        "--gradient_accumulation_steps", "1"] for name, rows in (("ddp", "1"), ("one", "2"))}
 
     probe, data = REPO / "tests" / "train" / "ddp_probe.py", timecatch_build[0]
 
@@ -93,7 +114,7 @@ def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_g
         return [str(tmp_path / name / "probe"), "--config", str(recipe),
                 *overrides(tiny, data, tmp_path / name / "out", "--max_steps", "3", "--save_steps", "3", "--lora_dropout", "0",
                            "--learning_rate", "1e-2", *batch[name], "--logging_steps", "1", "--freeze_projector", "false", "--lora_target_modules",
-                           r".*(language_model\.layers\.\d+\.self_attn\.[qv]_proj|visual\.blocks\.\d+\.attn\.qkv)")]
+                           rf".*(language_model\.layers\.\d+\.self_attn\.[qv]_proj|{VISION_LORA[family]})")]
 
     run([str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", str(probe), *argv("ddp")], {"ACCELERATE_USE_CPU": "1"})
     run([sys.executable, str(probe), *argv("one")])
@@ -105,7 +126,7 @@ def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_g
     for step in range(4):  # 0: before the first step
         rank0, rank1, single = (load_file(d / f"step{step}.safetensors") for d in
                                 (ddp / "probe" / "rank0", ddp / "probe" / "rank1", one / "probe" / "rank0"))
-        assert rank0.keys() == rank1.keys() == single.keys() and any("visual" in k for k in rank0)
+        assert rank0.keys() == rank1.keys() == single.keys() and any(re.search(VISION_LORA[family], k) for k in rank0)
         assert all(torch.equal(rank0[k], rank1[k]) for k in rank0), f"the ranks' trainable weights differ after step {step}"
         for k in rank0:
             torch.testing.assert_close(rank0[k], single[k], atol=1e-5, rtol=1e-5, msg=f"step {step}: {k}")
