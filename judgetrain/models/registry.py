@@ -33,9 +33,12 @@ __all__ = [
     "FAMILIES",
     "ModelFamily",
     "ModelNotFoundError",
+    "QWEN3_THINKING",
+    "ThinkingBlock",
     "detect_family",
     "get_family",
     "load_model_and_processor",
+    "load_processor",
 ]
 
 
@@ -49,6 +52,31 @@ _LM_PROJECTIONS = (
     r"(?:.*\.)?language_model\.(?:model\.)?layers\.\d+\."
     r"(?:self_attn\.(?:q_proj|k_proj|v_proj|o_proj)|mlp\.(?:gate_proj|up_proj|down_proj))"
 )
+
+
+@dataclass(frozen=True)
+class ThinkingBlock:
+    """How a family's reasoning ("Thinking") checkpoints write their thinking block, as their
+    chat template does it.
+
+    Attributes:
+        open: the tag that opens the block (``"<think>"``). A chat template whose generation
+            prompt writes it and not ``close`` after it leaves the block open: the model's
+            next tokens are reasoning, not the answer.
+        close: the tag that closes it (``"</think>"``).
+        prefill: what the template writes after an opened block before the answer, the
+            block left empty; appended to such a generation prompt it makes the next token
+            the answer (paper 001's prefill for reasoning models).
+    """
+
+    open: str
+    close: str
+    prefill: str
+
+
+# Qwen3-VL-*-Thinking: the generation prompt ends "<|im_start|>assistant\n<think>\n", and an
+# answer turn is rendered "<think>\n" + reasoning + "\n</think>\n\n" + answer.
+QWEN3_THINKING = ThinkingBlock(open="<think>", close="</think>", prefill="\n</think>\n\n")
 
 
 @dataclass(frozen=True)
@@ -79,14 +107,16 @@ class ModelFamily:
             ``load_model_and_processor`` to opt in.
         pixel_factor: side length in pixels of one visual token (patch size times
             spatial merge); Qwen processors round images to multiples of it.
-        think_prefill: text appended after the generation prompt before scoring or
-            generating. ``None`` for instruct checkpoints (all families here). A
-            reasoning "Thinking" checkpoint (e.g. Qwen3-VL-*-Thinking) opens its
-            answer with a think block; prefilling an empty one,
-            ``"<think>\\n\\n</think>\\n\\n"``, makes the next token the answer, so
-            constrained scoring compares answers rather than ways to start
-            reasoning. Such checkpoints share ``model_type`` with the instruct ones,
-            so they need their own entry, chosen with ``family=`` when loading.
+        think_prefill: text appended after the generation prompt of every checkpoint of
+            the family, whatever its chat template (``None`` for every family here; a
+            custom entry may set one). Reasoning checkpoints are found by ``thinking``.
+        thinking: the thinking block of the family's reasoning ("Thinking")
+            checkpoints (:class:`ThinkingBlock`), or ``None`` when the family has none.
+            Such checkpoints share ``model_type`` and architecture with the instruct
+            ones; their chat template tells them apart: a generation prompt that leaves
+            the block open gets ``thinking.prefill``
+            (:func:`judgetrain.scoring.prompts.template_prefill`), so constrained scoring
+            compares answers rather than ways to start reasoning.
     """
 
     name: str
@@ -106,6 +136,7 @@ class ModelFamily:
     max_pixels: int | None = None
     pixel_factor: int | None = None
     think_prefill: str | None = None
+    thinking: ThinkingBlock | None = None
     # Compiled patterns, built once; not part of equality or the repr.
     _vision_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _projector_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -171,6 +202,8 @@ FAMILIES: dict[str, ModelFamily] = {
         min_pixels=64 * 32 * 32,
         max_pixels=1280 * 32 * 32,
         pixel_factor=32,
+        # Qwen3-VL-2B/4B/8B/32B-Thinking: same architecture, a template that opens <think>
+        thinking=QWEN3_THINKING,
     ),
     "qwen2.5-vl": ModelFamily(
         name="qwen2.5-vl",
@@ -499,6 +532,15 @@ def _check_family(path: str, config: PretrainedConfig, family: str | ModelFamily
             "or leave family=None to detect it."
         )
     return chosen
+
+
+def load_processor(
+    name_or_path: str | os.PathLike[str], trust_remote_code: bool = False, local_files_only: bool | None = None
+) -> ProcessorMixin:
+    """The processor of a checkpoint alone (no weights), as :func:`load_model_and_processor`
+    loads it: what a caller needs to read the chat template before loading the model.
+    Raises ``ModelNotFoundError`` saying how to get the files when they are missing."""
+    return _load_processor(os.fspath(name_or_path), {}, _hub_kwargs(trust_remote_code, local_files_only), {})
 
 
 def _load_processor(

@@ -203,7 +203,7 @@ def score(
     m = ScoringModel(model, processor, family)
     seq = as_sequence(items)
     n = len(seq)
-    pre = resolve_prefill(prefill, m.family)
+    pre = resolve_prefill(prefill, m.family, m.processor)
 
     def run(idx: list[int], batcher: Batcher) -> list[ChoiceScores]:
         raw = [seq[i] for i in idx]

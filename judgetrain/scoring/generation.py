@@ -58,7 +58,7 @@ def generate(
     m = ScoringModel(model, processor, family)
     seq = as_sequence(items)
     n = len(seq)
-    pre = resolve_prefill(prefill, m.family)
+    pre = resolve_prefill(prefill, m.family, m.processor)
     config = _greedy_config(model, m, max_new_tokens)
     eos = config.eos_token_id
     eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}

@@ -227,7 +227,7 @@ def score_shared_prefix(
     m = ScoringModel(model, processor, family)
     seq = as_sequence(groups)
     n = len(seq)
-    pre = resolve_prefill(prefill, m.family)
+    pre = resolve_prefill(prefill, m.family, m.processor)
 
     def run(idx: list[int], batcher: Batcher) -> list[list[ChoiceScores]]:
         batch = [seq[i] for i in idx]

@@ -4,9 +4,10 @@ An item is a task record (a dict with ``prompt``, ``images``, ``choices``; see
 ``judgetrain.records``) or a ``(prompt messages, images, choices)`` tuple; either
 becomes a :class:`NormalizedItem`. The prompt is rendered with the processor's chat
 template and ``add_generation_prompt=True``, followed by the prefill text (by default
-the model family's ``think_prefill`` (:data:`FAMILY_PREFILL`), e.g. an empty think
-block for reasoning checkpoints). A BOS token the template writes is left to the tokenizer
-when the tokenizer prepends one itself (Gemma), so it is never doubled.
+the model's own (:data:`FAMILY_PREFILL`): what closes the thinking block that a reasoning
+checkpoint's chat template opens in its generation prompt, :func:`template_prefill`). A BOS
+token the template writes is left to the tokenizer when the tokenizer prepends one itself
+(Gemma), so it is never doubled.
 README: "Scoring (Python)".
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..models.registry import ModelFamily
+from ..models.registry import FAMILIES, ModelFamily
 
 __all__ = [
     "FAMILY_PREFILL",
@@ -28,12 +29,13 @@ __all__ = [
     "render_prompt",
     "resolve_prefill",
     "strip_template_bos",
+    "template_prefill",
     "to_item",
 ]
 
 
 class FamilyPrefill:
-    """Sentinel: use the model family's ``think_prefill`` (``None`` means no prefill)."""
+    """Sentinel: use the model's own prefill (:func:`resolve_prefill`; ``None`` means no prefill)."""
 
     _instance: FamilyPrefill | None = None
 
@@ -88,12 +90,46 @@ def as_sequence(items: Any) -> Any:
     return list(items)
 
 
-def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | None) -> str | None:
+def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | None,
+                    processor: Any = None) -> str | None:
+    """The prefill text to score or generate after (``None``: none).
+
+    ``FAMILY_PREFILL``: the family's ``think_prefill`` when it sets one, else, given the
+    ``processor``, what its chat template calls for (:func:`template_prefill`; without a
+    processor there is no template to read, so no prefill). A string is used as it is, the
+    empty string meaning none. ``TypeError`` for anything else."""
     if isinstance(prefill, FamilyPrefill):
-        return family.think_prefill if family is not None else None
+        if family is not None and family.think_prefill is not None:
+            return family.think_prefill
+        return template_prefill(processor, family) if processor is not None else None
     if prefill is not None and not isinstance(prefill, str):
         raise TypeError(f"prefill must be a string, None or FAMILY_PREFILL, not {type(prefill).__name__}")
     return prefill or None
+
+
+# A one-message conversation whose generation prompt shows what the template opens the answer with.
+_PROBE = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
+
+
+def template_prefill(processor: Any, family: ModelFamily | None = None) -> str | None:
+    """What closes the thinking block that ``processor``'s chat template leaves open in its
+    generation prompt, else ``None``.
+
+    A reasoning checkpoint (Qwen3-VL-*-Thinking) shares its family's architecture; its chat
+    template opens the block (``...<|im_start|>assistant\\n<think>\\n``), so the model's next
+    tokens would be reasoning. The block is open when the rendered generation prompt holds
+    the family's :class:`~judgetrain.models.registry.ThinkingBlock` ``open`` tag with no
+    ``close`` tag after it; the prefill is then its ``prefill`` (``"\\n</think>\\n\\n"``).
+    ``family`` ``None`` tries every registered family's block."""
+    text = processor.apply_chat_template(_PROBE, tokenize=False, add_generation_prompt=True)
+    blocks = [family.thinking] if family is not None else [f.thinking for f in FAMILIES.values()]
+    for block in blocks:
+        if block is None:
+            continue
+        at = text.rfind(block.open)
+        if at >= 0 and block.close not in text[at:]:
+            return block.prefill
+    return None
 
 
 def render_prompt(processor: Any, prompt: Sequence[Mapping[str, Any]], prefill: str | None = None) -> str:

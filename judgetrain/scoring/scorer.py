@@ -62,7 +62,7 @@ class Scorer:
         self.dtype = self._m.dtype
         self.batch_size = batch_size
         Batcher(batch_size, self.device, 1)  # validate now, not on the first call
-        self.prefill = resolve_prefill(prefill, self.family)
+        self.prefill = resolve_prefill(prefill, self.family, processor)
         self.progress = progress
         model.eval()
 

@@ -55,7 +55,7 @@ def test_table_2_hub_ids_belong_to_their_families() -> None:
 
 
 def test_variant_builds_load_as_their_family(tiny_root: Path, loaded: dict) -> None:
-    assert set(VARIANTS) == {"internvl3.5"}
+    assert set(VARIANTS) == {"internvl3.5", "qwen3-vl-thinking"}
     text_types = {name: loaded[name][0].config.get_text_config().model_type for name in NEW}
     assert text_types == {"internvl": "qwen2", "internvl3.5": "qwen3", "gemma-4": "gemma4_text"}
     assert {detect_family(tiny_root / n).name for n in NEW} == {"internvl", "gemma-4"}

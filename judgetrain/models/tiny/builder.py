@@ -95,7 +95,7 @@ def _text_config(tokenizer: Any, pad: int, eos: int, rope: dict[str, Any], **ext
 
 
 def _qwen_vl(
-    template_name: str,
+    template: str,
     added: Sequence[str],
     classes: tuple[Any, Any, Any],
     *,
@@ -109,7 +109,7 @@ def _qwen_vl(
 ) -> tuple[Any, Any, Any]:
     """What Qwen3-VL and Qwen2.5-VL share: tokenizer, config and processors around their differences.
 
-    ``classes`` is (config, processor, video processor) class; ``text`` and
+    ``template`` is the chat template's text; ``classes`` is (config, processor, video processor) class; ``text`` and
     ``vision`` are the family's own ``text_config`` / ``vision_config`` keys;
     ``patch`` is the vision patch in pixels, so ``2 * patch`` pixels make one
     merged visual token and the per-image cap is 4x4 of them.
@@ -117,7 +117,6 @@ def _qwen_vl(
     from transformers import Qwen2VLImageProcessor
 
     config_cls, processor_cls, video_processor_cls = classes
-    template = trl_template(template_name)
     tokenizer = make_tokenizer(QWEN_SPECIAL, added, template)
     pad, start, end, image, video, eos = token_ids(
         tokenizer, "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", "<|im_end|>"
@@ -164,12 +163,12 @@ def _qwen_vl(
     return config, processor, generation_config(tokenizer, bos_token_id=pad)
 
 
-def _qwen3_vl() -> tuple[Any, Any, Any]:
+def _qwen3_vl(template: str | None = None) -> tuple[Any, Any, Any]:
     from transformers import Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     # 32 px per visual token: 32x32 is 1 token, a 64x64 frame 4, the cap 128x128 is 16.
     return _qwen_vl(
-        "qwen3_vl",
+        trl_template("qwen3_vl") if template is None else template,
         QWEN3_ADDED,
         (Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor),
         # Real: mrope_section [24, 20, 20] for head_dim 128; sections (t, h, w)
@@ -196,7 +195,7 @@ def _qwen2_5_vl() -> tuple[Any, Any, Any]:
 
     # 28 px per visual token: a 64x64 frame becomes 56x56, 4 tokens; the cap 112x112 is 16.
     return _qwen_vl(
-        "qwen2_5_vl",
+        trl_template("qwen2_5_vl"),
         QWEN25_ADDED,
         (Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLVideoProcessor),
         # head_dim = 64 / 4 = 16; real mrope_section [16, 24, 24] for head_dim 128.
@@ -217,6 +216,13 @@ def _qwen2_5_vl() -> tuple[Any, Any, Any]:
         std=[0.26862954, 0.26130258, 0.27577711],
         max_video_tokens=128,
     )
+
+
+def _qwen3_vl_thinking() -> tuple[Any, Any, Any]:
+    """Qwen3-VL with a Thinking-style chat template (``templates/qwen3_vl_thinking.jinja``): the
+    generation prompt opens ``<think>``, as Qwen3-VL-*-Thinking's does; the weights are built as
+    the instruct tiny's (same seed, same weights)."""
+    return _qwen3_vl((TEMPLATES_DIR / "qwen3_vl_thinking.jinja").read_text(encoding="utf-8"))
 
 
 def _llava_onevision() -> tuple[Any, Any, Any]:
@@ -293,9 +299,12 @@ _BUILDERS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
     "internvl": tiny_families.internvl3,
     "gemma-4": tiny_families.gemma4,
 }
-# Other checkpoints of a family whose build differs (InternVL3.5's Qwen3 decoder); built by
-# name (build_tiny("internvl3.5", ...)), loaded as their family.
-VARIANTS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {"internvl3.5": tiny_families.internvl3_5}
+# Other checkpoints of a family whose build differs (InternVL3.5's Qwen3 decoder, a reasoning
+# checkpoint's chat template); built by name (build_tiny("internvl3.5", ...)), loaded as their family.
+VARIANTS: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
+    "internvl3.5": tiny_families.internvl3_5,
+    "qwen3-vl-thinking": _qwen3_vl_thinking,
+}
 # What build_all makes by default, so the quickstart (which builds every default) stays as
 # fast as it was; the other families are built by name or with the CLI's default.
 QUICKSTART_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision")
