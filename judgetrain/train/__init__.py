@@ -14,9 +14,11 @@
   :mod:`~judgetrain.train.model`: what trains (LoRA targets, frozen towers);
 - :mod:`~judgetrain.train.trainer`: :class:`JudgeSFTTrainer`; :mod:`~judgetrain.train.outputs`:
   checkpoints, reporting, the model card; :mod:`~judgetrain.train.resume`: what a
-  checkpoint fixes on resume;
+  checkpoint fixes on resume; :mod:`~judgetrain.train.curves`: the loss curve
+  (``training_loss.png``);
 - the commands: :mod:`~judgetrain.train.launch` (``judgetrain train``, with the accelerate
-  side in :mod:`~judgetrain.train.accelerate_configs`) and :mod:`~judgetrain.train.merge`
+  side in :mod:`~judgetrain.train.accelerate_configs` and the recipe fields its ``--help``
+  lists in :mod:`~judgetrain.train.recipe_fields`) and :mod:`~judgetrain.train.merge`
   (``judgetrain merge``).
 
 Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`), so a
@@ -35,17 +37,19 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "model": ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable",
               "vision_is_trainable", "vllm_serving_problem"],
     "packing": ["IGNORE_INDEX", "PACKABLE_ATTENTION", "PACKABLE_FAMILIES", "PackedData", "PackingCollator", "REAL_TOKENS_KEY",
-                "family_packing_problem", "gradient_accumulation_for", "pack_bins", "packed_rows", "packing_problems",
+                "family_packing_problem", "gradient_accumulation_for", "pack_bins", "packed_batch", "packed_rows", "packing_problems",
                 "prepare_packing"],
-    "resume": ["FIXED_BY_CHECKPOINT", "checkpoint_to_resume", "resume_problems"],
+    "resume": ["FIXED_BY_CHECKPOINT", "STEP_FIELDS", "checkpoint_to_resume", "resume_problems", "steps_from_arguments"],
     "outputs": ["COMPLETE_MARKER", "DEFAULT_WANDB_PROJECT", "PIPELINE_TAG", "RECIPE_FILE", "base_license",
                 "checkpoint_complete_callback", "configure_reporting", "find_resume_checkpoint", "global_batch", "model_card",
-                "recorded_wandb_run", "resolved_recipe", "start_wandb_run", "wandb_netrc_configured", "wandb_run_config",
-                "write_model_card"],
+                "recorded_wandb_run", "replay_history", "resolved_recipe", "start_wandb_run", "wandb_netrc_configured",
+                "wandb_run_config", "write_model_card"],
     "trainer": ["JudgeSFTTrainer"],
+    "curves": ["LOSS_PLOT", "STATE_FILE", "loss_figure", "loss_series", "plot_log_history", "plot_trainer_state"],
     "run": ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"],
     "accelerate_configs": ["LaunchArgs", "NAMES", "accelerate_args", "config_dir", "find_accelerate_config",
                            "resolve_accelerate_config", "world_size"],
-    "launch": ["TrainCommand", "check", "command", "launch_config", "parse_command", "recipe_help"],
+    "launch": ["TrainCommand", "check", "command", "launch_config", "parse_command"],
+    "recipe_fields": ["SNAPSHOT", "WIDTH", "recipe_help", "render_recipe_help", "snapshot_key", "write_snapshot"],
     "merge": ["MergeConfig", "merge_adapter"],
 })

@@ -3,7 +3,11 @@ task, layout and frame count and mixed by weight, and the checks that refuse
 records which would break training silently (no image, or longer than
 ``max_length`` once images are expanded into tokens).
 
-Records go to TRL's ``SFTTrainer`` as they are (conversational prompt–completion).
+Records go to TRL's ``SFTTrainer`` as they are (conversational prompt–completion), except
+for a reasoning checkpoint, whose chat template opens a thinking block in the generation
+prompt: :func:`prefill_records` renders its records as text, the closed empty block (the
+prefill every evaluation scores after) on the prompt side and the answer after it, so the
+loss covers only the answer and training sees the text evaluation scores.
 Used by ``judgetrain.train``. README: "`judgetrain train`".
 """
 
@@ -14,7 +18,8 @@ import os
 
 from .args import ConfigError, DataArguments
 
-__all__ = ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"]
+__all__ = ["check_records", "image_expansion", "load_training_data", "prefill_records", "record_length", "training_prefill",
+           "with_length_column"]
 
 logger = logging.getLogger("judgetrain.train")
 
@@ -109,12 +114,49 @@ def check_records(ds, processor, max_length: int | None, name: str, check_length
     return lengths
 
 
+def training_prefill(processor, family=None) -> str | None:
+    """The prefill a model is trained and evaluated after: what closes the thinking block its
+    chat template opens (a reasoning checkpoint), else ``None``; as every evaluation decides it
+    (:func:`judgetrain.scoring.prompts.resolve_prefill` with ``FAMILY_PREFILL``)."""
+    from judgetrain.scoring.prompts import FAMILY_PREFILL, resolve_prefill
+
+    return resolve_prefill(FAMILY_PREFILL, family, processor)
+
+
+def prefill_records(ds, processor, prefill: str | None):
+    """``ds`` (conversational prompt–completion records) with ``prompt`` and ``completion``
+    as the text TRL trains on when ``prefill`` is set: ``prompt`` the chat template's
+    rendering with the generation prompt, then ``prefill``; ``completion`` what the template
+    writes after that (the answer and the end of the turn). TRL's prompt–completion
+    handling trains on the completion only, so the prefill is context, never a target.
+    ``prefill`` ``None`` or empty (or ``ds`` None): ``ds`` unchanged. ``ConfigError`` naming the record when the
+    template does not write the answer after the prefill (another template's thinking block)."""
+    if not prefill or ds is None:
+        return ds
+
+    def render(row: dict) -> dict:
+        head = processor.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True) + prefill
+        full = processor.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+        if not full.startswith(head):
+            raise ConfigError([f"record {row['id']}: the chat template does not write the answer after the prefill "
+                               f"{prefill!r} (it writes {full[len(head) - len(prefill):][:80]!r}); pass the "
+                               "template's own closing text, or train the instruct checkpoint"])
+        return {"prompt": head, "completion": full[len(head):]}
+
+    # in memory: the rendered text is cheap to redo and never lands in the datasets cache
+    return ds.map(render, keep_in_memory=True, load_from_cache_file=False, desc="prefilling records")
+
+
 def record_length(processor, row: dict) -> int:
     """Tokens of prompt + completion with every image placeholder expanded, as
     the processor would produce them: the text's own tokens plus the expansion
     of its images, which depends only on their sizes and is computed once per
-    combination of sizes (no pixel is processed per record)."""
-    text = processor.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+    combination of sizes (no pixel is processed per record). A record rendered
+    as text (:func:`prefill_records`) is counted as it stands."""
+    if isinstance(row["prompt"], str):
+        text = row["prompt"] + row["completion"]
+    else:
+        text = processor.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
     return len(processor.tokenizer(text)["input_ids"]) + image_expansion(processor, tuple(im.size for im in row["images"]))
 
 

@@ -32,6 +32,7 @@ from judgetrain.config import arg
 
 from .accelerate_configs import NAMES, LaunchArgs, accelerate_args, launch_problems, world_size
 from .args import ConfigError
+from .recipe_fields import recipe_help
 
 MODULE = "judgetrain.train"
 
@@ -59,34 +60,12 @@ class TrainCommand(LaunchArgs):
     overrides: list[str] = arg([], argparse.SUPPRESS, passthrough=True)
 
 
-def recipe_help() -> str:
-    """Every recipe field (:func:`judgetrain.train.parser.make_parser`), grouped by dataclass."""
-    from trl import SFTConfig
-
-    from judgetrain.consistency.args import ConsistencyArguments
-
-    from .args import DataArguments, LoraArguments, ModelArguments
-
-    groups = [(ModelArguments, "recipe fields: judgetrain's ModelArguments"),
-              (DataArguments, "recipe fields: judgetrain's DataArguments"),
-              (LoraArguments, "recipe fields: judgetrain's LoraArguments"),
-              (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
-              (SFTConfig, "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
-    # a subclass per dataclass only to give HfArgumentParser a group title
-    titled = tuple(type(cls.__name__, (cls,), {"_argument_group_name": title}) for cls, title in groups)
-    parser = config.make_parser(titled, prog="judgetrain train", usage=argparse.SUPPRESS, add_help=False,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Every field below is a recipe key (YAML) and, on the command line, an "
-                                            "override (--field value) that wins over the recipe:")
-    return parser.format_help()
-
-
 def make_parser():
     """``judgetrain train``'s parser: :class:`TrainCommand`; ``--help`` lists every recipe field too."""
     parser = config.make_parser(TrainCommand, prog="judgetrain train", description=__doc__.strip().splitlines()[0],
                                 epilog=EPILOG, usage=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     launcher_help = parser.format_help
-    parser.format_help = lambda: launcher_help() + "\n" + recipe_help()
+    parser.format_help = lambda: launcher_help() + "\n" + recipe_help()  # a stored copy: no torch, no TRL trainer
     return parser
 
 

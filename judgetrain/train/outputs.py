@@ -34,6 +34,7 @@ __all__ = [
     "find_resume_checkpoint",
     "model_card",
     "recorded_wandb_run",
+    "replay_history",
     "resolved_recipe",
     "start_wandb_run",
     "wandb_netrc_configured",
@@ -154,7 +155,8 @@ def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None
     ``checkpoint``, the run that checkpoint recorded, with wandb's ``id=…, resume="allow"``
     (so ``--resume_from_checkpoint`` continues one run instead of opening a second);
     otherwise a new one. ``WANDB_RUN_ID`` / ``WANDB_RESUME`` in the environment win.
-    ``config`` joins the run config. Returns the id of the run it opened (for
+    ``config`` joins the run config; an offline run continued from ``checkpoint`` first gets the
+    checkpoint's history (:func:`replay_history`). Returns the id of the run it opened (for
     ``wandb.finish``), None when it opened none."""
     args = trainer.args
     if "wandb" not in (args.report_to or []) or not trainer.is_world_process_zero():
@@ -174,7 +176,32 @@ def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None
         kwargs["name"] = args.run_name
     run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), **kwargs)
     run.config.update(config, allow_val_change=True)  # a resumed run keeps its config; the recipe may have grown
+    if checkpoint is not None and run.offline:
+        replay_history(run, checkpoint)
     return run.id
+
+
+# what WandbCallback puts in the run summary instead of the history
+_SUMMARY_ONLY = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss", "total_flos")
+
+
+def replay_history(run, checkpoint: str | os.PathLike) -> int:
+    """Log ``checkpoint``'s history (its ``trainer_state.json`` ``log_history``, each entry as
+    transformers' ``WandbCallback`` logs it: ``rewrite_logs`` names and ``train/global_step``)
+    into ``run``, an offline wandb run that continues from it. A process killed with SIGKILL
+    flushes nothing of its offline run (its ``.wandb`` file can be a 7-byte header), so the
+    continued run's folder holds the whole history on its own; an online run needs none (the
+    server kept what was streamed). Returns the entries logged."""
+    from transformers.integrations.integration_utils import rewrite_logs
+
+    path = Path(checkpoint) / "trainer_state.json"
+    history = json.loads(path.read_text()).get("log_history", []) if path.is_file() else []
+    for entry in history:
+        logs = {k: v for k, v in entry.items() if k != "step" and k not in _SUMMARY_ONLY}
+        run.log({**rewrite_logs(logs), "train/global_step": entry["step"]})
+    if history:
+        logger.info("wandb: %d logged step(s) of %s replayed into offline run %s", len(history), checkpoint, run.id)
+    return len(history)
 
 
 def wandb_netrc_configured() -> bool:
@@ -271,12 +298,23 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
             "left_out": data_info.get("left_out") or {},
             "global_step": state.global_step, "world_size": args.world_size,
             "per_device_train_batch_size": args.per_device_train_batch_size,
-            "gradient_accumulation_steps": args.gradient_accumulation_steps, "effective_batch_size": effective,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            # records a step (with packing: rows a step × records a row, on average)
+            "effective_batch_size": (data_info.get("packing") or {}).get("records_per_step", effective),
+            "packed_rows_per_step": (data_info.get("packing") or {}).get("rows_per_step"),
             "longest_record_tokens": longest or None,
             "wandb_run_id": wandb.run.id if wandb is not None and wandb.run is not None else None,
         },
     )
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + _card_text(out, base, family, data_info, argv, trainer, longest, effective))
+
+
+def _batch_words(effective: int, packing: dict | None) -> str:
+    """The global batch in words: records a step, and with packing the rows that hold them."""
+    if not packing:
+        return f"effective batch {effective}"
+    return (f"effective batch {effective} packed rows ≈ {packing['records_per_step']} records a step, "
+            f"{packing['records_per_row']} records a row")
 
 
 def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int) -> str:
@@ -289,8 +327,10 @@ def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], t
         f"- base model: `{base}` ({family.name}){where}",
         f"- steps: {state.global_step}, epochs: {state.epoch or 0:.2f}",
         f"- world size: {args.world_size}, per-device batch: {args.per_device_train_batch_size}, "
-        f"gradient accumulation: {args.gradient_accumulation_steps} (effective batch {effective})",
+        f"gradient accumulation: {args.gradient_accumulation_steps} ({_batch_words(effective, data_info.get('packing'))})",
         f"- longest training record: {longest or 'not measured'} tokens",
+        *([f"- reasoning checkpoint: each answer is trained after the prefill {data_info['prefill']!r}, which every "
+            "evaluation scores after"] if data_info.get("prefill") else []),
         "",
         "## Data (content hashes from each build.json)",
         "",

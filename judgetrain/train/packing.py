@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import bisect
 import copy
+import logging
 from typing import Any, Sequence
 
-__all__ = ["PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "packed_rows", "PackingCollator", "family_packing_problem", "gradient_accumulation_for",
-           "pack_bins", "packing_problems"]
+__all__ = ["BATCH_TOLERANCE", "PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "packed_rows", "PackingCollator", "family_packing_problem",
+           "gradient_accumulation_for", "packed_batch", "pack_bins", "packing_problems"]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
 # run alone (tests/train/test_packing.py); a family joins only with that test.
@@ -186,10 +187,33 @@ class PackingCollator:
 
 
 class PackedData:
-    """What :func:`prepare_packing` hands the trainer: the packed train and eval sets, their collator and a summary."""
+    """What :func:`prepare_packing` hands the trainer: the packed train and eval sets, their
+    collator, a summary, and ``batch`` (:func:`packed_batch`: rows and records a step)."""
 
-    def __init__(self, train, evaluation, collator, summary: str):
-        self.train, self.evaluation, self.collator, self.summary = train, evaluation, collator, summary
+    def __init__(self, train, evaluation, collator, summary: str, batch: dict[str, Any]):
+        self.train, self.evaluation, self.collator, self.summary, self.batch = train, evaluation, collator, summary, batch
+
+
+# a packed step's records may miss effective_batch_size by this fraction before the run says so
+BATCH_TOLERANCE = 0.25
+
+
+def packed_batch(n_records: int, n_rows: int, rows_per_step: int, effective_batch_size: int | None) -> dict[str, Any]:
+    """What a packed optimizer step takes: ``rows_per_step`` rows (processes × per-device rows ×
+    accumulation) of ``records_per_row`` records on average, so ``records_per_step`` records;
+    and, when that misses ``effective_batch_size`` (which counts records) by more than
+    :data:`BATCH_TOLERANCE`, ``warning``: why, and what to change. Accumulation cannot go below
+    one, so rows that hold many records overshoot a small effective batch."""
+    per_row = n_records / max(n_rows, 1)
+    batch: dict[str, Any] = {"rows": n_rows, "records": n_records, "records_per_row": round(per_row, 3),
+                             "rows_per_step": rows_per_step, "records_per_step": round(per_row * rows_per_step, 2)}
+    if effective_batch_size and abs(per_row * rows_per_step - effective_batch_size) > BATCH_TOLERANCE * effective_batch_size:
+        batch["warning"] = (
+            f"packing: effective_batch_size {effective_batch_size} counts records, but a step takes {rows_per_step} row(s) of "
+            f"{per_row:.1f} records on average, {per_row * rows_per_step:.1f} records a step (gradient accumulation cannot go "
+            "below 1). To train with the batch the recipe names, lower max_length (fewer records a row) or "
+            "per_device_train_batch_size, or raise effective_batch_size; the model card records the records a step")
+    return batch
 
 
 def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | None], processor, model, family_name: str,
@@ -217,9 +241,13 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     training_args.remove_unused_columns = False
     training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
     fill = sum(train_lengths) / (len(rows) * training_args.max_length)
+    rows_per_step = training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps
+    batch = packed_batch(len(train), len(rows), rows_per_step, data_args.effective_batch_size)
     summary = (f"packing: {len(train)} training records into {len(rows)} rows of at most {training_args.max_length} tokens "
                f"({len(train) / len(rows):.2f} records a row, {fill:.0%} full); gradient accumulation "
-               f"{training_args.gradient_accumulation_steps}")
+               f"{training_args.gradient_accumulation_steps}, {rows_per_step} row(s) ≈ {batch['records_per_step']} records a step")
+    if "warning" in batch:
+        logging.getLogger("judgetrain.train").warning(batch["warning"])
     from judgetrain.scoring.model import rope_index_of
 
     completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
@@ -228,4 +256,4 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     # group_by_length: the Trainer's LengthGroupedSampler reads each row's tokens, so the rows of a
     # micro-batch, padded to the longest, are of like length
     grouped = {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
-    return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, summary)
+    return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, summary, batch)

@@ -9,6 +9,12 @@ optimizer's restored one wins) or mix two runs, while the saved recipe recorded 
 new one. Each checkpoint carries the recipe it was trained with
 (``judgetrain_recipe.yaml``, written by ``judgetrain.train.outputs``); a resume is
 compared with it. Used by ``judgetrain.train.args.check_config``.
+
+How often the run logs, evaluates and saves (``logging_steps``, ``eval_steps``,
+``save_steps``) fixes nothing that trained, so a resume may change it; but
+transformers restores the checkpoint's values from its ``trainer_state.json`` (with a
+warning) over the ones given. :func:`steps_from_arguments` puts the given ones back
+when training starts, so the resumed run does what the saved recipe records.
 README: "`judgetrain train`".
 """
 
@@ -19,7 +25,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FIXED_BY_CHECKPOINT", "checkpoint_to_resume", "resume_problems"]
+__all__ = ["FIXED_BY_CHECKPOINT", "STEP_FIELDS", "checkpoint_to_resume", "resume_problems", "steps_from_arguments"]
 
 # field -> what in the checkpoint fixes it (said in the message)
 FIXED_BY_CHECKPOINT = {
@@ -34,6 +40,8 @@ FIXED_BY_CHECKPOINT = {
     **dict.fromkeys(("consistency_objective", "consistency_lambda", "consistency_tau"),
                     "the steps it trained had this loss (judgetrain.consistency)"),
 }
+# how often the run logs, evaluates and saves: the Trainer's state holds them (TrainerState.compute_steps)
+STEP_FIELDS = ("logging_steps", "eval_steps", "save_steps")
 # a schedule that does not depend on the run's length may be lengthened on resume
 _LENGTH_FREE_SCHEDULES = ("constant", "constant_with_warmup")
 
@@ -46,6 +54,28 @@ def checkpoint_to_resume(training_args) -> str | None:
     if resume == "auto":
         return find_resume_checkpoint(training_args.output_dir)
     return resume if resume and Path(resume).is_dir() else None
+
+
+def steps_from_arguments():
+    """A ``TrainerCallback`` that, as training begins, sets the state's logging, evaluation and
+    save steps from this run's arguments (``TrainerState.compute_steps``: a fraction is of
+    ``max_steps``), over the values a resumed checkpoint's ``trainer_state.json`` restored."""
+    import logging
+
+    from transformers import TrainerCallback
+
+    class StepsFromArguments(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            restored = {name: getattr(state, name, None) for name in STEP_FIELDS}
+            state.compute_steps(args, state.max_steps)
+            changed = [f"{n} {restored[n]} → {getattr(state, n)}" for n in STEP_FIELDS
+                       if restored[n] is not None and restored[n] != getattr(state, n)]
+            if changed and state.is_world_process_zero:
+                logging.getLogger("judgetrain.train").info("resumed with the arguments' steps, not the checkpoint's: %s",
+                                                           ", ".join(changed))
+            return control
+
+    return StepsFromArguments()
 
 
 def resume_problems(model_args, data_args, lora_args, training_args, world_size: int) -> list[str]:

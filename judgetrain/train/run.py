@@ -28,7 +28,8 @@ from judgetrain.io import write_text
 
 from .args import ConfigError, DataArguments, LoraArguments, ModelArguments
 from .checks import check_config
-from .data import check_records, load_training_data, with_length_column
+from .curves import plot_log_history
+from .data import check_records, load_training_data, prefill_records, training_prefill, with_length_column
 from .model import prepare_trainable
 from .outputs import (
     RECIPE_FILE,
@@ -40,6 +41,7 @@ from .outputs import (
 )
 from .packing import prepare_packing
 from .parser import env_world_size, parse
+from .resume import steps_from_arguments
 from .run_folder import AlreadyTrained, prepare_output_dir, record_finish
 
 __all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
@@ -121,17 +123,23 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     family = get_family(model_args.family) if model_args.family else _family_of(model)
     # 2. data
     train, evaluation, data_info = load_training_data(data_args, training_args.seed)
+    # a reasoning checkpoint: the answer after the prefill every evaluation scores after (judgetrain.train.data);
+    # the consistency collator renders its records' messages itself
+    prefill = training_prefill(processor, family) if getattr(training_args, "consistency_objective", "none") == "none" else None
+    train, data_info["prefill"] = prefill_records(train, processor, prefill), prefill
     with training_args.main_process_first(desc="checking records"):
         lengths = check_records(train, processor, training_args.max_length, "train", data_args.check_lengths)
         eval_lengths = None if evaluation is None else check_records(evaluation, processor, training_args.max_length, "eval",
                                                                      data_args.check_lengths)
     longest = max(lengths + (eval_lengths or []), default=0)
-    evaluation_used = evaluation if training_args.eval_strategy != "no" else None
+    # the eval loss's records; callbacks get the conversational `evaluation` (the judge metric adds the prefill itself)
+    evaluation_used = None if training_args.eval_strategy == "no" else prefill_records(evaluation, processor, prefill)
     packed = None
     if training_args.packing:
         packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, data_args,
                                  training_args, env_world_size())
         logger.info(packed.summary)
+        data_info["packing"] = packed.batch  # rows and records a step, for the model card
     elif training_args.train_sampling_strategy == "group_by_length":
         train = with_length_column(train, lengths, training_args)
     # 3. trainer
@@ -143,7 +151,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
         trainer = trainer_class(training_args)(  # JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
             model=model, args=training_args, train_dataset=packed.train if packed else train,
             eval_dataset=packed.evaluation if packed else evaluation_used, data_collator=packed.collator if packed else None,
-            processing_class=processor, peft_config=peft_config, callbacks=[checkpoint_complete_callback(recipe)],
+            processing_class=processor, peft_config=peft_config,
+            callbacks=[checkpoint_complete_callback(recipe), steps_from_arguments()],
         )
     finally:
         training_args.packing = packed is not None
@@ -180,7 +189,7 @@ def _log_trainable(trainer) -> None:
 
 
 def train_and_save(run: Run) -> Path:
-    """train (resuming when asked) → save adapter, processor, recipe, state, model card.
+    """train (resuming when asked) → save adapter, processor, recipe, state, loss curve, model card.
     The adapter records its base as ``adapters.stored_base`` says (a relative folder as the
     recipe gives it); a resume continues the checkpoint's wandb run; the model card is
     judgetrain's, also where TRL's checkpoints and the Trainer's ``push_to_hub`` write one."""
@@ -211,6 +220,7 @@ def train_and_save(run: Run) -> Path:
     if trainer.accelerator.is_main_process:
         run.processor.save_pretrained(str(out))
         trainer.save_state()
+        plot_log_history(trainer.state.log_history, out)  # training_loss.png (none, and a warning, before any loss)
         recipe = resolved_recipe(run.model_args, run.data_args, run.lora_args, training_args, run.argv)
         header = f"# accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}\n"
         write_text(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))

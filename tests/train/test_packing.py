@@ -225,6 +225,38 @@ def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, tim
     assert saved["packing"] is True and saved["gradient_accumulation_steps"] == accumulation
 
 
+def test_packed_batch_in_records_hand_worked():
+    """80 records in 7 rows (11.43 a row): one row a step is 11.43 records, which misses an
+    effective batch of 4 by far more than a quarter (said), and an effective batch of 12 by
+    less (not said)."""
+    from judgetrain.train import packed_batch
+
+    small = packed_batch(80, 7, 1, 4)
+    assert (small["records_per_row"], small["rows_per_step"], small["records_per_step"]) == (11.429, 1, 11.43)
+    assert small["warning"].startswith("packing: effective_batch_size 4 counts records, but a step takes 1 row(s) of 11.4 "
+                                       "records on average, 11.4 records a step")
+    assert "warning" not in packed_batch(80, 7, 1, 12) and "warning" not in packed_batch(80, 7, 1, None)
+    assert packed_batch(80, 8, 3, 30)["records_per_step"] == 30.0
+
+
+def test_a_small_effective_batch_with_packing_is_said_and_the_card_counts_records(tmp_path, tiny_qwen3, timecatch_build, caplog):
+    """Accumulation cannot go below one row: rows of ~11 records overshoot an effective batch of
+    4. The run says so, and the model card reports records a step, not rows."""
+    import logging
+
+    run = setup(_argv(tiny_qwen3, timecatch_build[0], tmp_path / "o", "--max_steps", "1", "--per_device_train_batch_size", "1",
+                      "--effective_batch_size", "4", "--save_strategy", "no", "--max_length", "4096"))
+    rows = run.trainer.train_dataset
+    per_row = sum(len(m) for m in rows["members"]) / len(rows)
+    assert per_row > 8 and run.training_args.gradient_accumulation_steps == 1
+    assert any(r.levelno == logging.WARNING and "effective_batch_size 4 counts records" in r.getMessage() for r in caplog.records)
+    out = train_and_save(run)
+    card = (out / "README.md").read_text()
+    assert f"gradient accumulation: 1 (effective batch 1 packed rows ≈ {round(per_row, 2)} records a step" in card
+    meta = yaml.safe_load(card.split("---")[1])["judgetrain"]
+    assert (meta["effective_batch_size"], meta["packed_rows_per_step"]) == (round(per_row, 2), 1)
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--packing_strategy", "wrapped"], "packing_strategy"),
     (["--check_lengths", "false"], "check_lengths"),

@@ -349,6 +349,24 @@ def test_resume_refuses_what_the_checkpoint_fixes_and_records_what_was_used(tmp_
                                 str(out / "checkpoint-4")]), world_size=1)[0].startswith("lr_scheduler_type: ")
 
 
+def test_a_resume_logs_and_saves_as_its_arguments_say_and_the_recipe_records(tmp_path, tiny_models, data):
+    """transformers restores logging_steps / save_steps from the checkpoint's trainer_state.json
+    (with a warning) over the ones a resume gives: here the resume's 1 applies, not the
+    checkpoint's 2 (which would log and save only at step 4), and the saved recipe says 1."""
+    out = tmp_path / "run"
+    base = args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "2", "--save_steps", "2", "--logging_steps", "2",
+                    "--max_train_samples", "8", "--lora_dropout", "0", "--save_total_limit", "4")
+    train_and_save(setup(list(base)))
+    assert json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["logging_steps"] == 2
+    run = setup([*base, "--max_steps", "4", "--logging_steps", "1", "--save_steps", "1", "--resume_from_checkpoint", "auto"])
+    train_and_save(run)
+    assert [h["step"] for h in run.trainer.state.log_history if "loss" in h] == [2, 3, 4]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3", "checkpoint-4"]
+    saved = yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())
+    assert (saved["logging_steps"], saved["save_steps"], saved["max_steps"]) == (1, 1, 4)
+    assert json.loads((out / "trainer_state.json").read_text())["logging_steps"] == 1
+
+
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, data):
     from safetensors.torch import load_file
 
@@ -378,6 +396,45 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models,
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+
+
+def test_offline_wandb_keeps_the_history_of_a_run_killed_and_resumed(tmp_path, tiny_models, data):
+    """A process killed with SIGKILL flushes nothing of its offline wandb run; the resumed run
+    replays the checkpoint's logged history (trainer_state.json) before training on, so its own
+    offline folder holds every step: the losses of steps 1–2 (trained before the kill) and 3–4."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB")}
+    env.update(HOME=str(tmp_path / "home"), WANDB_MODE="offline")
+    recipe = yaml.safe_load((REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml").read_text())
+    recipe["report_to"] = ["wandb"]
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+
+    def cmd(*extra):
+        return [sys.executable, "-m", "judgetrain.train", "--config", str(tmp_path / "recipe.yaml"), "--model_name_or_path",
+                str(tiny_models["qwen3-vl"]), "--datasets", str(data), "--output_dir", str(out), "--max_steps", "4",
+                "--save_steps", "2", "--logging_steps", "1", "--max_train_samples", "8", *extra]
+
+    proc = subprocess.Popen(cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "checkpoint-2" / "judgetrain_checkpoint_complete.json").exists():
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "training finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = [h["loss"] for h in json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]]
+    done = subprocess.run(cmd("--resume_from_checkpoint", "auto"), capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads((out / "checkpoint-2" / "judgetrain_checkpoint_complete.json").read_text())["wandb_run_id"]
+    folders = sorted((out / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(folders) == 2, folders  # the killed part and the resumed part: one run id
+    logged = b"".join(p.read_bytes() for p in folders[-1].glob("*.wandb"))
+    losses = [h["loss"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+    assert len(before) == 2 and losses[:2] == before and len(losses) == 4
+    for loss in losses:  # wandb stores each history value as its JSON text
+        assert json.dumps(loss).encode() in logged, f"loss {loss} is not in the resumed offline run {folders[-1]}"
+    assert "logged step(s) of " + str(out / "checkpoint-2") + " replayed into offline run" in done.stderr
 
 
 # --------------------------------------------------------------------------- shipped recipes
