@@ -14,7 +14,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
                 "plan_rows", "read_source", "teacher_counts", "teacher_description", "variant_info", "variant_splits",
                 "write_variants"],
     "config": ["BUILDER", "DEFAULT_GEMINI_MODEL", "RationaleConfig", "TARGETS", "TEACHERS", "VERSION"],
-    "export": ["EXPORT_FILE", "PLOT_FILE", "VARIANTS", "fmt", "mean_std", "plot_answers", "print_summary", "sft_rows",
+    "export": ["EXPORT_FILE", "PLOT_FILE", "VARIANTS", "answers_figure", "fmt", "mean_std", "plot_answers", "print_summary", "sft_rows",
                "statistics", "teacher_fields", "write_export"],
     "items": ["CACHE_FORMAT", "Item", "TeacherAnswer", "TeacherCache", "TeacherRun", "collect_items", "from_cache",
               "load_rows", "row_at", "settle"],

@@ -85,27 +85,37 @@ def statistics(items: Sequence[Item], run: TeacherRun) -> dict:
     return {"rationale_length": lengths, "teacher_answers": answers}
 
 
-def plot_answers(stats: Mapping[str, Any], path: Path) -> None:
-    """Teacher vs. gold answer shares per task (paper 002 Figure S2, left, for pointwise)."""
+def answers_figure(stats: Mapping[str, Any]):
+    """The figure of :func:`plot_answers`: a panel per task, teacher and gold bars side by side
+    per choice, and one legend for all panels above them, where it covers no bar whatever the
+    shares (inside a panel, a legend sits on a bar whenever every bar is tall)."""
     from judgetrain.plotting import pyplot
 
     plt = pyplot()
     tasks = list(stats["teacher_answers"])
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.5), squeeze=False, layout="constrained")
+    for ax, task in zip(axes[0], tasks, strict=True):
         s = stats["teacher_answers"][task]
         n = max(s["answered"], 1)
         xs = range(len(s["choices"]))
-        ax.bar([x - 0.2 for x in xs], [100 * s["teacher"][c] / n for c in s["choices"]], width=0.4, label="teacher", color="#C44E52")
-        ax.bar([x + 0.2 for x in xs], [100 * s["gold"][c] / n for c in s["choices"]], width=0.4, label="gold", color="#4C72B0")
+        for side, who, colour in ((-0.2, "teacher", "#C44E52"), (0.2, "gold", "#4C72B0")):
+            ax.bar([x + side for x in xs], [100 * s[who][c] / n for c in s["choices"]], width=0.4, label=who, color=colour)
         ax.set_xticks(list(xs), s["choices"])
         ax.set_ylabel("share of answered records (%)")
         extra = f", {100 * s['share_1_2']:.0f}% in {{1,2}}" if s.get("share_1_2") is not None else ""
         ax.set_title(f"{task}: teacher vs. gold (n={s['answered']}{extra})", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    # "outside": constrained layout makes room for the legend above the panels' titles
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=8, frameon=False)
+    return fig
+
+
+def plot_answers(stats: Mapping[str, Any], path: Path) -> None:
+    """Teacher vs. gold answer shares per task (paper 002 Figure S2, left, for pointwise), written
+    atomically to ``path`` (PNG)."""
+    from judgetrain.plotting import save_figure
+
+    save_figure(answers_figure(stats), path)
 
 
 def write_export(path: Path, items: Sequence[Item], run: TeacherRun) -> None:

@@ -30,6 +30,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
                    "make_parser", "open_study", "run_sweep", "skip_reason", "study_room", "trial_command", "trial_overrides"],
     "space": ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
               "flag_value", "make_pruner", "objective_problems", "parse_objectives"],
+    "progress": ["TrialProgress", "escape", "format_params", "format_values", "study_place", "wait_reporting"],
     "failures": ["FailureStreak", "failure_key", "failure_reason"],
     "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"],
     "sampler": ["TAKEN", "TrialSeededSampler", "first_duplicate", "trial_seed"],

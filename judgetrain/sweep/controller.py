@@ -29,7 +29,9 @@ How it fits together (paper 002 §4D, B.1):
   ``--trials`` is the size of the *study*: a controller starts a trial only
   while finished + running trials (of every controller) are fewer, and waits
   for the others' running trials otherwise, so several controllers (machines)
-  sharing one storage end with exactly ``--trials`` finished trials.
+  sharing one storage end with exactly ``--trials`` finished trials. While it waits it prints
+  a line per trial as it starts (``trial n of N``, its parameters), per value the trial
+  reports, and as it ends (:mod:`judgetrain.sweep.progress`).
 - **Trial side** (:class:`~judgetrain.sweep.reporting.SweepCallback`, which the trial entry
   :func:`trial_main` hands to ``judgetrain.train.main`` as a callback; it reads
   the controller's ``JUDGETRAIN_SWEEP`` variable): at every evaluation
@@ -76,6 +78,7 @@ from judgetrain.config import arg, one_of
 from judgetrain.train.accelerate_configs import NAMES
 
 from .failures import FailureStreak, failure_key, failure_reason
+from .progress import TrialProgress, escape, format_params, wait_reporting
 from .results import best_recipe, print_summary, wandb_summary
 from .space import (
     DEFAULT_OBJECTIVE,
@@ -159,7 +162,8 @@ class SweepConfig:
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
     trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
-    poll: float = arg(5.0, "seconds between looks at the study while other controllers' trials fill it")
+    poll: float = arg(5.0, "seconds between looks at the study: for the values a running trial reports (printed as they "
+                           "come), and while other controllers' trials fill it")
     overrides: list[str] = arg([], "recipe overrides for every trial: on the command line, any argument not listed here "
                                    "(--field value); in a --config file, a mapping (field: value)", passthrough=True)
 
@@ -301,8 +305,9 @@ def trial_overrides(cfg: SweepConfig, values: dict[str, Any]) -> list[str]:
     return cfg.search_space.overrides(values) + list(cfg.overrides)
 
 
-def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path) -> int:
-    """Run one trial's training process; its output goes to ``out/train.log``."""
+def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path, progress: TrialProgress) -> int:
+    """Run one trial's training process; its output goes to ``out/train.log``, the values it
+    reports to the study to the console while it runs (every ``--poll`` seconds)."""
     if "--run_name" not in cfg.overrides:
         overrides = overrides + ["--run_name", f"{cfg.study}-trial-{trial.number:04d}"]
     cmd = trial_command(cfg, overrides + ["--output_dir", str(out)])
@@ -310,7 +315,8 @@ def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path) -> in
     with open(out / "train.log", "ab") as fh:
         fh.write(("$ " + " ".join(cmd) + "\n").encode())
         fh.flush()
-        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_trial_env(cfg, trial), cwd=os.getcwd()).returncode
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_trial_env(cfg, trial), cwd=os.getcwd())
+        rc = wait_reporting(proc, cfg.poll, progress.check)
     trial.set_user_attr("seconds", round(time.monotonic() - t0, 1))
     return rc
 
@@ -325,7 +331,7 @@ def _objective_fn(cfg: SweepConfig, console):
         trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
         skip = skip_reason(trial.study, trial, values, cfg.trials)
         if skip:
-            console.print(f"[bold]trial {trial.number}[/]: {json.dumps(values)}: {skip}")
+            console.print(f"[bold]trial #{trial.number}[/]: {escape(format_params(values))}: {skip}")
             trial.set_user_attr("fail_reason", skip)
             skipped_in_a_row[0] += 1
             if skipped_in_a_row[0] >= MAX_SKIPPED:
@@ -339,14 +345,15 @@ def _objective_fn(cfg: SweepConfig, console):
         overrides = trial_overrides(cfg, values)
         trial.set_user_attr("output_dir", str(out))
         trial.set_user_attr("overrides", overrides)
-        console.print(f"[bold]trial {trial.number}[/]: {json.dumps(values)} -> {out}")
-        rc = _train_trial(cfg, trial, overrides, out)
-        return _trial_outcome(trial, rc, out, console)
+        progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
+        progress.started(values, out)
+        rc = _train_trial(cfg, trial, overrides, out, progress)
+        return _trial_outcome(trial, rc, out, progress)
 
     return objective
 
 
-def _trial_outcome(trial, rc: int, out: Path, console):
+def _trial_outcome(trial, rc: int, out: Path, progress: TrialProgress):
     """The trial's value(s) from its ``sweep_result.json``; raises TrialPruned or TrialFailed."""
     import optuna
 
@@ -357,14 +364,14 @@ def _trial_outcome(trial, rc: int, out: Path, console):
                   else f"{result.get('reason') or result['state']}; log: {log}")
         trial.set_user_attr("fail_reason", reason)
         trial.set_user_attr("fail_key", failure_key(reason, out))
-        console.print(f"  [red]trial {trial.number} failed[/]: {reason}")
+        progress.finished("failed", reason=reason)
         raise TrialFailed(reason)
     trial.set_user_attr("steps", result.get("step"))
     trial.set_user_attr("metrics", result.get("metrics", {}))
     if result["state"] == "pruned":
-        console.print(f"  trial {trial.number} [yellow]pruned[/] at step {result['step']} (value {result['values']})")
+        progress.finished("pruned", result["values"], result["step"])
         raise optuna.TrialPruned(f"pruned at step {result['step']}")
-    console.print(f"  trial {trial.number} [green]complete[/]: {result['values']} after {result['step']} steps")
+    progress.finished("complete", result["values"], result["step"])
     vals = [float(v) for v in result["values"]]
     return vals[0] if len(vals) == 1 else vals
 

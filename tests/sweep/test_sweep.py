@@ -441,12 +441,20 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     doc = yaml.safe_load(recipe.read_text())
     model = doc.pop("model_name_or_path")
     recipe.write_text(yaml.safe_dump(doc))
-    run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials", "4",
-                     "--max_steps", "6", "--model_name_or_path", model))
+    printed = run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials",
+                               "4", "--max_steps", "6", "--model_name_or_path", model)).stderr
     study = load(storage, "e2e")
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4 + [TrialState.PRUNED] * 2
     assert [t.params for t in trials] == good + slow
+    # a progress line per trial, per value it reported while it trained, and per ending
+    assert f"trial 1 of 6 (#0): lora_r=4, lora_alpha=8, learning_rate=0.005 -> {(out / 'trial-0000').resolve()}" in printed
+    for t in trials:
+        label = f"trial {t.number + 1} of 6 (#{t.number})"
+        assert [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith(f"  {label} step ")] == \
+            [f"eval_loss={v:.4g}" for _, v in sorted(t.intermediate_values.items())], printed[-3000:]
+        ending = "complete" if t.state == TrialState.COMPLETE else "pruned"
+        assert f"  {label} {ending}: eval_loss={t.intermediate_values[max(t.intermediate_values)]:.4g} at step " in printed
     for t in trials:
         folder = out / f"trial-{t.number:04d}"
         result = json.loads((folder / sweep.RESULT_FILE).read_text())

@@ -554,3 +554,33 @@ def test_the_records_train_with_the_training_entrypoint_unchanged(prism_data, tm
         assert "\nAnswer: " in text_of(row)
     run.trainer.train()
     assert run.trainer.state.global_step == 1 and torch.isfinite(torch.tensor(run.trainer.state.log_history[0]["loss"]))
+
+
+def test_teacher_answers_legend_covers_no_bar(tmp_path):
+    """Every bar as tall as the panel (uniform shares): a legend inside a panel sat on a bar
+    whatever corner it took; the one legend is above the panels, clear of bars and titles."""
+    from judgetrain.data_builders.rationales.export import answers_figure
+    from judgetrain.plotting import pyplot
+
+    stats = {"teacher_answers": {
+        "pairwise": {"answered": 6, "choices": ["A", "B"], "teacher": {"A": 3, "B": 3}, "gold": {"A": 3, "B": 3}},
+        "pointwise": {"answered": 10, "choices": list("12345"), "teacher": dict.fromkeys("12345", 2),
+                      "gold": dict.fromkeys("12345", 2), "share_1_2": 0.4}}}
+    fig = answers_figure(stats)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["teacher", "gold"]
+    box = legend.get_window_extent(renderer)
+    pair, point = fig.axes
+    assert [round(p.get_height(), 9) for p in pair.patches] == [50.0] * 4  # 3 of 6, teacher then gold
+    assert [round(p.get_height(), 9) for p in point.patches] == [20.0] * 10  # 2 of 10
+    assert point.get_title() == "pointwise: teacher vs. gold (n=10, 40% in {1,2})"
+    assert not [p for ax in fig.axes for p in ax.patches if p.get_window_extent(renderer).overlaps(box)]
+    assert not [ax for ax in fig.axes if ax.title.get_window_extent(renderer).overlaps(box)]
+    assert box.y0 >= max(ax.get_window_extent(renderer).y1 for ax in fig.axes)  # above the panels
+    assert fig.bbox.x0 <= box.x0 < box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1  # inside the image, not cut off
+    pyplot().close(fig)
+    path = tmp_path / rationales.PLOT_FILE
+    rationales.plot_answers(stats, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and [p.name for p in tmp_path.iterdir()] == [path.name]
