@@ -12,8 +12,11 @@ into ``--out`` for several). Everything comes from the prediction rows:
   outlier's position 0…5 or the swapped pair 0-1 … 4-5. Per position: accuracy
   over valid answers and macro-F1 (:func:`judgetrain.eval.judge.classification_cell`);
   ``W_avg``: their mean over positions weighted by each position's valid
-  answers (the paper's sample-weighted mean). For every run and, per run, every
-  layout. Heatmaps (run × position, run·layout × position) and W_avg bars.
+  answers (the paper's sample-weighted mean; for accuracy that is the pooled
+  accuracy, correct of valid over all positions, so it has a Wilson interval too).
+  For every run and, per run, every layout. Heatmaps (run × position,
+  run·layout × position: each cell's n shown, cells of fewer than 10 valid answers
+  greyed rather than coloured, rows without data left out) and W_avg bars.
 - **Per true position, TimeCatch**: accuracy of each task on the anomalous
   records by 1-based frame of the anomaly (the noise frame, the earlier swapped
   frame) and its n-weighted mean; a heatmap.
@@ -22,7 +25,9 @@ into ``--out`` for several). Everything comes from the prediction rows:
   shown first (``presentation`` ``gold_first`` / ``gold_second``; under P4 that
   is B): the rate of choosing the first-shown sequence, and an exact two-sided
   binomial test (``scipy.stats.binomtest``) of H0: P(choose the first-shown
-  sequence) = 1/2, with its Clopper–Pearson 95% interval. H0 is what an
+  sequence) = 1/2, with its Clopper–Pearson 95% interval (the exact interval of
+  that test; ``wilson95`` holds every rate's Wilson interval, which the report
+  prints with each rate and the figure draws as error bars). H0 is what an
   order-blind judge gives when gold-first and gold-second items are equally
   many, which the PRISM and MIRAGE builders guarantee (the counts are reported
   beside it). Also the first-shown and letter-A rates when gold is first vs
@@ -32,6 +37,9 @@ into ``--out`` for several). Everything comes from the prediction rows:
 - **Ordering probe** (App. G, Table S21): exact match, invalid rate and the
   "answers by position" signature, the share of items answered in the label
   order 1, 2, …, n or its reverse (:func:`judgetrain.eval.judge.ordering_cell`).
+
+``bias.md`` prints every rate in % with its Wilson 95% interval and n
+(:func:`judgetrain.eval.core.markdown.rate`).
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -47,10 +55,11 @@ from typing import Any
 
 from judgetrain.config import arg, comma_list, make_parser as make_config_parser
 from judgetrain.io import no_nan, write_json, write_text
-from judgetrain.plotting import pyplot
+from judgetrain.plotting import pyplot, save_figure
 
-from .core.markdown import display_name, figures_markdown, fmt, rows_markdown
-from .core.metrics import accuracy_cell
+from .core.figures import rate_heatmap, wilson_yerr
+from .core.markdown import RATE_NOTE, display_name, figures_markdown, fmt, pct, rate, rows_markdown
+from .core.metrics import accuracy_cell, ci95
 from .core.runs import read_run
 from .judge.metrics import classification_cell, ordering_cell
 from .timecatch.metrics import TIMECATCH_TASKS
@@ -62,12 +71,15 @@ __all__ = [
     "analyze",
     "bias",
     "first_option_bias",
+    "first_option_figure",
     "main",
     "make_parser",
     "position_table",
+    "positions_figure",
     "prism_positions",
     "timecatch_positions",
     "type1_rows",
+    "wavg_figure",
 ]
 
 BIAS_JSON = "bias.json"
@@ -105,15 +117,18 @@ def _weighted(cells: Mapping[str, Mapping[str, Any]], key: str, weight: str) -> 
 
 
 def position_table(rows: Sequence[Mapping[str, Any]], kind: str) -> dict[str, Any]:
-    """``{"positions": [label…], "cells": {label: classification cell}, "w_avg": {"accuracy", "f1", "n", "n_valid"}}``
-    for Type-1 rows of one kind; ``w_avg`` weights each position by its valid answers."""
+    """``{"positions": [label…], "cells": {label: classification cell}, "w_avg": {"accuracy", "f1", "n", "n_valid",
+    "correct", "accuracy_ci95"}}`` for Type-1 rows of one kind; ``w_avg`` weights each position by its valid
+    answers, which for accuracy is ``correct`` of ``n_valid`` over all positions (its Wilson interval beside it)."""
     by_pos: dict[int, list] = {}
     for r in rows:
         by_pos.setdefault(int(r["position"]), []).append(r)
     cells = {_label(kind, p): classification_cell(by_pos[p]) for p in sorted(by_pos)}
+    correct, n_valid = sum(c["correct"] for c in cells.values()), sum(c["n_valid"] for c in cells.values())
     return {"positions": list(cells), "cells": cells,
             "w_avg": {"accuracy": _weighted(cells, "accuracy", "n_valid"), "f1": _weighted(cells, "f1", "n_valid"),
-                      "n": sum(c["n"] for c in cells.values()), "n_valid": sum(c["n_valid"] for c in cells.values())}}
+                      "n": sum(c["n"] for c in cells.values()), "n_valid": n_valid, "correct": correct,
+                      "accuracy_ci95": ci95(correct, n_valid)}}
 
 
 def prism_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -130,7 +145,8 @@ def prism_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def timecatch_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per TimeCatch task: accuracy by 1-based frame of the anomaly (``position`` + 1) on the
-    anomalous records, ``{"positions", "cells": {frame: accuracy cell}, "w_avg": {"accuracy", "n"}}``."""
+    anomalous records, ``{"positions", "cells": {frame: accuracy cell}, "w_avg": {"accuracy", "n", "correct", "ci95"}}``
+    (the n-weighted mean accuracy is ``correct`` of ``n``, with its Wilson interval)."""
     out = {}
     for task in TIMECATCH_TASKS:
         sel = [r for r in rows if r.get("task") == task and int(r.get("position", -1)) >= 0]
@@ -140,8 +156,10 @@ def timecatch_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for r in sel:
             by_frame.setdefault(int(r["position"]) + 1, []).append(r)
         cells = {str(k): accuracy_cell(by_frame[k]) for k in sorted(by_frame)}
+        correct = sum(c["correct"] for c in cells.values())
         out[task] = {"positions": list(cells), "cells": cells,
-                     "w_avg": {"accuracy": _weighted(cells, "accuracy", "n"), "n": len(sel)}}
+                     "w_avg": {"accuracy": _weighted(cells, "accuracy", "n"), "n": len(sel), "correct": correct,
+                               "ci95": ci95(correct, len(sel))}}
     return out
 
 
@@ -158,9 +176,22 @@ def _rate(rows: Sequence[Mapping[str, Any]], hit) -> float | None:
     return sum(bool(hit(r)) for r in rows) / len(rows) if rows else None
 
 
+def _wilson(rows: Sequence[Mapping[str, Any]], hit) -> list[float] | None:
+    return ci95(sum(bool(hit(r)) for r in rows), len(rows))
+
+
+# the rates of first_option_bias, each with the rows it counts ("valid", "gf": gold first, "gs": gold second)
+_FIRST_RATES = (("first_rate", "valid", "first"), ("first_rate_gold_first", "gf", "first"),
+                ("first_rate_gold_second", "gs", "first"), ("a_rate_gold_first", "gf", "A"),
+                ("a_rate_gold_second", "gs", "A"), ("accuracy_gold_first", "gf", "correct"),
+                ("accuracy_gold_second", "gs", "correct"))
+
+
 def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """First-option statistics (module docstring) over valid pairwise answers with a known
-    presentation order; ``None`` when there are none."""
+    presentation order; ``None`` when there are none. ``wilson95``: the Wilson 95% interval
+    of every rate (``first_rate`` of ``n_valid``, the ``*_gold_first`` rates of ``n_gold_first``,
+    the ``*_gold_second`` ones of ``n_gold_second``)."""
     from scipy.stats import binomtest, fisher_exact
 
     sel = [r for r in rows if r.get("task") == "pairwise" and r.get("presentation") in ("gold_first", "gold_second")]
@@ -186,6 +217,10 @@ def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
         "accuracy_gold_second": correct_gs / len(gs) if gs else None,
         "accuracy_gap": None, "fisher_p": None,
     }
+    groups = {"valid": valid, "gf": gf, "gs": gs}
+    hits = {"first": lambda r: r["prediction"] == _first_shown(r), "A": lambda r: r["prediction"] == "A",
+            "correct": lambda r: r["prediction"] == r["label"]}
+    out["wilson95"] = {key: _wilson(groups[g], hits[h]) for key, g, h in _FIRST_RATES}
     if gf and gs:
         out["accuracy_gap"] = out["accuracy_gold_first"] - out["accuracy_gold_second"]
         out["fisher_p"] = float(fisher_exact([[correct_gf, len(gf) - correct_gf], [correct_gs, len(gs) - correct_gs]]).pvalue)
@@ -212,113 +247,135 @@ def analyze(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- plots
 
 
-def _heatmap(ax, values: list[list[float | None]], notes: list[list[str]], rows: Sequence[str], cols: Sequence[str], title: str):
-    import numpy as np
-
-    data = np.array([[np.nan if v is None else v for v in row] for row in values], dtype=float)
-    im = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    for i, row in enumerate(notes):
-        for j, note in enumerate(row):
-            if note:
-                ax.text(j, i, note, ha="center", va="center", fontsize=6,
-                        color="black" if not np.isnan(data[i, j]) and data[i, j] > 0.6 else "white")
-    ax.set_xticks(range(len(cols)), list(cols), fontsize=7)
-    ax.set_yticks(range(len(rows)), list(rows), fontsize=7)
-    ax.set_title(title, fontsize=8)
-    return im
-
-
-def _table_grid(tables: Sequence[Mapping[str, Any] | None], key: str = "accuracy", second: str | None = "f1"):
-    """(columns, values, notes) for heatmap rows from position tables (a missing table: an empty row); W_avg last."""
+def _columns(tables: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """The position columns of position tables, in position order, then W_avg."""
     cols: list[str] = []
     for t in tables:
         for p in (t or {}).get("positions", []):
             if p not in cols:
                 cols.append(p)
-    cols = sorted(cols, key=lambda c: [int(x) for x in c.split("-")]) + ["W_avg"]
-    values, notes = [], []
-    for t in tables:
-        vrow, nrow = [], []
-        for c in cols:
-            cell = None if t is None else (t["w_avg"] if c == "W_avg" else t["cells"].get(c))
-            v = None if cell is None else cell.get(key)
-            vrow.append(v)
-            below = None if cell is None or not second else cell.get(second)
-            extra = "" if below is None else f"\n{below}" if isinstance(below, int) else f"\n{below:.2f}"
-            nrow.append("" if cell is None or v is None else f"{v:.2f}{extra}")
-        values.append(vrow)
-        notes.append(nrow)
-    return cols, values, notes
+    return sorted(cols, key=lambda c: [int(x) for x in c.split("-")]) + ["W_avg"]
+
+
+def _cell(table: Mapping[str, Any] | None, column: str) -> Mapping[str, Any] | None:
+    return None if table is None else (table["w_avg"] if column == "W_avg" else table["cells"].get(column))
+
+
+def _has_data(table: Mapping[str, Any] | None) -> bool:
+    return bool(table) and any(c.get("accuracy") is not None for c in table["cells"].values())
+
+
+def positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]], title: str):
+    """Heatmaps row × position (accuracy over valid answers, macro-F1 and n below it), semantic
+    and temporal side by side (:func:`judgetrain.eval.core.figures.rate_heatmap`: cells of fewer
+    than 10 valid answers greyed). ``named``: (row label, ``prism_positions`` output); a row with
+    no data of a kind is left out of that kind's panel. ``None`` when there is nothing to draw."""
+    panels = []
+    for kind in KINDS:
+        rows = [(n, p[kind]["all"]) for n, p in named if p and kind in p and _has_data(p[kind]["all"])]
+        if rows:
+            panels.append((kind, rows))
+    if not panels:
+        return None
+    plt = pyplot()
+    height = 1.5 + 0.5 * max(len(rows) for _, rows in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), height), squeeze=False, layout="constrained")
+    im = None
+    for ax, (kind, rows) in zip(axes[0], panels, strict=False):
+        cols = _columns([t for _, t in rows])
+        cells = [[_cell(t, c) for c in cols] for _, t in rows]
+        values = [[None if c is None else c.get("accuracy") for c in row] for row in cells]
+        counts = [[None if c is None else c.get("n_valid") for c in row] for row in cells]
+        extra = [["" if c is None or c.get("f1") is None else f"F1 {100 * c['f1']:.0f}" for c in row] for row in cells]
+        im = rate_heatmap(ax, values, counts, [n for n, _ in rows], cols, TITLES[kind], extra)
+    fig.suptitle(title + " — accuracy (valid), macro-F1, n valid; grey: n < 10", fontsize=9)
+    fig.colorbar(im, ax=list(axes[0]), fraction=0.03, pad=0.02)
+    return fig
 
 
 def plot_positions(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike, title: str) -> bool:
-    """Heatmaps row × position (accuracy, macro-F1 below it), semantic and temporal side by side.
-    ``named``: (row label, ``prism_positions`` output). False when there is nothing to draw."""
-    kinds = [k for k in KINDS if any(p and k in p for _, p in named)]
-    if not kinds:
+    """:func:`positions_figure` saved to ``path``; False when there is nothing to draw."""
+    fig = positions_figure(named, title)
+    if fig is None:
         return False
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 1.4 + 0.42 * len(named)), squeeze=False,
-                             layout="constrained")
-    im = None
-    for ax, kind in zip(axes[0], kinds):
-        tables = [p[kind]["all"] if p and kind in p else None for _, p in named]
-        cols, values, notes = _table_grid(tables)
-        im = _heatmap(ax, values, notes, [n for n, _ in named], cols, TITLES[kind])
-    fig.suptitle(title + " — accuracy (valid), macro-F1 below", fontsize=9)
-    fig.colorbar(im, ax=list(axes[0]), fraction=0.03, pad=0.02)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
-def plot_wavg(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.PathLike) -> bool:
-    """Bars per run: W_avg accuracy and macro-F1 on the semantic and temporal Type-1 subsets; chance at 0.5."""
+def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
+    """Bars per run: W_avg accuracy (with its Wilson 95% interval) and macro-F1 on the semantic and
+    temporal Type-1 subsets, in %; chance at 50%. Runs without a Type-1 subset are left out;
+    ``None`` when no run has one."""
     series = [(f"{k} {m}", k, m) for k in KINDS for m in ("accuracy", "f1")]
-    if not any(p and k in p for _, p in named for _, k, _ in series):
-        return False
+    named = [(n, p) for n, p in named if p]  # a run without a Type-1 subset (the ordering probe alone) has no bars
+    if not named:
+        return None
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(named) + 1.5), 3.0))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(named) + 1.5), 3.2), layout="constrained")
     width = 0.8 / len(series)
     colors = ("#4C72B0", "#8FAADC", "#C44E52", "#E6A0A2")
-    for s, ((label, kind, metric), color) in enumerate(zip(series, colors)):
-        vals = [(p or {}).get(kind, {}).get("all", {}).get("w_avg", {}).get(metric) for _, p in named]
+    for s, ((label, kind, metric), color) in enumerate(zip(series, colors, strict=False)):
+        cells = [(p or {}).get(kind, {}).get("all", {}).get("w_avg", {}) for _, p in named]
+        vals = [c.get(metric) for c in cells]
         xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(named))]
-        ax.bar(xs, [v or 0.0 for v in vals], width=width, color=color, label=label.replace("accuracy", "Acc").replace("f1", "F1"))
-    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+        yerr = wilson_yerr(vals, [c.get("accuracy_ci95") for c in cells], 100) if metric == "accuracy" else None
+        ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2,
+               label=label.replace("accuracy", "Acc").replace("f1", "F1"))
+    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(named)), [n for n, _ in named], fontsize=7)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("W_avg")
-    ax.set_title("W_avg over positions (PRISM Type-1)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    ax.set_ylim(0, 130)  # room above 100% for the legend
+    ax.set_yticks(range(0, 101, 25))
+    ax.set_ylabel("W_avg (%)")
+    ax.set_title("W_avg over positions (PRISM Type-1; Acc with Wilson 95%)", fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", frameon=False)
+    return fig
+
+
+def plot_wavg(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
+    """:func:`wavg_figure` saved to ``path``; False when there is nothing to draw."""
+    fig = wavg_figure(named)
+    if fig is None:
+        return False
+    save_figure(fig, path)
     return True
+
+
+_FIRST_BARS = (("first_rate", "all", "#4C72B0"), ("first_rate_gold_first", "gold first", "#55A868"),
+               ("first_rate_gold_second", "gold second", "#C44E52"))
+
+
+def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
+    """Bars per run: P(choose first-shown) overall, when gold is first and when gold is second (%),
+    each with its Wilson 95% interval as an error bar; the run's n valid and binomial p under it.
+    ``None`` when no run has first-option data."""
+    named = [(n, fo) for n, fo in named if fo]
+    if not named:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(named) + 1.5), 3.2), layout="constrained")  # room for the title
+    width = 0.8 / len(_FIRST_BARS)
+    for s, (key, label, color) in enumerate(_FIRST_BARS):
+        xs = [i + (s - 1) * width for i in range(len(named))]
+        vals = [fo[key] for _, fo in named]
+        yerr = wilson_yerr(vals, [(fo.get("wilson95") or {}).get(key) for _, fo in named], 100)
+        ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2, label=label)
+    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(named)), [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), "
+                                      f"p={fo['binomial_p']:.2g}" for n, fo in named], fontsize=7)
+    ax.set_ylim(0, 130)  # room above 100% for the legend
+    ax.set_yticks(range(0, 101, 25))
+    ax.set_ylabel("P(choose first-shown sequence) (%)")
+    ax.set_title("First-option bias: Wilson 95% error bars; binomial test of P = 1/2", fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", frameon=False)
+    return fig
 
 
 def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
-    """Bars per run: P(choose first-shown) overall, when gold is first and when gold is second."""
-    named = [(n, fo) for n, fo in named if fo]
-    if not named:
+    """:func:`first_option_figure` saved to ``path``; False when there is nothing to draw."""
+    fig = first_option_figure(named)
+    if fig is None:
         return False
-    plt = pyplot()
-    keys = (("first_rate", "all", "#4C72B0"), ("first_rate_gold_first", "gold first", "#55A868"),
-            ("first_rate_gold_second", "gold second", "#C44E52"))
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(named) + 1.5), 3.0))
-    width = 0.8 / len(keys)
-    for s, (key, label, color) in enumerate(keys):
-        xs = [i + (s - 1) * width for i in range(len(named))]
-        ax.bar(xs, [fo[key] or 0.0 for _, fo in named], width=width, color=color, label=label)
-    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(named)), [f"{n}\np={fo['binomial_p']:.2g}" for n, fo in named], fontsize=7)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("P(choose first-shown sequence)")
-    ax.set_title("First-option bias (binomial test of P = 1/2)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -333,24 +390,66 @@ def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | o
 # --------------------------------------------------------------------------- the command
 
 
-def _grid_markdown(labelled: Sequence[tuple[Sequence[str], Mapping[str, Any] | None]], first: Sequence[str], fmt) -> str:
+def _grid_markdown(labelled: Sequence[tuple[Sequence[str], Mapping[str, Any]]], first: Sequence[str], text) -> str:
     """A markdown table of position tables: label columns, then one column per position and W_avg."""
-    cols, _, _ = _table_grid([t for _, t in labelled])
-    body = []
-    for labels, t in labelled:
-        cells = [None if t is None else (t["w_avg"] if c == "W_avg" else t["cells"].get(c)) for c in cols]
-        body.append([*labels, *("–" if cell is None else fmt(cell) for cell in cells)])
+    cols = _columns([t for _, t in labelled])
+    body = [[*labels, *("–" if (cell := _cell(t, c)) is None else text(cell) for c in cols)] for labels, t in labelled]
     return rows_markdown((*first, *cols), body)
+
+
+def _prism_text(c: Mapping[str, Any]) -> str:
+    """A PRISM position cell: accuracy over valid answers (Wilson interval, n valid) / macro-F1, in %."""
+    return f"{rate(c['accuracy'], c.get('accuracy_ci95'), c['n_valid'])} / {pct(c['f1'])}"
 
 
 def _position_markdown(named: Sequence[tuple[str, Mapping[str, Any] | None]], first: str) -> str:
     md = ""
     for kind in KINDS:
-        tables = [((n,), p[kind]["all"] if p and kind in p else None) for n, p in named]
-        if any(t for _, t in tables):
-            md += f"\n**{TITLES[kind]}** — accuracy / macro-F1 (valid answers)\n\n"
-            md += _grid_markdown(tables, (first,), lambda c: f"{fmt(c['accuracy'], 2)} / {fmt(c['f1'], 2)} ({c['n_valid']})")
+        tables = [((n,), p[kind]["all"]) for n, p in named if p and kind in p and _has_data(p[kind]["all"])]
+        if tables:
+            md += f"\n**{TITLES[kind]}** — accuracy [Wilson 95%] (n valid) / macro-F1, %\n\n"
+            md += _grid_markdown(tables, (first,), _prism_text)
     return md
+
+
+def _first_rate(f: Mapping[str, Any], key: str, n_key: str) -> str:
+    return rate(f[key], (f.get("wilson95") or {}).get(key), f[n_key])
+
+
+def _first_option_markdown(fo: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    md = ("\n## First-option bias (paper 002 F.3)\n\n"
+          "P(first): share of valid answers choosing the sequence shown first; binomial p: exact two-sided test of "
+          "P(first) = 1/2 (an order-blind judge on balanced presentation), with its exact (Clopper–Pearson) 95% "
+          f"interval. {RATE_NOTE} Gap: accuracy gold first − gold second, in points; Fisher p: presentation "
+          "order × correct.\n\n")
+    gf, gs = ("n_gold_first", "n_gold_second")
+    md += rows_markdown(
+        ("run", "gold first / second", "P(first)", "exact 95% CI", "binomial p", "P(first ∣ gold first)",
+         "P(first ∣ gold second)", "P(A ∣ gold first)", "P(A ∣ gold second)", "Acc gold first", "Acc gold second", "gap",
+         "Fisher p"),
+        [[n, f"{f[gf]} / {f[gs]}", _first_rate(f, "first_rate", "n_valid"),
+          f"{pct(f['first_rate_ci95'][0])}–{pct(f['first_rate_ci95'][1])}", fmt(f["binomial_p"], 4),
+          _first_rate(f, "first_rate_gold_first", gf), _first_rate(f, "first_rate_gold_second", gs),
+          _first_rate(f, "a_rate_gold_first", gf), _first_rate(f, "a_rate_gold_second", gs),
+          _first_rate(f, "accuracy_gold_first", gf), _first_rate(f, "accuracy_gold_second", gs),
+          "–" if f["accuracy_gap"] is None else f"{100 * f['accuracy_gap']:+.1f}", fmt(f["fisher_p"], 4)] for n, f in fo])
+    md += "\nBy layout:\n\n"
+    md += rows_markdown(("run", "layout", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
+                        [[n, lay, _first_rate(x, "first_rate", "n_valid"), fmt(x["binomial_p"], 4),
+                          _first_rate(x, "accuracy_gold_first", gf), _first_rate(x, "accuracy_gold_second", gs)]
+                         for n, f in fo for lay, x in f["by_layout"].items() if x])
+    return md
+
+
+def _ordering_markdown(od: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    md = ("\n## Chronological-ordering probe (paper 002 App. G)\n\n"
+          "Answers by position: items answered in the label order (1, 2, …, n: the order shown) or its reverse. "
+          f"{RATE_NOTE}\n\n")
+    return md + rows_markdown(
+        ("run", "exact match", "invalid rate", "label order", "reverse", "by position (share)"),
+        [[n, rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
+          rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]), str(o["label_order"]), str(o["reverse_label_order"]),
+          rate(o["by_position_share"], o.get("by_position_share_ci95"), o["n"])] for n, o in od])
 
 
 def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, out: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -374,7 +473,7 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
             names = [p.name for p, _, _ in loaded]
     if len(names) != len(paths):
         raise ValueError(f"--names gives {len(names)} name(s) for {len(paths)} run(s); give one per run")
-    analyses = {n: analyze(rows) for n, (_, _, rows) in zip(names, loaded)}
+    analyses = {n: analyze(rows) for n, (_, _, rows) in zip(names, loaded, strict=False)}
     out.mkdir(parents=True, exist_ok=True)
 
     figures: list[tuple[str, str]] = []
@@ -394,7 +493,7 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
     if plot_timecatch([(n, a.get("timecatch_positions")) for n, a in analyses.items()], out / "bias_timecatch_positions.png"):
         figures.append(("TimeCatch accuracy by true position", "bias_timecatch_positions.png"))
 
-    result = no_nan({"runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded)},
+    result = no_nan({"runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded, strict=False)},
                       "figures": [f for _, f in figures]})
     write_json(out / BIAS_JSON, result)
     write_text(out / BIAS_REPORT, _markdown(result, named_pos, by_layout, figures, paths, names, out))
@@ -406,40 +505,24 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
     md = ["# Positional bias\n\n", "".join(f"- {n}: `{r['path']}` ({r['n']} predictions)\n" for n, r in runs.items())]
     if any(p for _, p in named_pos):
         md.append("\n## PRISM Type-1 by position (paper 002 Tables S4, S17a, S19)\n\n")
-        md.append("Accuracy over valid answers / macro-F1 (valid answers); W_avg weights positions by their valid answers.\n")
+        md.append("Accuracy over valid answers / macro-F1 (valid answers); W_avg weights positions by their valid answers "
+                  f"(for accuracy: correct of valid over all positions). {RATE_NOTE}\n")
         md.append(_position_markdown(named_pos, "run"))
         md.append("\n## By layout (Tables S17b, S20)\n")
         md.append(_position_markdown(by_layout, "layout"))
     tc = [(n, r["timecatch_positions"]) for n, r in runs.items() if r.get("timecatch_positions")]
     if tc:
         md.append("\n## TimeCatch by true position of the anomaly\n\n")
-        md.append("Accuracy (n) on the anomalous records by 1-based frame of the anomaly (swap: the earlier frame).\n\n")
+        md.append("Accuracy on the anomalous records by 1-based frame of the anomaly (swap: the earlier frame). "
+                  f"{RATE_NOTE}\n\n")
         md.append(_grid_markdown([((n, task), t) for n, tasks in tc for task, t in tasks.items()], ("run", "task"),
-                                 lambda c: f"{fmt(c['accuracy'], 2)} ({c['n']})"))
+                                 lambda c: rate(c["accuracy"], c.get("ci95"), c["n"])))
     fo = [(n, r["first_option"]) for n, r in runs.items() if r.get("first_option")]
     if fo:
-        md.append("\n## First-option bias (paper 002 F.3)\n\n")
-        md.append("P(first): share of valid answers choosing the sequence shown first; binomial p: exact two-sided test of "
-                  "P(first) = 1/2 (an order-blind judge on balanced presentation); CI: Clopper–Pearson 95%. "
-                  "Fisher p: presentation order × correct.\n\n")
-        md.append(rows_markdown(
-            ("run", "n_val", "gold first / second", "P(first)", "95% CI", "binomial p", "P(first ∣ gold first)",
-             "P(first ∣ gold second)", "P(A ∣ gold first)", "P(A ∣ gold second)", "Acc gold first", "Acc gold second", "gap", "Fisher p"),
-            [[n, str(f["n_valid"]), f"{f['n_gold_first']} / {f['n_gold_second']}", fmt(f["first_rate"]),
-              f"{fmt(f['first_rate_ci95'][0])}–{fmt(f['first_rate_ci95'][1])}", fmt(f["binomial_p"], 4), fmt(f["first_rate_gold_first"]),
-              fmt(f["first_rate_gold_second"]), fmt(f["a_rate_gold_first"]), fmt(f["a_rate_gold_second"]), fmt(f["accuracy_gold_first"]),
-              fmt(f["accuracy_gold_second"]), fmt(f["accuracy_gap"]), fmt(f["fisher_p"], 4)] for n, f in fo]))
-        md.append("\nBy layout:\n\n")
-        md.append(rows_markdown(("run", "layout", "n_val", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
-                                 [[n, lay, str(x["n_valid"]), fmt(x["first_rate"]), fmt(x["binomial_p"], 4), fmt(x["accuracy_gold_first"]),
-                                   fmt(x["accuracy_gold_second"])] for n, f in fo for lay, x in f["by_layout"].items() if x]))
+        md.append(_first_option_markdown(fo))
     od = [(n, r["ordering"]) for n, r in runs.items() if r.get("ordering")]
     if od:
-        md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
-        md.append("Answers by position: items answered in the label order (1, 2, …, n: the order shown) or its reverse.\n\n")
-        md.append(rows_markdown(("run", "exact match", "invalid rate", "label order", "reverse", "by position (share)", "n"),
-                                 [[n, fmt(o["exact_match"]), fmt(o["invalid_rate"]), str(o["label_order"]), str(o["reverse_label_order"]),
-                                   fmt(o["by_position_share"]), str(o["n"])] for n, o in od]))
+        md.append(_ordering_markdown(od))
     if not any(k in r for r in runs.values() for k in ("prism_positions", "timecatch_positions", "first_option", "ordering")):
         md.append("\nNo row of these runs has a position, a presentation order or an ordering answer to analyse.\n")
     md.append(figures_markdown(figures))
@@ -494,12 +577,16 @@ def main(cfg: BiasConfig) -> int:
     for name, r in result["runs"].items():
         parts = []
         for kind, block in (r.get("prism_positions") or {}).items():
-            parts.append(f"{kind} W_avg acc {fmt(block['all']['w_avg']['accuracy'], 2)}")
+            w = block["all"]["w_avg"]
+            parts.append(f"{kind} W_avg acc {rate(w['accuracy'], w.get('accuracy_ci95'), w['n_valid'])} %")
         if r.get("first_option"):
             f = r["first_option"]
-            parts.append(f"first-option rate {fmt(f['first_rate'], 2)} (binomial p = {fmt(f['binomial_p'], 4)})")
+            parts.append(f"first-option rate {_first_rate(f, 'first_rate', 'n_valid')} % "
+                         f"(binomial p = {fmt(f['binomial_p'], 4)})")
         if r.get("ordering"):
-            parts.append(f"ordering exact {fmt(r['ordering']['exact_match'], 2)}, by position {fmt(r['ordering']['by_position_share'], 2)}")
+            o = r["ordering"]
+            parts.append(f"ordering exact {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} %, "
+                         f"by position {rate(o['by_position_share'], o.get('by_position_share_ci95'), o['n'])} %")
         print(f"{name}: " + ("; ".join(parts) or "nothing to analyse"), flush=True)
     print(f"Bias report in {Path(out) / BIAS_REPORT} (data in {Path(out) / BIAS_JSON})", flush=True)
     return 0

@@ -11,7 +11,14 @@ blank where a column has none; the markdown names each column's test and the pai
 Runs of different evaluations are refused; runs on different data (by content: dataset
 content hashes, a manifest's and its videos' sha256, never their paths), splits or item
 sets are refused too unless ``--allow-different-data``, which marks them (their tests then
-pair the items both runs hold). Each difference reads ``field: first run's → other's``.
+pair the items both runs hold). Each difference reads ``field: first run's → other's``, and
+runs on different items get a plain line saying how many items each holds that the other lacks.
+
+An evaluation whose module also offers ``cell_counts(metrics) -> {column: (k | None, n)}``
+(TimeCatch, judge) gets the n behind every cell: a rate (``k`` successes of ``n``) prints as
+``75.0 [30.1, 95.4] (n=4)`` with its Wilson 95% interval (:func:`judgetrain.eval.core.stats.wilson`),
+another number (a macro-F1, ``k`` None) as ``66.7 (n=4)``, and a Δ cell names the two runs and
+the n of each, ``+25.0 (FT vs ZS, n=4/4)``. Cells without counts print the bare value.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -27,6 +34,7 @@ from typing import Any
 from judgetrain.config import arg, comma_list, make_parser as make_config_parser
 from judgetrain.identity import differences as identity_differences
 
+from .metrics import ci95
 from .registry import evaluation_of, module_for, paired_tests_for
 from .runs import METRICS, PREDICTIONS, PredictionsError
 
@@ -47,9 +55,21 @@ def _differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str
         if first["items"] is not None and other["items"] is not None:
             out.append(f"items: {len(first['items'])} → {len(other['items'])} ids, "
                        f"{len(set(first['items']) ^ set(other['items']))} not in both")
-        else:
-            out.append(f"items: {first['items']!r} → {other['items']!r}")
+        else:  # a run of an older judgetrain records no item ids: say so rather than print thousands of ids
+            def ids(items: Any) -> str:
+                return "not recorded" if items is None else f"{len(items)} ids"
+            out.append(f"items: {ids(first['items'])} → {ids(other['items'])}")
     return out
+
+
+def _item_overlap(first: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, int] | None:
+    """How the item sets of two runs differ (``only_first``, ``only_other`` and each run's
+    ``n_first`` / ``n_other``), or None where they are the same or either run records no ids."""
+    a, b = first["items"], other["items"]
+    if a is None or b is None or set(a) == set(b):
+        return None
+    return {"n_first": len(set(a)), "n_other": len(set(b)), "only_first": len(set(a) - set(b)),
+            "only_other": len(set(b) - set(a))}
 
 
 def _metrics(run: Path, module: Any) -> dict[str, Any]:
@@ -65,9 +85,12 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
     """Several runs' cells side by side, with each later run's difference to the first.
 
     Returns ``{"evaluation", "names", "columns": [label], "rows": [(name, [value|None],
-    is_delta)], "paired": [{"name", "label", "pvalues": [p|None], "n": {column: pairs}}],
-    "tests": {column: test}, "differences": {name: [what differs]}, "markdown"}``; values are
-    percentages, Δ rows (labelled ``"Δ name"``) signed differences. ``paired`` holds one
+    is_delta)], "counts": [[(k, n)|None per column] per run], "paired": [{"name", "label",
+    "pvalues": [p|None], "n": {column: pairs}}], "tests": {column: test}, "differences": {name:
+    [what differs]}, "items": {name: {"n_first", "n_other", "only_first", "only_other"}},
+    "markdown"}``; values are percentages, Δ rows (labelled ``"Δ name"``) signed differences;
+    ``counts`` (aligned with ``names``) the k of n behind each cell, where the evaluation has them;
+    ``items`` the later runs evaluated on other items than the first. ``paired`` holds one
     entry per later run (labelled ``"p name"``, shown after its Δ row) when the evaluation
     has paired tests, none otherwise; ``pvalues`` are aligned with ``columns``, ``None``
     where a column has no test."""
@@ -80,29 +103,35 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
     kinds = [evaluation_of(p) for p in paths]
     if len({k for k, _ in kinds}) > 1:
         raise PredictionsError("runs of different evaluations cannot be compared: "
-                               + ", ".join(f"{p} ({k})" for p, (k, _) in zip(paths, kinds)))
+                               + ", ".join(f"{p} ({k})" for p, (k, _) in zip(paths, kinds, strict=False)))
     evaluation = kinds[0][0]
     first = _what_was_evaluated(kinds[0][1])
-    differences = {n: d for n, (_, info) in zip(names[1:], kinds[1:]) if (d := _differences(first, _what_was_evaluated(info)))}
+    others = [(n, _what_was_evaluated(info)) for n, (_, info) in zip(names[1:], kinds[1:], strict=True)]
+    differences = {n: d for n, other in others if (d := _differences(first, other))}
     if differences and not allow_different_data:
         raise PredictionsError("these runs evaluated different data, so their numbers are not comparable (each "
                                "field: the first run's → the other's):\n"
                                + "\n".join(f"  - {names[0]} → {n}: {'; '.join(d)}" for n, d in differences.items())
                                + "\nRerun them on the same data, split and items, or pass --allow-different-data "
                                  "to compare them anyway (they are marked).")
+    items = {n: o for n, other in others if (o := _item_overlap(first, other))}
     module = module_for(evaluation)
-    cells = [module.cells(_metrics(p, module)) for p in paths]
+    metrics = [_metrics(p, module) for p in paths]
+    cells = [module.cells(m) for m in metrics]
+    counted = [module.cell_counts(m) for m in metrics] if hasattr(module, "cell_counts") else [{} for _ in metrics]
     columns = list(dict.fromkeys(label for c in cells for label in c))
+    counts = [[c.get(col) for col in columns] for c in counted]
     shown = [f"{n} *" if n in differences else n for n in names]
     base = [cells[0].get(c) for c in columns]
     rows: list[tuple[str, list[float | None], bool]] = [(shown[0], base, False)]
-    for name, c in zip(shown[1:], cells[1:]):
+    for name, c in zip(shown[1:], cells[1:], strict=False):
         vals = [c.get(col) for col in columns]
         rows.append((name, vals, False))
-        rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base)], True))
+        rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base, strict=True)],
+                     True))
     paired, tests = _paired(paired_tests_for(evaluation), paths, names, shown, columns)
-    result = {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "paired": paired,
-              "tests": tests, "differences": differences}
+    result = {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "counts": counts,
+              "paired": paired, "tests": tests, "differences": differences, "items": items}
     return {**result, "markdown": _markdown(result)}
 
 
@@ -113,7 +142,7 @@ def _paired(paired_tests: Any, paths: Sequence[Path], names: Sequence[str], show
     if paired_tests is None:
         return [], {}
     out, tests = [], {}
-    for name, label, path in zip(names[1:], shown[1:], paths[1:]):
+    for name, label, path in zip(names[1:], shown[1:], paths[1:], strict=False):
         got = paired_tests(paths[0], path)
         out.append({"name": name, "label": f"p {label}", "pvalues": [got[c]["pvalue"] if c in got else None for c in columns],
                     "n": {c: got[c]["n"] for c in columns if c in got}})
@@ -125,9 +154,17 @@ def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[fl
     """The table's rows in display order: (label, cells as text, kind, values), kind ``run``,
     ``delta`` or ``p``; each later run's p row (if any) follows its Δ row."""
     p_rows = iter(result["paired"])
-    out = []
+    names = result["names"]
+    counts = result.get("counts") or [[None] * len(result["columns"]) for _ in names]
+    out, run = [], -1
     for label, vals, delta in result["rows"]:
-        out.append((label, [_fmt_cell(v, delta) for v in vals], "delta" if delta else "run", vals))
+        if not delta:
+            run += 1
+            texts = [_fmt_cell(v, c) for v, c in zip(vals, counts[run], strict=False)]
+        else:
+            texts = [_fmt_delta(v, names[run], names[0], c, c0)
+                     for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
+        out.append((label, texts, "delta" if delta else "run", vals))
         if delta and (p := next(p_rows, None)) is not None:
             out.append((p["label"], [_fmt_p(v) for v in p["pvalues"]], "p", p["pvalues"]))
     return out
@@ -138,6 +175,10 @@ def _markdown(result: Mapping[str, Any]) -> str:
     md = f"{result['evaluation']}: values in %; Δ rows: difference to {names[0]} in percentage points"
     md += f"; p rows: two-sided p-value of the paired test against {names[0]} (uncorrected).\n\n" if result["paired"] \
         else ".\n\n"
+    if any(c is not None for row in result.get("counts") or [] for c in row):
+        md += ("Run cells: value [Wilson 95% interval] (n = the items the cell counts; no interval for a "
+               "number that is not a rate); Δ cells name the two runs and each one's n.\n\n")
+    md += "".join(f"{line}\n\n" for line in _items_lines(result))
     md += "| | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns) + "\n"
     for label, texts, _, _ in _table(result):
         md += f"| {label} | " + " | ".join(texts) + " |\n"
@@ -171,10 +212,33 @@ def _tests_note(result: Mapping[str, Any]) -> str:
     return "Paired tests, per column:\n\n" + "".join(lines)
 
 
-def _fmt_cell(v: float | None, delta: bool) -> str:
+def _items_lines(result: Mapping[str, Any]) -> list[str]:
+    """One plain sentence per later run evaluated on other items than the first."""
+    first = result["names"][0]
+    return [f"{name} and {first} were evaluated on different items (missing from {name}: {o['only_first']} of "
+            f"{first}'s {o['n_first']}; missing from {first}: {o['only_other']} of {name}'s {o['n_other']}); each cell "
+            "counts its own run's items." for name, o in (result.get("items") or {}).items()]
+
+
+def _fmt_cell(v: float | None, count: tuple[int | None, int] | None = None) -> str:
+    """A run's cell: the value, with its Wilson interval (a rate, ``k`` known) and n where counted."""
+    if count is None:
+        return "–" if v is None else f"{v:.1f}"
+    k, n = count
+    if v is None:
+        return f"– (n={n})"
+    interval = ci95(k, n) if k is not None else None
+    return f"{v:.1f}" + ("" if interval is None else f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]") + f" (n={n})"
+
+
+def _fmt_delta(v: float | None, name: str, first: str, count: tuple[int | None, int] | None,
+               first_count: tuple[int | None, int] | None) -> str:
+    """A Δ cell: the signed difference, and (where both runs' cells are counted) which runs and each one's n."""
     if v is None:
         return "–"
-    return f"{v:+.1f}" if delta else f"{v:.1f}"
+    if count is None or first_count is None:
+        return f"{v:+.1f}"
+    return f"{v:+.1f} ({name} vs {first}, n={count[1]}/{first_count[1]})"
 
 
 def _fmt_p(p: float | None) -> str:
@@ -216,7 +280,8 @@ def _console_table(result: Mapping[str, Any], wide: bool):
     rows = []
     for label, texts, kind, values in _table(result):
         if kind == "delta":  # colour the sign of each difference
-            texts = [s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]" for s, v in zip(texts, values)]
+            texts = [s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]"
+                     for s, v in zip(texts, values, strict=True)]
         rows.append((label, texts))
     t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
                     + ("; p: paired test against it" if result["paired"] else ""))
@@ -250,6 +315,8 @@ def main(cfg: CompareConfig) -> int:
     console.print(table)
     if result["paired"]:
         print(_tests_note(result).replace("`", ""), end="")
+    for line in _items_lines(result):
+        print(line)
     for name, diff in result["differences"].items():
         print(f"* {name}: other data than {result['names'][0]} ({'; '.join(diff)})")
     if cfg.out:

@@ -1,5 +1,8 @@
 """The markdown every evaluation's report shares: the lines under its title (model, data,
-items), its figures section, the short name of a model (+ adapter), numbers and tables.
+items), its figures section, the short name of a model (+ adapter), numbers, rates and tables.
+
+One unit across reports: rates are printed in % with one decimal, each with its Wilson 95%
+interval and its n, as ``75.0 [30.1, 95.4] (n=4)`` (:func:`rate`).
 README: "Run folders".
 """
 
@@ -10,12 +13,39 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["display_name", "figures_markdown", "fmt", "rows_markdown", "run_header"]
+__all__ = ["RATE_NOTE", "display_name", "figures_markdown", "fmt", "pct", "rate", "rate_of", "rows_markdown", "run_header"]
+
+RATE_NOTE = "Rates in %, each as value [Wilson 95% interval] (n = the items it counts)."
 
 
 def fmt(x: Any, digits: int = 3) -> str:
     """``x`` with ``digits`` decimals; "–" for an absent (None) or NaN value."""
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def pct(x: float | None) -> str:
+    """A fraction in 0..1 as a percentage with one decimal; "–" for an absent (None) or NaN value."""
+    return "–" if _missing(x) else f"{100 * x:.1f}"
+
+
+def rate(value: float | None, ci: Sequence[float] | None, n: int) -> str:
+    """A rate as every report prints it: ``75.0 [30.1, 95.4] (n=4)`` (fractions in, % out);
+    ``– (n=0)`` when undefined, the interval left out when there is none."""
+    if _missing(value):
+        return f"– (n={n})"
+    interval = "" if not ci else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return f"{100 * value:.1f}{interval} (n={n})"
+
+
+def rate_of(k: int, n: int) -> str:
+    """:func:`rate` of ``k`` successes in ``n`` (Wilson interval computed here)."""
+    from .metrics import ci95
+
+    return rate(k / n if n else None, ci95(k, n), n)
 
 
 def rows_markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -3,7 +3,8 @@
 Each entry of :data:`EVALUATIONS` names the report module whose ``report(run_dir) ->
 metrics`` rebuilds a run's ``metrics.json``, ``report.md`` and figures from
 ``predictions.jsonl`` + ``run.json``, and whose ``cells(metrics) -> {label: value}`` gives
-the numbers ``eval compare`` puts side by side. An evaluation in :data:`PAIRED_TESTS` also
+the numbers ``eval compare`` puts side by side; an optional ``cell_counts(metrics) ->
+{label: (k | None, n)}`` gives the n (and, for a rate, the Wilson interval) behind each. An evaluation in :data:`PAIRED_TESTS` also
 names the module whose ``paired(first_run, other_run) -> {column: {"pvalue", "n", "test"}}``
 gives ``eval compare`` its p rows (PhaseFusion: :mod:`judgetrain.eval.phasefusion.paired`).
 Modules are imported only when used.

@@ -1,7 +1,9 @@
 """Judge metrics from prediction rows alone (paper 002 F.1): pairwise accuracy and macro P/R/F1
 with invalid answers counted, pointwise agreement (Pearson r, MAE, RMSE against gold, teacher and
 human scores), the ordering probe, explanation metrics, and one number by name for sweeps
-(:func:`metric_value`). The run that writes the rows is :mod:`judgetrain.eval.judge`; the report
+(:func:`metric_value`). Every rate (an accuracy, a share of items) is a fraction in 0..1 beside its
+count and a Wilson 95% interval ``[lo, hi]`` (:func:`judgetrain.eval.core.metrics.ci95`), so that
+reports print n and interval with it. The run that writes the rows is :mod:`judgetrain.eval.judge`; the report
 that shows them is :mod:`judgetrain.eval.judge.report`. README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -13,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.metrics import accuracy
+from ..core.metrics import accuracy, ci95
 
 __all__ = ["MIRAGE_DOMAINS", "ORDERING_METRICS", "PAIRWISE_METRICS", "POINTWISE_METRICS", "REFERENCES", "SCORES", "SUBSETS",
            "benchmark_of", "classification_cell", "compute_judge_metrics", "metric_value", "ordering_cell", "pointwise_cell",
@@ -34,13 +36,19 @@ def _none_if_nan(x: float | None) -> float | None:
 
 
 def classification_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"n", "n_valid", "n_invalid", "accuracy", "accuracy_all", "precision", "recall", "f1"}``:
-    ``accuracy`` and the macro P/R/F1 over valid predictions (``None`` when there are
-    none), ``accuracy_all`` over all rows with invalid answers counted wrong."""
+    """``{"n", "n_valid", "n_invalid", "correct", "accuracy", "accuracy_ci95", "accuracy_all",
+    "accuracy_all_ci95", "precision", "recall", "f1"}``: ``accuracy`` (``correct`` of ``n_valid``)
+    and the macro P/R/F1 over valid predictions (``None`` when there are none), ``accuracy_all``
+    (the valid rows marked ``correct``, of ``n``) over all rows with invalid answers counted wrong; ``*_ci95`` their
+    Wilson 95% intervals."""
     valid = [r for r in rows if r.get("valid", True) and r.get("prediction") is not None]
-    cell: dict[str, Any] = {"n": len(rows), "n_valid": len(valid), "n_invalid": len(rows) - len(valid),
-                            "accuracy": _none_if_nan(accuracy(valid)),
-                            "accuracy_all": sum(bool(r.get("correct")) for r in valid) / len(rows) if rows else None,
+    acc = _none_if_nan(accuracy(valid))
+    correct = round(acc * len(valid)) if acc is not None else 0
+    right = sum(bool(r.get("correct")) for r in valid)  # the rows' own verdicts, as before
+    cell: dict[str, Any] = {"n": len(rows), "n_valid": len(valid), "n_invalid": len(rows) - len(valid), "correct": correct,
+                            "accuracy": acc, "accuracy_ci95": ci95(correct, len(valid)),
+                            "accuracy_all": right / len(rows) if rows else None,
+                            "accuracy_all_ci95": ci95(right, len(rows)),
                             "precision": None, "recall": None, "f1": None}
     if valid:
         from sklearn.metrics import precision_recall_fscore_support
@@ -101,7 +109,8 @@ def pointwise_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts of 1…5 for the model's valid predictions and each reference present
-    (a mean human score is rounded half up), and each one's share in {1, 2}."""
+    (a mean human score is rounded half up), and each one's share in {1, 2} with its
+    Wilson 95% interval (``share_1_2_ci95``)."""
     series = {"model": [_number(r["prediction"]) for r in rows if r.get("valid", True)]}
     for name, key in REFERENCES.items():
         series[name] = [_number(r.get(key)) for r in rows]
@@ -111,8 +120,9 @@ def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if not vals:
             continue
         counts = Counter(vals)
+        low = counts.get(1, 0) + counts.get(2, 0)
         out[name] = {"counts": {str(s): counts.get(s, 0) for s in SCORES}, "n": len(vals),
-                     "share_1_2": (counts.get(1, 0) + counts.get(2, 0)) / len(vals)}
+                     "share_1_2": low / len(vals), "share_1_2_ci95": ci95(low, len(vals))}
     return out
 
 
@@ -121,7 +131,9 @@ def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     (exact match with invalid = wrong, Kendall tau, position accuracy, chance) plus
     ``invalid_rate`` and the "answers by position" signature: how many items were
     answered with the label order (1, 2, …, n: the order shown) or its reverse, and
-    their shares of all items."""
+    their shares of all items. Each rate's count and Wilson 95% interval stand beside it:
+    ``exact`` (of ``n``; of ``n_valid`` for ``exact_match_valid``), ``exact_match_ci95``,
+    ``exact_match_valid_ci95``, ``invalid_rate_ci95``, ``by_position_share_ci95``."""
     from .ordering import ordering_metrics
 
     def ints(text: str | None) -> list[int] | None:  # "2, 4, 1, 3" or the lettered "B-D-A-C" (A = 1)
@@ -136,9 +148,12 @@ def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     label_order = sum(p is not None and p == sorted(p) for p in preds)
     reverse = sum(p is not None and len(p) > 1 and p == sorted(p, reverse=True) for p in preds)
+    exact = sum(p is not None and p == g for p, g in zip(preds, golds, strict=False))
     cell.update(invalid_rate=cell["n_invalid"] / n if n else None, label_order=label_order, reverse_label_order=reverse,
                 label_order_share=label_order / n if n else None, reverse_label_order_share=reverse / n if n else None,
-                by_position_share=(label_order + reverse) / n if n else None)
+                by_position_share=(label_order + reverse) / n if n else None, exact=exact,
+                exact_match_ci95=ci95(exact, n), exact_match_valid_ci95=ci95(exact, cell["n_valid"]),
+                invalid_rate_ci95=ci95(cell["n_invalid"], n), by_position_share_ci95=ci95(label_order + reverse, n))
     return cell
 
 
@@ -176,7 +191,7 @@ def _explanations(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         out["by_task"] = {}
         return out
     scores = explanation_scores([r["rationale"] for r in kept], [r["reference_rationale"] for r in kept])
-    by_id = {r["id"]: s for r, s in zip(kept, scores)}
+    by_id = {r["id"]: s for r, s in zip(kept, scores, strict=False)}
     out["by_task"] = {}
     for task in ("pairwise", "pointwise"):
         task_rows = [r for r in kept if r["task"] == task]

@@ -1,6 +1,9 @@
 """The judge run's report: metrics.json, report.md and the figures, recomputed from
 ``predictions.jsonl`` + ``run.json`` (``judgetrain eval report RUN``), and the cells
-``judgetrain eval compare`` puts side by side. The metrics are :mod:`judgetrain.eval.judge.metrics`.
+``judgetrain eval compare`` puts side by side (:func:`cells`, with the counts behind them,
+:func:`cell_counts`). The metrics are :mod:`judgetrain.eval.judge.metrics`. Every rate is printed in
+% with its Wilson 95% interval and n (:func:`judgetrain.eval.core.markdown.rate`); macro P/R/F1 in
+% too; Pearson r, MAE, RMSE and the explanation scores in their own units.
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -16,19 +19,20 @@ from typing import Any
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot, save_figure
 
-from ..core.markdown import display_name, figures_markdown, fmt, rows_markdown, run_header
+from ..core.figures import wilson_yerr
+from ..core.markdown import RATE_NOTE, display_name, figures_markdown, fmt, pct, rate, rows_markdown, run_header
 from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .metrics import SCORES, compute_judge_metrics
 
-__all__ = ["cells", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report"]
+__all__ = ["cell_counts", "cells", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report"]
 
 
 _CLS = ("Acc", "Acc (inv.=wrong)", "Pr", "Rec", "F1", "n_val", "invalid")
 
 
 def _cls_cells(c: Mapping[str, Any]) -> list[str]:
-    return [fmt(c["accuracy"]), fmt(c["accuracy_all"]), fmt(c["precision"]), fmt(c["recall"]), fmt(c["f1"]),
-            str(c["n_valid"]), str(c["n_invalid"])]
+    return [rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]),
+            rate(c["accuracy_all"], c.get("accuracy_all_ci95"), c["n"]), pct(c["precision"]), pct(c["recall"]), pct(c["f1"]), str(c["n_valid"]), str(c["n_invalid"])]
 
 
 def _layout_rows(block: Mapping[str, Any], cells: Callable[[Mapping[str, Any]], list[str]]) -> list[list[str]]:
@@ -38,11 +42,12 @@ def _layout_rows(block: Mapping[str, Any], cells: Callable[[Mapping[str, Any]], 
     return rows
 
 
-_POINT = ("F1", "r_G", "MAE_G", "RMSE_G", "r_H", "MAE_H", "RMSE_H", "r_gold", "MAE_gold", "RMSE_gold", "n_val", "invalid")
+_POINT = ("Acc", "F1", "r_G", "MAE_G", "RMSE_G", "r_H", "MAE_H", "RMSE_H", "r_gold", "MAE_gold", "RMSE_gold", "n_val",
+          "invalid")
 
 
 def _point_cells(c: Mapping[str, Any]) -> list[str]:
-    cells = [fmt(c["f1"])]
+    cells = [rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]), pct(c["f1"])]
     for ref in ("teacher", "human", "gold"):
         cells += [fmt(c[ref]["r"]), fmt(c[ref]["mae"]), fmt(c[ref]["rmse"])]
     return cells + [str(c["n_valid"]), str(c["n_invalid"])]
@@ -78,26 +83,41 @@ def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) ->
     plt.close(fig)
 
 
+def _layout_points(block: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(label, cell) per layout, then "all" when there are several layouts."""
+    points = list(block["by_layout"].items())
+    return points + ([("all", block["all"])] if len(points) > 1 and "all" in block else [])
+
+
 def pairwise_layouts_figure(pairwise: Mapping[str, Any]):
-    """Accuracy (valid answers) and macro-F1 per layout, one panel per benchmark, 0.5 marked
-    (chance for both on the builders' balanced A/B items)."""
+    """What the table cannot show at a glance: whether each layout's accuracy is told apart from
+    chance and from the other layouts. One panel per benchmark: accuracy over valid answers per
+    layout (and all layouts) with its Wilson 95% interval as an error bar, the accuracy with
+    invalid answers counted wrong as a hollow marker beside it, each layout's n valid / n under
+    its tick, and the 50% chance line (the builders' A/B items are balanced)."""
     plt = pyplot()
     benches = list(pairwise["by_benchmark"])
-    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.0), squeeze=False, layout="constrained")
-    for ax, bench in zip(axes[0], benches):
-        block = pairwise["by_benchmark"][bench]["by_layout"]
-        layouts = list(block)
-        xs = range(len(layouts))
-        for off, key, color in ((-0.2, "accuracy", "#4C72B0"), (0.2, "f1", "#DD8452")):
-            ax.bar([x + off for x in xs], [block[lay][key] or 0.0 for lay in layouts], width=0.4, color=color,
-                   label="Acc (valid answers)" if key == "accuracy" else "macro-F1")
-        ax.axhline(0.5, color="grey", linestyle="--", linewidth=1)
-        ax.set_xticks(list(xs), layouts, fontsize=8)
-        ax.set_xlabel("prompt layout", fontsize=8)
-        ax.set_ylabel("accuracy / macro-F1 (0–1)", fontsize=8)
-        ax.set_ylim(0, 1.05)
-        ax.set_title(f"{bench} pairwise by layout", fontsize=9)
-        ax.legend(fontsize=7)
+    widest = max(len(_layout_points(pairwise["by_benchmark"][b])) for b in benches)
+    fig, axes = plt.subplots(1, len(benches), figsize=(max(4.2, 1.0 + 0.9 * widest) * len(benches), 3.2), squeeze=False,
+                             layout="constrained")
+    for ax, bench in zip(axes[0], benches, strict=True):
+        points = _layout_points(pairwise["by_benchmark"][bench])
+        xs = list(range(len(points)))
+        for off, key, face, label in ((-0.12, "accuracy", "#4C72B0", "Acc (valid answers)"),
+                                      (0.12, "accuracy_all", "white", "Acc (invalid = wrong)")):
+            vals = [c.get(key) for _, c in points]
+            yerr = wilson_yerr(vals, [c.get(f"{key}_ci95") for _, c in points], 100)
+            ax.errorbar([x + off for x in xs], [float("nan") if v is None else 100 * v for v in vals], yerr=yerr,
+                        fmt="o", color="#4C72B0", markerfacecolor=face, capsize=3, label=label)
+        ax.axhline(50, color="grey", linestyle="--", linewidth=1, label="chance")
+        ax.set_xticks(xs, [f"{lay}\nn={c.get('n_valid', '?')}/{c.get('n', '?')}" for lay, c in points], fontsize=7)
+        ax.set_xlim(-0.6, len(points) - 0.4)
+        ax.set_xlabel("prompt layout (n valid / n)", fontsize=8)
+        ax.set_ylabel("accuracy (%), Wilson 95%", fontsize=8)
+        ax.set_ylim(0, 130)  # room above 100% for the legend
+        ax.set_yticks(range(0, 101, 25))
+        ax.set_title(f"{bench} pairwise accuracy by layout", fontsize=9)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", frameon=False)
     return fig
 
 
@@ -118,7 +138,7 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     figures: list[tuple[str, str]] = []
     if "pairwise" in metrics:
         plot_pairwise_layouts(metrics["pairwise"], run_dir / "pairwise_layouts.png")
-        figures.append(("Pairwise accuracy and macro-F1 per layout", "pairwise_layouts.png"))
+        figures.append(("Pairwise accuracy per layout, with Wilson 95% intervals and chance", "pairwise_layouts.png"))
     if metrics.get("pointwise", {}).get("distribution"):
         plot_score_distribution(metrics["pointwise"]["distribution"], run_dir / "pointwise_scores.png")
         figures.append(("Pointwise score distribution", "pointwise_scores.png"))
@@ -138,7 +158,8 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     if "pairwise" in m:
         pw = m["pairwise"]
         md.append("\n## Pairwise (paper 002 Table S2 layout)\n\n")
-        md.append("Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); \"Acc (inv.=wrong)\" counts invalid answers as wrong.\n\n")
+        md.append("Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); \"Acc (inv.=wrong)\" counts invalid answers as "
+                  f"wrong (n: all items); Pr, Rec, F1 in %. {RATE_NOTE}\n\n")
         for bench, block in pw["by_benchmark"].items():
             md.append(f"### {bench}\n\n")
             md.append(rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
@@ -148,7 +169,8 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     if "pointwise" in m:
         pt = m["pointwise"]
         md.append("\n## Pointwise (paper 002 Table S7 layout)\n\n")
-        md.append("Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
+        md.append(f"Acc: exact score over valid predictions; F1: macro, in %. {RATE_NOTE} "
+                  "Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
                   "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
                   "or r is undefined (fewer than two pairs, or a constant side).\n\n")
         md.append(rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
@@ -156,7 +178,8 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
         md.append(rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
         md.append("\nScore distribution (share in {1, 2} shows a binary collapse):\n\n")
         md.append(rows_markdown(("scores of", *map(str, SCORES), "n", "share in {1,2}"),
-                                 [[k, *(str(d["counts"][str(s)]) for s in SCORES), str(d["n"]), fmt(d["share_1_2"])]
+                                 [[k, *(str(d["counts"][str(s)]) for s in SCORES), str(d["n"]),
+                                   rate(d["share_1_2"], d.get("share_1_2_ci95"), d["n"])]
                                   for k, d in pt["distribution"].items()]))
     if "explanations" in m:
         ex = m["explanations"]
@@ -172,10 +195,14 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     if "ordering" in m:
         o = m["ordering"]
         md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
+        md.append(f"Exact match over all items (invalid = wrong) and over valid answers; chance: a uniform guess, in %. "
+                  f"{RATE_NOTE}\n\n")
         md.append(rows_markdown(
-            ("exact match", "exact (valid)", "Kendall τ", "invalid", "invalid rate", "chance", "label order", "reverse", "n"),
-            [[fmt(o["exact_match"]), fmt(o["exact_match_valid"]), fmt(o["kendall_tau"]), str(o["n_invalid"]), fmt(o["invalid_rate"]),
-              fmt(o["chance_exact_match"]), str(o["label_order"]), str(o["reverse_label_order"]), str(o["n"])]]))
+            ("exact match", "exact (valid)", "Kendall τ", "invalid rate", "chance", "label order", "reverse"),
+            [[rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
+              rate(o["exact_match_valid"], o.get("exact_match_valid_ci95"), o["n_valid"]), fmt(o["kendall_tau"]),
+              rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]), pct(o["chance_exact_match"]),
+              str(o["label_order"]), str(o["reverse_label_order"])]]))
     md.append(figures_markdown(figures))
     md.append("\n## Reproduce\n\n```bash\n")
     if info.get("command"):
@@ -185,29 +212,48 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     return "".join(md)
 
 
+def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Any, tuple[int | None, int] | None]]:
+    """(label, fraction, (k, n)) of every column ``eval compare`` shows, in order; ``k`` None for
+    a macro-F1 (not a rate), the count None for a metrics.json that records no n."""
+    def acc(c: Mapping[str, Any]) -> tuple[int | None, int] | None:
+        if "n_valid" not in c:
+            return None
+        k = c.get("correct")
+        if k is None and c.get("accuracy") is not None:  # a metrics.json written before "correct" was recorded
+            k = round(c["accuracy"] * c["n_valid"])
+        return k, c["n_valid"]
+
+    out: list[tuple[str, Any, tuple[int | None, int] | None]] = []
+    pw = metrics.get("pairwise")
+    if pw:
+        for subset, block in [*pw["by_subset"].items(), ("all", pw)]:
+            c = block["all"]
+            out.append((f"pairwise Acc {subset}", c["accuracy"], acc(c)))
+            out.append((f"pairwise F1 {subset}", c["f1"], None if "n_valid" not in c else (None, c["n_valid"])))
+    pt = metrics.get("pointwise")
+    if pt:
+        out += [(f"pointwise Acc {subset}", c["accuracy"], acc(c))
+                for subset, c in [*pt["by_subset"].items(), ("all", pt["all"])]]
+    o = metrics.get("ordering")
+    if o:
+        exact = o.get("exact")
+        if exact is None and o.get("exact_match") is not None and "n" in o:
+            exact = round(o["exact_match"] * o["n"])
+        out.append(("ordering exact match", o["exact_match"], None if "n" not in o else (exact, o["n"])))
+    return out
+
+
 def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """What ``eval compare`` shows of a judge run, in %: pairwise accuracy (over valid
     answers) and macro-F1 per subset and overall, pointwise accuracy per subset and
     overall, and the ordering probe's exact match (invalid = wrong). ``None``: undefined
     (no valid answer)."""
-    def pct(x: Any) -> float | None:
-        return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
-
-    out: dict[str, float | None] = {}
-    pw = metrics.get("pairwise")
-    if pw:
-        for subset, block in pw["by_subset"].items():
-            out[f"pairwise Acc {subset}"] = pct(block["all"]["accuracy"])
-            out[f"pairwise F1 {subset}"] = pct(block["all"]["f1"])
-        out["pairwise Acc all"] = pct(pw["all"]["accuracy"])
-        out["pairwise F1 all"] = pct(pw["all"]["f1"])
-    pt = metrics.get("pointwise")
-    if pt:
-        for subset, cell in pt["by_subset"].items():
-            out[f"pointwise Acc {subset}"] = pct(cell["accuracy"])
-        out["pointwise Acc all"] = pct(pt["all"]["accuracy"])
-    if metrics.get("ordering"):
-        out["ordering exact match"] = pct(metrics["ordering"]["exact_match"])
-    return out
+    return {label: None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
+            for label, x, _ in _compare_cells(metrics)}
 
 
+def cell_counts(metrics: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
+    """``{label: (k, n)}`` behind :func:`cells`: correct of valid answers for an accuracy, exact
+    matches of all items for the ordering probe, ``(None, n_valid)`` for a macro-F1 (not a rate,
+    so no interval); a cell of a metrics.json that records no n is left out."""
+    return {label: count for label, _, count in _compare_cells(metrics) if count is not None}

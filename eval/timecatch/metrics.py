@@ -5,7 +5,8 @@ Pure functions of prediction rows (``predictions.jsonl``), so a report is recomp
 that file alone. The fields read are ``task``, ``source``, ``subset``, ``label``,
 ``prediction``, ``choices``, ``position`` (0-based), ``n_frames`` and ``lpips_swapped``.
 Confusion matrices are scikit-learn's ``confusion_matrix``. Accuracies are fractions in
-0..1 here; reports print them as percentages with one decimal (paper 000 Table 2).
+0..1 here, each cell with its n, correct count and Wilson 95% interval (``ci95``); reports
+print them as percentages with one decimal (paper 000 Table 2).
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -141,15 +142,15 @@ def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
     """Accuracy of ``task`` by LPIPS distance of the swapped pair, in ``width``-wide bins
     ``[k*width, (k+1)*width)`` from 0 up to the largest value seen (empty bins included,
     ``accuracy`` ``nan`` there). Only swapped records carry ``lpips_swapped``; intact
-    ones are left out. Each bin: ``{"lo", "hi", "n", "correct", "accuracy"}``."""
+    ones are left out. Each bin: ``{"lo", "hi", "n", "correct", "accuracy", "ci95"}`` (Wilson)."""
     sel = [r for r in rows if r["task"] == task and r.get("lpips_swapped") is not None]
     if not sel:
         return []
     index = [lpips_bin(r["lpips_swapped"], width) for r in sel]
     bins = []
     for k in range(max(index) + 1):
-        members = [r for r, i in zip(sel, index) if i == k]
+        members = [r for r, i in zip(sel, index, strict=False) if i == k]
         cell = accuracy_cell(members)
         bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": cell["n"],
-                     "correct": cell["correct"], "accuracy": cell["accuracy"]})
+                     "correct": cell["correct"], "accuracy": cell["accuracy"], "ci95": cell["ci95"]})
     return bins

@@ -14,6 +14,7 @@ from typing import Any
 
 from judgetrain.plotting import pyplot, save_figure
 
+from ..core.figures import rate_heatmap
 from .metrics import TASK_TITLES
 
 __all__ = [
@@ -79,8 +80,8 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     if both:
         ax.plot(xs, balanced, linestyle="none", marker="D", color="black", label="balanced accuracy")
         ax.axhline(50, color="grey", linestyle="--", linewidth=1, label="chance (balanced accuracy)")
-    for container, key in zip(ax.containers, ("swapped", "intact")):
-        for bar, b in zip(container, bins):
+    for container, key in zip(ax.containers, ("swapped", "intact"), strict=False):
+        for bar, b in zip(container, bins, strict=False):
             if b[key]["n"]:  # the value over every bar with items, so 0% is not mistaken for an empty bin
                 ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1.5, f"{bar.get_height():.0f}",
                         ha="center", fontsize=6)
@@ -108,31 +109,22 @@ def _frame_columns(tables: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
-    """Heatmap (run · task) × true frame of the anomaly: accuracy, n below; ``named`` is
+    """Heatmap (run · task) × true frame of the anomaly: accuracy and n in each cell, cells of
+    fewer than 10 items greyed (:func:`judgetrain.eval.core.figures.rate_heatmap`); ``named`` is
     (run name, :func:`judgetrain.eval.positional_bias.timecatch_positions` output).
     The frame axis holds every frame from 1 to the largest seen (a frame no item has is
     left blank) and W_avg last. ``None`` when there is nothing to draw."""
-    import numpy as np
-
     rows = [(f"{n} · {task}", t) for n, tc in named for task, t in (tc or {}).items()]
     if not rows:
         return None
     cols = _frame_columns([t for _, t in rows]) + ["W_avg"]
     cells = [[t["w_avg"] if c == "W_avg" else t["cells"].get(c) for c in cols] for _, t in rows]
-    data = np.array([[np.nan if c is None or c.get("accuracy") is None else c["accuracy"] for c in row] for row in cells])
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(4.8, 2.5 + 0.5 * len(cols)), 1.6 + 0.42 * len(rows)), layout="constrained")
-    cmap = plt.get_cmap("viridis").with_extremes(bad="#EEEEEE")  # a frame without items: light grey, no number
-    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    for i, row in enumerate(cells):
-        for j, c in enumerate(row):
-            if not np.isnan(data[i, j]):
-                ax.text(j, i, f"{data[i, j]:.2f}\n{c['n']}", ha="center", va="center", fontsize=6,
-                        color="black" if data[i, j] > 0.6 else "white")
-    ax.set_xticks(range(len(cols)), cols, fontsize=7)
-    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=7)
+    fig, ax = plt.subplots(figsize=(max(4.8, 2.5 + 0.5 * len(cols)), 1.6 + 0.5 * len(rows)), layout="constrained")
+    im = rate_heatmap(ax, [[None if c is None else c.get("accuracy") for c in row] for row in cells],
+                      [[None if c is None else c.get("n") for c in row] for row in cells], [n for n, _ in rows], cols,
+                      "TimeCatch accuracy by true frame of the anomaly (n below; grey: n < 10)")
     ax.set_xlabel("frame (1-based; swap: earlier frame)")
-    ax.set_title("TimeCatch accuracy by true frame of the anomaly (n below)", fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     return fig
 

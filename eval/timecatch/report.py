@@ -6,7 +6,9 @@ length and by LPIPS bin of the swapped pair), its figures, and the cells ``eval 
 :func:`load_human`); it is what ``judgetrain eval report RUN`` runs for a TimeCatch run.
 The run folder itself (``predictions.jsonl`` written as scoring goes, ``run.json``, resume)
 is every evaluation's: :mod:`judgetrain.eval.core.runs`. :func:`cells` gives ``judgetrain
-eval compare`` its numbers, per task × source (paper 000 Tables 4–5).
+eval compare`` its numbers, per task × source (paper 000 Tables 4–5), and :func:`cell_counts`
+the correct count and n behind each, so that compare prints the n and Wilson interval of every
+cell. Every accuracy in ``report.md`` is printed in % with its Wilson 95% interval and n.
 README: "Run folders", "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -23,13 +25,13 @@ from typing import Any
 
 from judgetrain.io import no_nan, write_json, write_text
 
-from ..core.markdown import display_name, figures_markdown, run_header
+from ..core.markdown import RATE_NOTE, display_name, figures_markdown, pct, rate, run_header
 from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS
 from .plots import plot_confusion, plot_lpips
 from .tables import compute_metrics
 
-__all__ = ["cells", "load_human", "report"]
+__all__ = ["cell_counts", "cells", "load_human", "report"]
 
 # --------------------------------------------------------------------------- human reference
 
@@ -71,8 +73,8 @@ def load_human(path: str | os.PathLike) -> dict[str, dict[str, float]]:
 # --------------------------------------------------------------------------- report
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+def _rate(cell: Mapping[str, Any] | None) -> str:
+    return "– (n=0)" if not cell else rate(cell.get("accuracy"), cell.get("ci95"), cell["n"])
 
 
 def _columns(table: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -96,14 +98,14 @@ def _header(cols: Sequence[tuple[str, str]]) -> str:
 def table2_markdown(table: Mapping[str, Mapping[str, Any]], name: str,
                     human: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """Accuracy (%) per task × source of one ``accuracy_table`` in paper 000 Table 2
-    layout: Random (from this table's own items), the model, the human reference when
-    given, n."""
+    layout: Random (from this table's own items), the model (each cell with its Wilson 95%
+    interval and n), the human reference when given, n."""
     cols = _columns(table)
     out = _header(cols)
-    out += "| Random | " + " | ".join(_pct(table[t][s]["random"]) for t, s in cols) + " |\n"
-    out += f"| {name} | " + " | ".join(_pct(table[t][s]["accuracy"]) for t, s in cols) + " |\n"
+    out += "| Random | " + " | ".join(pct(table[t][s]["random"]) for t, s in cols) + " |\n"
+    out += f"| {name} | " + " | ".join(_rate(table[t][s]) for t, s in cols) + " |\n"
     if human:
-        out += "| Human | " + " | ".join(_pct(human.get(t, {}).get(s)) for t, s in cols) + " |\n"
+        out += "| Human | " + " | ".join(pct(human.get(t, {}).get(s)) for t, s in cols) + " |\n"
     out += "| n | " + " | ".join(str(table[t][s]["n"]) for t, s in cols) + " |\n"
     return out
 
@@ -113,33 +115,34 @@ def _subset_markdown(metrics: Mapping[str, Any]) -> str:
     for cells in metrics["by_subset"].values():
         subsets += [s for s in cells if s not in subsets and s != ALL]
     subsets.append(ALL)
-    out = "| task | " + " | ".join(f"{s} acc | {s} random | {s} n" for s in subsets) + " |\n"
-    out += "|---|" + "---:|" * (3 * len(subsets)) + "\n"
+    out = "| task | " + " | ".join(f"{s} acc | {s} random" for s in subsets) + " |\n"
+    out += "|---|" + "---:|" * (2 * len(subsets)) + "\n"
     for task, cells in metrics["by_subset"].items():
         parts = []
         for s in subsets:
             c = cells.get(s)
-            parts += [_pct(c["accuracy"]), _pct(c["random"]), str(c["n"])] if c else ["–", "–", "0"]
+            parts += [_rate(c), pct(c["random"]) if c else "–"]
         out += f"| {TASK_TITLES.get(task, task)} | " + " | ".join(parts) + " |\n"
     return out
 
 
 def _lpips_markdown(bins: Sequence[Mapping[str, Any]]) -> str:
-    out = ("| LPIPS bin | swapped: said anomalous (%) | swapped n | intact partner: said intact (%) | intact n "
-           "| balanced accuracy (%) |\n|---|---:|---:|---:|---:|---:|\n")
+    out = ("| LPIPS bin | swapped: said anomalous | intact partner: said intact | balanced accuracy |\n"
+           "|---|---:|---:|---:|\n")
     for b in bins:
-        sw, it = b["swapped"], b["intact"]
-        out += (f"| {b['lo']:.1f}–{b['hi']:.1f} | {_pct(sw['accuracy'])} | {sw['n']} | {_pct(it['accuracy'])} | {it['n']} "
-                f"| {_pct(b['balanced_accuracy'])} |\n")
+        out += (f"| {b['lo']:.1f}–{b['hi']:.1f} | {_rate(b['swapped'])} | {_rate(b['intact'])} "
+                f"| {pct(b['balanced_accuracy'])} (n={b['n']}) |\n")
     return out
 
 
-_TABLE2_NOTE = ("Random: the expected accuracy of a uniform guess over each item's own choices, averaged over the "
-                "table's own items.\n\n")
+_TABLE2_NOTE = (f"{RATE_NOTE} Random: the expected accuracy of a uniform guess over each item's own choices, "
+                "averaged over the table's own items.\n\n")
 _LPIPS_NOTE = ("0.1-wide bins of the LPIPS distance of the swapped pair. Each bin holds its swapped items and their "
                "intact partners (same sequence and prompt, unswapped): accuracy per class, and the balanced accuracy "
                "(their mean; scikit-learn `balanced_accuracy_score`), whose chance level is 50%. A swapped item "
-               "alone has no chance level: a model that always answers \"anomaly\" is right on every one.\n\n")
+               "alone has no chance level: a model that always answers \"anomaly\" is right on every one. "
+               f"{RATE_NOTE} The balanced accuracy is the mean of the two classes' rates beside it (n: both "
+               "classes' items).\n\n")
 
 
 def _figures(metrics: Mapping[str, Any], run_dir: Path) -> list[tuple[str, str]]:
@@ -166,9 +169,11 @@ def _markdown(run_dir: Path, metrics: Mapping[str, Any], info: Mapping[str, Any]
     md.append(table2_markdown(tables["main"], name, human) if "main" in tables else "No main-set item in this run.\n")
     if "long" in tables:
         md.append("\n## Long set (9–16 frames): accuracy (%) per task and source\n\n")
-        md.append("Reported apart from Table 2, as paper 000 does (§3.3, §6.5); Random from the long items alone.\n\n")
+        md.append("Reported apart from Table 2, as paper 000 does (§3.3, §6.5); Random from the long items alone. "
+                  f"{RATE_NOTE}\n\n")
         md.append(table2_markdown(tables["long"], name))
-    md.append("\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames; all sources together.\n\n")
+    md.append("\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames; all sources together. "
+              f"{RATE_NOTE}\n\n")
     md.append(_subset_markdown(metrics))
     if bins := metrics["lpips_bins"].get("temporal_detect"):
         md.append("\n## Temporal detection by LPIPS distance of the swapped pair\n\n")
@@ -214,20 +219,32 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
 # --------------------------------------------------------------------------- compare
 
 
+def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(label, accuracy cell) of every column ``eval compare`` shows, in order (:func:`cells`)."""
+    order = {t: i for i, t in enumerate(TIMECATCH_TASKS)}
+    tables = metrics.get("table2") or {"main": metrics["by_task_source"]}
+    out = []
+    for subset, table in tables.items():
+        suffix = "" if subset == "main" else f" {subset}"
+        cols = sorted(((task, s) for task, by in table.items() for s in by if s != ALL),
+                      key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+        out += [(f"{TASK_ABBREV.get(task, task)} {source}{suffix}", table[task][source]) for task, source in cols]
+    return out
+
+
 def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """What ``eval compare`` shows of a TimeCatch run: accuracy (%) per task × source of
     Table 2's main set (``"TD clevrer"``, …), then of the long set (``"TD craft long"``),
     tasks in paper order. A metrics.json written before the sets were split has one
     table over all lengths; its cells carry no suffix."""
-    order = {t: i for i, t in enumerate(TIMECATCH_TASKS)}
-    tables = metrics.get("table2") or {"main": metrics["by_task_source"]}
     out: dict[str, float | None] = {}
-    for subset, table in tables.items():
-        suffix = "" if subset == "main" else f" {subset}"
-        cols = sorted(((task, s) for task, by in table.items() for s in by if s != ALL),
-                      key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
-        for task, source in cols:
-            acc = table[task][source].get("accuracy")
-            out[f"{TASK_ABBREV.get(task, task)} {source}{suffix}"] = \
-                None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else 100 * acc
+    for label, cell in _compare_cells(metrics):
+        acc = cell.get("accuracy")
+        out[label] = None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else 100 * acc
     return out
+
+
+def cell_counts(metrics: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
+    """``{label: (correct, n)}`` behind each of :func:`cells`' accuracies, for the n and Wilson
+    interval ``eval compare`` prints; a cell of a metrics.json that records no n is left out."""
+    return {label: (cell.get("correct"), int(cell["n"])) for label, cell in _compare_cells(metrics) if "n" in cell}

@@ -55,7 +55,8 @@ def _partner_key(row: Mapping[str, Any]) -> tuple | None:
 
 def _class_cell(members: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     cell = accuracy_cell(members)
-    return {"n": cell["n"], "correct": cell["correct"], "accuracy": cell["accuracy"] if members else None}
+    return {"n": cell["n"], "correct": cell["correct"], "accuracy": cell["accuracy"] if members else None,
+            "ci95": cell["ci95"]}
 
 
 def _balanced(swapped: Sequence[Mapping[str, Any]], intact: Sequence[Mapping[str, Any]]) -> float | None:
@@ -76,7 +77,8 @@ def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_de
     from 0 up to the largest value seen (empty bins kept).
 
     Each bin: ``{"lo", "hi", "n", "swapped", "intact", "balanced_accuracy"}``; ``swapped``
-    and ``intact`` are ``{"n", "correct", "accuracy"}`` (accuracy ``None`` with no items),
+    and ``intact`` are ``{"n", "correct", "accuracy", "ci95"}`` (accuracy and its Wilson
+    interval ``None`` with no items),
     ``intact`` over the intact partners (same source, ``sequence_id`` and layout) of the
     bin's swapped items, ``balanced_accuracy`` the mean of the two classes' accuracies
     (``None`` unless both are present), ``n`` both classes' items together."""
@@ -92,7 +94,7 @@ def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_de
     index = [lpips_bin(r["lpips_swapped"], width) for r in swapped]
     bins = []
     for k in range(max(index) + 1):
-        sw = [r for r, i in zip(swapped, index) if i == k]
+        sw = [r for r, i in zip(swapped, index, strict=False) if i == k]
         intact = [partners[key] for r in sw if (key := _partner_key(r)) in partners]
         bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": len(sw) + len(intact),
                      "swapped": _class_cell(sw), "intact": _class_cell(intact),

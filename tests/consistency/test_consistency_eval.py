@@ -240,8 +240,11 @@ def test_compare_puts_the_adapter_next_to_the_base(study):
         values[name] = {**{f"acc {a}": 100 * table_a[a]["accuracy"] for a in ARMS},
                         **{f"flip {a}": 100 * table_a[a]["flip_rate"] for a in ARMS},
                         **{f"changed {a} 0→{SHIFT}": 100 * changed[a] for a in ARMS}}
-        assert [rows[name][columns.index(c)] for c in wanted] == [f"{values[name][c]:.1f}" for c in wanted]
-    assert [rows["Δ js1"][columns.index(c)] for c in wanted] == [f"{values['js1'][c] - values['base'][c]:+.1f}" for c in wanted]
+        # each cell: the value, then its Wilson interval and n (judgetrain.eval.core.compare)
+        assert [rows[name][columns.index(c)].split(" [")[0] for c in wanted] == [f"{values[name][c]:.1f}" for c in wanted]
+        assert all(rows[name][columns.index(c)].endswith("(n=4)") for c in wanted)
+    assert [rows["Δ js1"][columns.index(c)] for c in wanted] == [f"{values['js1'][c] - values['base'][c]:+.1f} (js1 vs base, n=4/4)"
+                                                                 for c in wanted]
 
 
 def test_compare_shows_the_median_margin_before_and_after(study):

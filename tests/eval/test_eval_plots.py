@@ -1,11 +1,14 @@
-"""Figures a reader can trust: what the TimeCatch and judge charts draw, read from their matplotlib artists
-(bars per class, chance lines, tick labels, axis labels, the title inside the figure)."""
+"""Figures a reader can trust: what the TimeCatch, judge and bias charts draw, read from their matplotlib artists
+(bars per class, chance lines, tick labels, axis labels, the title inside the figure, each heatmap cell's n and
+the grey of small-n cells, Wilson error bars)."""
 
 from __future__ import annotations
 
 import pytest
+from matplotlib.container import BarContainer, ErrorbarContainer
 
 from judgetrain.eval import positional_bias as PB
+from judgetrain.eval.core.stats import wilson
 from judgetrain.eval.judge import report as JR
 from judgetrain.eval.timecatch import plots as TP, tables as TT
 from judgetrain.plotting import pyplot
@@ -122,10 +125,13 @@ def test_position_heatmap_frame_axis_has_every_frame():
     fig = TP.timecatch_positions_figure([("run", positions)])
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(k) for k in range(1, 12)] + ["W_avg"]
-    # a number in every column with items, none in frames 7–9; frame 11: 1 of 2 right, n = 2
+    # a number and its n in every column with items, none in frames 7–9; frame 11: 1 of 2 right, n = 2
     texts = {round(t.get_position()[0]): t.get_text() for t in ax.texts}
     assert sorted(texts) == [0, 1, 2, 3, 4, 5, 9, 10, 11]
-    assert texts[10] == "0.50\n2" and texts[11] == f"{5 / 9:.2f}\n9"  # W_avg: 5 of 9 right
+    assert texts[10] == "50%\nn=2" and texts[11] == f"{100 * 5 / 9:.0f}%\nn=9"  # W_avg: 5 of 9 right
+    # every cell has fewer than 10 items: none is coloured, all with items are grey
+    coloured, grey = ax.images
+    assert coloured.get_array().mask.all() and int((~grey.get_array().mask).sum()) == 9
     assert ax.get_xlabel() == "frame (1-based; swap: earlier frame)" and _title_inside(fig, ax)
     _close(fig)
     assert TP.timecatch_positions_figure([("run", {})]) is None
@@ -134,12 +140,89 @@ def test_position_heatmap_frame_axis_has_every_frame():
 # --------------------------------------------------------------------------- judge: pairwise by layout
 
 
-def test_pairwise_layout_chart_labels_its_y_axis():
-    pairwise = {"by_benchmark": {b: {"by_layout": {"P0": {"accuracy": 0.6, "f1": 0.5}, "P4": {"accuracy": 0.4, "f1": None}}}
-                                 for b in ("PRISM", "MIRAGE")}}
-    fig = JR.pairwise_layouts_figure(pairwise)
-    assert [ax.get_ylabel() for ax in fig.axes] == ["accuracy / macro-F1 (0–1)"] * 2
-    assert [ax.get_xlabel() for ax in fig.axes] == ["prompt layout"] * 2
-    assert [[bar.get_height() for bar in c] for c in fig.axes[0].containers] == [[0.6, 0.4], [0.5, 0.0]]
-    assert all(_title_inside(fig, ax) for ax in fig.axes)
+def _bar_errors(container):
+    """(below, above) of each bar's or point's error bar, from its drawn segments."""
+    err = container if isinstance(container, ErrorbarContainer) else container.errorbar
+    return [(round(seg[0][1], 6), round(seg[1][1], 6)) for seg in err.lines[2][0].get_segments()]
+
+
+def test_pairwise_layout_chart_draws_wilson_intervals_and_n():
+    def cell(correct, valid, n):
+        return {"accuracy": correct / valid, "accuracy_all": correct / n, "n_valid": valid, "n": n, "correct": correct,
+                "accuracy_ci95": list(wilson(correct, valid)), "accuracy_all_ci95": list(wilson(correct, n)), "f1": 0.5}
+
+    block = {"by_layout": {"P0": cell(3, 4, 5), "P4": cell(2, 2, 2)}, "all": cell(5, 6, 7)}
+    fig = JR.pairwise_layouts_figure({"by_benchmark": {"PRISM": block, "MIRAGE": block}})
+    assert [ax.get_ylabel() for ax in fig.axes] == ["accuracy (%), Wilson 95%"] * 2
+    assert [ax.get_xlabel() for ax in fig.axes] == ["prompt layout (n valid / n)"] * 2
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["P0\nn=4/5", "P4\nn=2/2", "all\nn=6/7"]
+    valid, counted_wrong = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    lo, hi = wilson(3, 4)  # 30.1–95.4 %, the error bar of P0's 75%
+    assert _bar_errors(valid)[0] == (round(100 * lo, 6), round(100 * hi, 6))
+    assert list(valid.lines[0].get_ydata()) == pytest.approx([75.0, 100.0, 500 / 6])
+    assert list(counted_wrong.lines[0].get_ydata()) == pytest.approx([60.0, 100.0, 500 / 7])
+    assert [line.get_label() for line in _lines_at(ax, 50)] == ["chance"]
+    assert all(_title_inside(fig, a) for a in fig.axes)
     _close(fig)
+
+
+# --------------------------------------------------------------------------- bias: positions, first option, W_avg
+
+
+def _position_cells(n_valid, correct):
+    cells = {str(p): {"accuracy": c / n, "f1": c / n, "n_valid": n, "n": n}
+             for p, (n, c) in enumerate(zip(n_valid, correct, strict=True))}
+    return {"positions": list(cells), "cells": cells, "w_avg": {"accuracy": sum(correct) / sum(n_valid), "f1": 0.5,
+                                                                 "n_valid": sum(n_valid), "n": sum(n_valid)}}
+
+
+def test_position_heatmap_shows_n_greys_small_cells_and_drops_empty_rows():
+    # position 0: 3 of 3 right (n < 10: grey, never a bright "100%" cell); position 1: 9 of 12
+    prism = {"semantic": {"all": _position_cells([3, 12], [3, 9])}}
+    fig = PB.positions_figure([("zs", prism), ("ordering", None), ("tc", {})], "PRISM")
+    ax, = [a for a in fig.axes if a.get_title()]  # the colour bar has no title
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["zs"]  # no empty "ordering" or "tc" row
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "W_avg"]
+    texts = {round(t.get_position()[0]): t.get_text() for t in ax.texts}
+    assert texts == {0: "100%\nF1 100\nn=3", 1: "75%\nF1 75\nn=12", 2: "80%\nF1 50\nn=15"}
+    coloured, grey = ax.images
+    assert list(coloured.get_array().mask[0]) == [True, False, False]  # 3 of 3 is left out of the colour scale
+    assert list(grey.get_array().mask[0]) == [False, True, True]
+    assert [t.get_style() for t in sorted(ax.texts, key=lambda t: t.get_position()[0])] == ["italic", "normal", "normal"]
+    assert _title_inside(fig, ax)
+    _close(fig)
+    assert PB.positions_figure([("ordering", None)], "PRISM") is None
+
+
+def test_first_option_chart_draws_the_wilson_interval_of_every_bar():
+    fo = {"first_rate": 0.8, "first_rate_gold_first": 1.0, "first_rate_gold_second": 0.6, "n_valid": 10, "n_gold_first": 5,
+          "n_gold_second": 5, "binomial_p": 0.109375,
+          "wilson95": {"first_rate": list(wilson(8, 10)), "first_rate_gold_first": list(wilson(5, 5)),
+                       "first_rate_gold_second": list(wilson(3, 5))}}
+    fig = PB.first_option_figure([("zs", fo), ("empty", None)])
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [c.get_label() for c in bars] == ["all", "gold first", "gold second"]
+    assert [[round(b.get_height(), 6) for b in c] for c in bars] == [[80.0], [100.0], [60.0]]
+    lo, hi = wilson(8, 10)
+    assert _bar_errors(bars[0]) == [(round(100 * lo, 6), round(100 * hi, 6))]
+    assert _bar_errors(bars[2]) == [tuple(round(100 * x, 6) for x in wilson(3, 5))]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["zs\nn=10 (5/5), p=0.11"]
+    assert _title_inside(fig, ax)
+    _close(fig)
+
+
+def test_wavg_chart_leaves_out_runs_without_a_type1_subset():
+    prism = {"semantic": {"all": _position_cells([4, 4], [4, 2])}}
+    prism["semantic"]["all"]["w_avg"]["accuracy_ci95"] = list(wilson(6, 8))
+    fig = PB.wavg_figure([("zs", prism), ("ordering", None)])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["zs"]
+    lo, hi = wilson(6, 8)
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert _bar_errors(bars[0]) == [(round(100 * lo, 6), round(100 * hi, 6))]
+    assert bars[1].errorbar is None or not any(_bar_errors(bars[1])[0])  # macro-F1 is not a rate: no interval
+    assert _title_inside(fig, ax)
+    _close(fig)
+    assert PB.wavg_figure([("ordering", None)]) is None

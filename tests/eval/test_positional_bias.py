@@ -27,6 +27,7 @@ def _pw(position, label, prediction, *, perturbation="semantic-1", layout="P0", 
 
 def test_position_table_accuracy_f1_and_weighted_average():
     from sklearn.metrics import f1_score
+    from statsmodels.stats.proportion import proportion_confint
 
     rows = [
         # outlier at position 0: 4 answers, 3 right (A A B B vs A A B A)
@@ -47,6 +48,9 @@ def test_position_table_accuracy_f1_and_weighted_average():
     assert sem["w_avg"]["accuracy"] == pytest.approx((4 * 3 / 4 + 2 * 0.5) / 6)
     assert sem["w_avg"]["f1"] == pytest.approx((4 * sem["cells"]["0"]["f1"] + 2 * sem["cells"]["1"]["f1"]) / 6)
     assert (sem["w_avg"]["n"], sem["w_avg"]["n_valid"]) == (7, 6)
+    # the valid-answer-weighted accuracy is the pooled one, 4 of 6, so it has a Wilson interval
+    assert sem["w_avg"]["correct"] == 4 and sem["w_avg"]["accuracy"] == pytest.approx(4 / 6)
+    assert sem["w_avg"]["accuracy_ci95"] == pytest.approx(list(proportion_confint(4, 6, method="wilson")))
     tmp = B.position_table(B.type1_rows(rows, "temporal"), "temporal")
     assert tmp["positions"] == ["0-1", "4-5"] and tmp["cells"]["4-5"]["accuracy"] == 1.0
     # rows without the flag qualify by length (at most 6 frames)
@@ -77,6 +81,10 @@ def test_first_option_binomial_test_on_a_known_case():
     assert fo["binomial_p"] == pytest.approx(want) == pytest.approx(_binomial_two_sided(8, 10))
     lo, hi = proportion_confint(8, 10, alpha=0.05, method="beta")  # Clopper–Pearson, computed by statsmodels
     assert fo["first_rate_ci95"] == pytest.approx([lo, hi])
+    # beside it, the Wilson interval of every rate, over the rows each one counts
+    wilson = {key: list(proportion_confint(k, n, method="wilson")) for key, k, n in
+              (("first_rate", 8, 10), ("first_rate_gold_second", 3, 5), ("accuracy_gold_second", 2, 5))}
+    assert {key: fo["wilson95"][key] for key in wilson} == {key: pytest.approx(v) for key, v in wilson.items()}
     assert fo["first_rate_gold_first"] == 1.0 and fo["first_rate_gold_second"] == pytest.approx(3 / 5)
     assert fo["accuracy_gold_first"] == 1.0 and fo["accuracy_gold_second"] == pytest.approx(2 / 5)
     assert fo["accuracy_gap"] == pytest.approx(3 / 5)
@@ -102,13 +110,15 @@ def _tc(task, position, label, prediction, n_frames=5, k=0):
 
 
 def test_timecatch_accuracy_by_true_position():
+    from judgetrain.eval.core.stats import wilson
+
     rows = [_tc("frame_localize", 0, "1", "1", k=1), _tc("frame_localize", 0, "1", "3", k=2), _tc("frame_localize", 3, "4", "4", k=3),
             _tc("frame_detect", -1, "no", "no", k=4), _tc("frame_detect", 2, "yes", "no", k=5)]
     tc = B.timecatch_positions(rows)
     assert list(tc) == ["frame_detect", "frame_localize"]
     fl = tc["frame_localize"]
     assert fl["positions"] == ["1", "4"] and fl["cells"]["1"]["accuracy"] == 0.5 and fl["cells"]["4"]["n"] == 1
-    assert fl["w_avg"] == {"accuracy": pytest.approx(2 / 3), "n": 3}
+    assert fl["w_avg"] == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "ci95": pytest.approx(list(wilson(2, 3)))}
     assert tc["frame_detect"]["positions"] == ["3"] and tc["frame_detect"]["cells"]["3"]["accuracy"] == 0.0  # intact item left out
 
 
@@ -139,7 +149,9 @@ def test_bias_command_on_two_hand_built_runs(tmp_path, capsys):
     assert zs["prism_positions"]["semantic"]["all"]["positions"] == ["0", "1", "2", "3", "4", "5"]
     assert zs["prism_positions"]["semantic"]["all"]["w_avg"]["accuracy"] == 0.5
     assert set(zs["prism_positions"]["semantic"]["by_layout"]) == {"P0", "P4"}
-    assert ft["prism_positions"]["temporal"]["all"]["w_avg"] == {"accuracy": 1.0, "f1": 1.0, "n": 10, "n_valid": 10}
+    w = ft["prism_positions"]["temporal"]["all"]["w_avg"]
+    assert {k: w[k] for k in ("accuracy", "f1", "n", "n_valid", "correct")} == {"accuracy": 1.0, "f1": 1.0, "n": 10,
+                                                                                  "n_valid": 10, "correct": 10}
     # answering A always: first-shown under P0 and the swaps, second-shown under P4
     fo = zs["first_option"]
     assert fo["n_valid"] == 34 and fo["chose_first"] == 12 + 10
@@ -152,8 +164,10 @@ def test_bias_command_on_two_hand_built_runs(tmp_path, capsys):
                 "bias_timecatch_positions.png"):
         assert (out / fig).stat().st_size > 1000 and fig in b["figures"]
     md = (out / B.BIAS_REPORT).read_text()
-    assert "| zero-shot | 0.50 / 0.33 (4) |" in md  # position 0: A,A,B,B gold, all answered A
-    assert "| tuned | 1.00 / 1.00 (4) |" in md
+    assert "| zero-shot | 50.0 [15.0, 85.0] (n=4) / 33.3 |" in md  # position 0: A,A,B,B gold, all answered A
+    assert "| tuned | 100.0 [51.0, 100.0] (n=4) / 100.0 |" in md
+    # the TimeCatch-only run has no PRISM row: no empty row in the tables (or the heatmap)
+    assert "| tc |" not in md.split("## TimeCatch")[0]
     assert "--names zero-shot,tuned,tc" in md
     assert "Bias report in" in capsys.readouterr().out
     with pytest.raises(ValueError, match="--out"):

@@ -286,7 +286,8 @@ def test_report_explanations_from_valid_nonempty_rationales_only(tmp_path):
     assert m["pairwise"]["all"]["n_invalid"] == 1 and m["pairwise"]["all"]["accuracy"] == pytest.approx(3 / 4)
     md = (run / runs.REPORT).read_text()
     assert "left out: 1 empty explanation, 1 invalid answer, 1 no reference rationale" in md
-    assert "| P0 | 1.000 | 0.750 | 1.000 | 1.000 | 1.000 | 3 | 1 |" in md
+    # in %: Acc 3 of 3 valid, 3 of 4 with the invalid answer counted wrong, each with its Wilson interval and n
+    assert "| P0 | 100.0 [43.9, 100.0] (n=3) | 75.0 [30.1, 95.4] (n=4) | 100.0 | 100.0 | 100.0 | 3 | 1 |" in md
     assert (run / "pairwise_layouts.png").stat().st_size > 1000
     first = (run / runs.METRICS).read_text()
     (run / runs.METRICS).unlink()
@@ -360,7 +361,7 @@ def score_run(tiny_qwen, judge_data, tmp_path_factory):
     return out
 
 
-def test_score_mode_rows_and_metrics_agree(score_run, judge_data, capsys):
+def test_score_mode_rows_and_metrics_agree(score_run, judge_data, capsys, rates):
     from sklearn.metrics import precision_recall_fscore_support
 
     data, n_point, n_pair = judge_data
@@ -398,6 +399,7 @@ def test_score_mode_rows_and_metrics_agree(score_run, judge_data, capsys):
     assert m["figures"] == ["pairwise_layouts.png", "pointwise_scores.png"]
     md = (score_run / runs.REPORT).read_text()
     assert "## Pairwise (paper 002 Table S2 layout)" in md and "| PRISM-Temporal |" in md and "judgetrain eval judge --model" in md
+    assert rates.check(md) >= 10  # the report of a real run: every rate with its n and Wilson interval
     assert m["items"] == {"selected": len(rows), "evaluated": len(rows)}
     # recomputable from predictions.jsonl alone
     assert cli_main(["eval", "report", str(score_run)]) == 0
@@ -457,7 +459,7 @@ def test_in_process_metrics_match_the_command(tiny_qwen, judge_data, score_run):
     assert J.select(ds, layouts=["P4"], limit=2) == [i for i, lay in enumerate(ds["layout"]) if lay == "P4"][:2]
 
 
-def test_bias_command_on_the_judge_run(score_run, judge_data, capsys):
+def test_bias_command_on_the_judge_run(score_run, judge_data, capsys, rates):
     from judgetrain.eval import positional_bias as B
 
     assert cli_main(["eval", "bias", str(score_run)]) == 0
@@ -473,6 +475,7 @@ def test_bias_command_on_the_judge_run(score_run, judge_data, capsys):
     assert run["ordering"]["n"] == 2
     for fig in ("bias_positions.png", "bias_positions_by_layout.png", "bias_wavg.png", "bias_first_option.png"):
         assert (score_run / fig).stat().st_size > 1000
+    assert rates.check((score_run / B.BIAS_REPORT).read_text()) >= 10
     assert "Bias report in" in capsys.readouterr().out
 
 
@@ -499,7 +502,7 @@ def test_config_from_flags_and_yaml(tmp_path):
     assert (cfg.data, cfg.out, cfg.mode, cfg.max_new_tokens, cfg.split) == (Path("d"), Path("o"), "score", 7, "test")
     # identity: what a run folder must agree on; tasks, layouts, subsets, limit only select items
     assert config.identity(cfg) == {"model": "m", "adapter": None, "dtype": None, "split": "test", "mode": "score",
-                                    "max_new_tokens": 7}
+                                    "max_new_tokens": 7, "prefill": None}
     yaml_file = tmp_path / "judge.yaml"
     yaml_file.write_text("model: m\ndata: d\nout: o\nmode: rationale\ntasks: pairwise,ordering\nsubsets: [PRISM-Temporal]\n")
     cfg, = config.parse(J.make_parser(), ["--config", str(yaml_file), "--mode", "score"])  # flags win
@@ -617,7 +620,7 @@ def test_eval_report_rebuilds_a_judge_report(score_run, tmp_path, capsys):
     assert f"Report written to {out / runs.REPORT}" in capsys.readouterr().out
 
 
-def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_data, score_run, tmp_path, capsys):
+def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_data, score_run, tmp_path, capsys, rates):
     from judgetrain.eval.core import compare as C
 
     fixed = tmp_path / "fixed"  # the same run with every pairwise answer right
@@ -645,6 +648,9 @@ def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_dat
     assert d[result["columns"].index("pointwise Acc all")] == 0  # pointwise untouched
     md = md_out.read_text()
     assert md.startswith("judge: values in %") and "| pairwise Acc PRISM-Temporal |" in md and "| Δ fixed |" in md
+    (header, cells), = rates.tables(md)
+    delta = dict(zip(header, cells[2], strict=True))["pairwise Acc all"]
+    assert delta == f"{d[col]:+.1f} (fixed vs base, n={judge_data[2]}/{judge_data[2]})"
     capsys.readouterr()
 
     # a run on other data (the PRISM set alone) is refused, then marked with --allow-different-data

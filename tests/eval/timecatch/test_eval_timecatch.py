@@ -58,18 +58,22 @@ def test_accuracy_and_random_row_hand_worked():
         _row("frame_detect", "no", "no", YN, source="craft"),
     ]
     t = M.accuracy_table(rows)
-    assert t["temporal_detect"]["clevrer"] == {"accuracy": 2 / 3, "random": 0.5, "n": 3, "correct": 2}
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert t["temporal_detect"]["clevrer"] == {"accuracy": 2 / 3, "random": 0.5, "n": 3, "correct": 2,
+                                               "ci95": pytest.approx(list(proportion_confint(2, 3, method="wilson")))}
     assert t["temporal_localize"]["clevrer"]["accuracy"] == 0.5
     assert t["temporal_localize"]["clevrer"]["random"] == pytest.approx((1 / 6 + 1 / 10) / 2)
     assert t["frame_localize"]["clevrer"]["accuracy"] == pytest.approx(1 / 3)
     assert t["frame_localize"]["clevrer"]["random"] == pytest.approx((1 / 4 + 1 / 8 + 1 / 10) / 3)
-    assert t["frame_detect"] == {"craft": {"accuracy": 1.0, "random": 0.5, "n": 1, "correct": 1},
-                                 "all": {"accuracy": 1.0, "random": 0.5, "n": 1, "correct": 1}}
+    one_of_one = {"accuracy": 1.0, "random": 0.5, "n": 1, "correct": 1, "ci95": pytest.approx([0.2065, 1.0], abs=1e-4)}
+    assert t["frame_detect"] == {"craft": one_of_one, "all": one_of_one}
     assert list(t) == list(M.TIMECATCH_TASKS)  # paper order, whatever the row order
 
     s = M.subset_table(rows)
     assert s["frame_localize"]["main"]["n"] == 2 and s["frame_localize"]["main"]["accuracy"] == 0.5
-    assert s["frame_localize"]["long"] == {"accuracy": 0.0, "random": 0.1, "n": 1, "correct": 0}
+    assert s["frame_localize"]["long"] == {"accuracy": 0.0, "random": 0.1, "n": 1, "correct": 0,
+                                           "ci95": pytest.approx([0.0, 0.7935], abs=1e-4)}
 
     # LPIPS: only swapped rows, 0.1-wide bins, 0.31 in bin 3 (empty bins 1, 2 kept with n = 0)
     bins = M.lpips_bins(rows)
@@ -145,7 +149,9 @@ def test_report_recomputes_everything_from_predictions(tmp_path):
     assert m["human"]["temporal_detect"]["clevrer"] == pytest.approx(0.917)
     md = (base / runs.REPORT).read_text()
     assert "| Random | 50.0 | 50.0 | 50.0 | 25.0 |" in md
-    assert "| base-model | 50.0 | 100.0 | 66.7 | 0.0 |" in md
+    # each accuracy with its Wilson 95% interval and n: 1 of 2, 1 of 1, 2 of 3, 0 of 1
+    assert ("| base-model | 50.0 [9.5, 90.5] (n=2) | 100.0 [20.7, 100.0] (n=1) | 66.7 [20.8, 93.9] (n=3) "
+            "| 0.0 [0.0, 79.3] (n=1) |") in md
     assert "| Human | 91.7 | 75.0 | – | – |" in md
     assert "| n | 2 | 1 | 3 | 1 |" in md
     assert "judgetrain eval timecatch --model m" in md and "judgetrain eval report" in md
@@ -168,10 +174,10 @@ def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
     md = out.read_text()
     lines = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in md.splitlines()
              if line.startswith("| ") and not line.startswith("| |")}
-    # columns: TD clevrer, TD craft, FL clevrer
-    assert lines["0-shot"] == ["50.0", "100.0", "0.0"]
-    assert lines["FT"] == ["100.0", "100.0", "0.0"]
-    assert lines["Δ FT"] == ["+50.0", "+0.0", "+0.0"]
+    # columns: TD clevrer, TD craft, FL clevrer, each with its Wilson interval and n
+    assert lines["0-shot"] == ["50.0 [9.5, 90.5] (n=2)", "100.0 [20.7, 100.0] (n=1)", "0.0 [0.0, 79.3] (n=1)"]
+    assert lines["FT"] == ["100.0 [34.2, 100.0] (n=2)", "100.0 [20.7, 100.0] (n=1)", "0.0 [0.0, 79.3] (n=1)"]
+    assert lines["Δ FT"] == ["+50.0 (FT vs 0-shot, n=2/2)", "+0.0 (FT vs 0-shot, n=1/1)", "+0.0 (FT vs 0-shot, n=1/1)"]
     assert "Δ FT" in capsys.readouterr().out  # the rich table
     with pytest.raises(ValueError, match="one per run"):
         C.compare([base, tuned], names=["a"])
@@ -215,14 +221,18 @@ def test_table2_holds_the_main_set_and_the_long_set_has_its_own_table(tmp_path):
                                                                                                     "frame_localize"}
     md = (tmp_path / "run" / runs.REPORT).read_text()
     t2 = _section(md, "## Table 2: accuracy (%) per task and source, main set (4–8 frames)")
-    assert "| Random | 50.0 | 13.3 | 20.8 |" in t2 and "| m | 50.0 | 50.0 | 100.0 |" in t2 and "| n | 2 | 2 | 2 |" in t2
+    assert "| Random | 50.0 | 13.3 | 20.8 |" in t2 and "| n | 2 | 2 | 2 |" in t2
+    assert "| m | 50.0 [9.5, 90.5] (n=2) | 50.0 [9.5, 90.5] (n=2) | 100.0 [34.2, 100.0] (n=2) |" in t2
     assert "7.7" not in t2 and "14.5" not in t2  # the mixed Random values of the old single table
     lt = _section(md, "## Long set (9–16 frames): accuracy (%) per task and source")
-    assert "| Random | 2.1 | 8.1 |" in lt and "| m | 0.0 | 50.0 |" in lt and "| n | 2 | 2 |" in lt
+    assert "| Random | 2.1 | 8.1 |" in lt and "| m | 0.0 [0.0, 65.8] (n=2) | 50.0 [9.5, 90.5] (n=2) |" in lt
+    assert "| n | 2 | 2 |" in lt
     assert md.index("## Table 2") < md.index("## Long set")
     # eval compare: Table 2's cells, then the long set's, marked
     assert R.cells(m) == {"TD clevrer": 50.0, "TL craft": 50.0, "FL craft": 100.0, "TL craft long": 0.0,
                           "FL craft long": 50.0}
+    assert R.cell_counts(m) == {"TD clevrer": (1, 2), "TL craft": (1, 2), "FL craft": (2, 2), "TL craft long": (0, 2),
+                                "FL craft long": (1, 2)}
 
 
 def test_held_out_split_prefers_test_then_validation():
@@ -260,7 +270,7 @@ def _accuracy_part(metrics):
     return {k: v for k, v in metrics.items() if k != "run"}
 
 
-def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
+def test_run_writes_predictions_metrics_report(reference_run, timecatch_build, rates):
     out = reference_run
     rows = runs.read_predictions(out / runs.PREDICTIONS)
     from judgetrain import records
@@ -268,7 +278,7 @@ def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
     ds = records.load(timecatch_build[0])["validation"].select(range(LIMIT))
     assert [r["id"] for r in rows] == ds["id"]  # dataset order, one line per record
     assert {r["task"] for r in rows} == set(M.TIMECATCH_TASKS)
-    for r, rec in zip(rows, ds.select_columns(["label", "choices", "meta", "position"])):
+    for r, rec in zip(rows, ds.select_columns(["label", "choices", "meta", "position"]), strict=False):
         assert r["label"] == rec["label"] and r["choices"] == rec["choices"] and r["position"] == rec["position"]
         assert r["prediction"] in r["choices"] and r["correct"] == (r["prediction"] == r["label"])
         assert sum(r["probs"]) == pytest.approx(1.0) and r["prediction"] == r["choices"][max(range(len(r["probs"])), key=r["probs"].__getitem__)]
@@ -278,6 +288,8 @@ def test_run_writes_predictions_metrics_report(reference_run, timecatch_build):
     assert m["n"] == LIMIT and m["run"]["world_size"] == 1
     assert m == R.report(out)  # recomputable from predictions.jsonl alone
     assert "temporal_localize" in m["confusion"] and m["lpips_bins"]["temporal_detect"]
+    # the report of a real run: every rate with its n and Wilson interval
+    assert rates.check((out / runs.REPORT).read_text()) >= 8
 
 
 def test_default_command_works_on_a_default_build(reference_run, tiny_qwen, timecatch_build, tmp_path, capsys):
