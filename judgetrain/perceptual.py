@@ -21,9 +21,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch loads on first use: a builder's --help and manifest checks do not pay for it
+    import torch
 
 from judgetrain.errors import UserError
 
@@ -61,6 +64,8 @@ class LpipsDeviceError(UserError, ValueError):
 
 def backbone_weights_path(net: str = "alex") -> Path:
     """Where torchvision looks for the backbone weights (``$TORCH_HOME/hub/checkpoints``)."""
+    import torch
+
     return Path(torch.hub.get_dir()) / "checkpoints" / _BACKBONE_URLS[net].rsplit("/", 1)[1]
 
 
@@ -89,6 +94,7 @@ class LpipsDistance:
 
     def __init__(self, net: str = "alex", *, pretrained_backbone: bool = True, device: str | None = None, batch_size: int = 32, seed: int = 0):
         import lpips
+        import torch
 
         if net not in _BACKBONE_URLS:
             raise ValueError(f"unknown LPIPS network {net!r}; choose one of {sorted(_BACKBONE_URLS)}")
@@ -117,18 +123,22 @@ class LpipsDistance:
     @staticmethod
     def to_tensor(frames: Sequence[np.ndarray]) -> torch.Tensor:
         """(N, H, W, 3) uint8 → (N, 3, H, W) float64 in [-1, 1], as lpips expects."""
+        import torch
+
         x = torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).double()
         return x / 127.5 - 1.0
 
-    @torch.inference_mode()
     def __call__(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> np.ndarray:
+        import torch
+
         if len(a) != len(b):
             raise ValueError(f"need as many frames in a ({len(a)}) as in b ({len(b)})")
         out = []
-        for start in range(0, len(a), self.batch_size):
-            x = self.to_tensor(a[start : start + self.batch_size]).to(self.device)
-            y = self.to_tensor(b[start : start + self.batch_size]).to(self.device)
-            out.append(self.model(x, y).flatten().cpu())
+        with torch.inference_mode():
+            for start in range(0, len(a), self.batch_size):
+                x = self.to_tensor(a[start : start + self.batch_size]).to(self.device)
+                y = self.to_tensor(b[start : start + self.batch_size]).to(self.device)
+                out.append(self.model(x, y).flatten().cpu())
         return torch.cat(out).numpy() if out else np.zeros(0)
 
 

@@ -104,6 +104,18 @@ def test_several_processes_without_gpus_launch_through_torchrun(tmp_path, monkey
     assert args(accelerate_configs.LaunchArgs(recipe=RECIPE)) == []  # the user's own CPU launcher, as configured
 
 
+def test_no_command_help_imports_torch_or_the_trainer():
+    """`--help` of every command, one after another in one fresh process: none loads torch or
+    TRL's trainer (`judgetrain train --help` took 9 s, `build timecatch --help` 4 s, for them)."""
+    code = ("import contextlib, io, sys\nfrom judgetrain.cli import COMMANDS, main\n"
+            "for words in COMMANDS:\n    out = io.StringIO()\n    with contextlib.redirect_stdout(out):\n"
+            "        try:\n            main([*words, '--help'])\n        except SystemExit:\n            pass\n"
+            "    assert '--help' in out.getvalue(), words\n"
+            "print(sorted(m for m in ('torch', 'trl.trainer', 'transformers.training_args') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-3000:]
+
+
 def test_train_help_lists_every_recipe_field(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["train", "--config", str(RECIPE), "--help"])

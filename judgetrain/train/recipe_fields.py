@@ -86,5 +86,5 @@ def write_snapshot() -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m judgetrain.train.recipe_fields --write   (re-renders judgetrain/train/recipe_fields.json)")
+        sys.exit("usage: python -m judgetrain.train.recipe_fields --write  (re-renders judgetrain/train/recipe_fields.json)")
     print(f"wrote {write_snapshot()}")
