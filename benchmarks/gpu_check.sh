@@ -12,11 +12,15 @@
 #    the same run; plus the levers in $LEVERS on the judgetrain arm (benchmarks/bench_train.py);
 # 3. scoring: batched vs one at a time, shared prefix vs full passes (benchmarks/bench_scoring.py)
 #    on the same 2B folder;
-# 4. PhaseFusion cost at Qwen3-VL-8B's real widths, full depth (benchmarks/bench_phasefusion.py).
+# 4. PhaseFusion cost at Qwen3-VL-8B's real widths, full depth (benchmarks/bench_phasefusion.py);
+# 5. evaluation cost at Qwen2.5-VL-7B and Qwen3-VL-8B widths, full depth, real vocabularies, 360 px
+#    frames (benchmarks/bench_eval.py: batched vs one at a time, orderings, PhaseFusion, LPIPS;
+#    EVAL_LAYERS sets the depth, 1 when DEVICE=cpu).
 #
-# About 8 minutes on an H200 (each part has its own time limit, so one that hangs cannot eat the
-# rest). Everything is printed and written under $OUT (when set; else benchmarks/out/gpu-check/):
-# gpu_check.log, bench_train.json, scoring.json, phasefusion.json.
+# About 8 minutes on an H200, plus up to 4 for part 5 (each part has its own time limit, so one
+# that hangs cannot eat the rest). Everything is printed and written under $OUT (when set; else
+# benchmarks/out/gpu-check/):
+# gpu_check.log, bench_train.json, scoring.json, phasefusion.json, bench_eval.json.
 #
 # Wheels, fetched beforehand on a machine with network (pure-Python, any platform; the TRL version
 # is the one judgetrain is tested with, `pip show trl`):
@@ -112,6 +116,13 @@ if [ -n "$PF_ARCH" ]; then
         --repeats 3 --out "$RESULTS/phasefusion.json"
     echo "bench_phasefusion exit code: $?"
 fi
+
+section "evaluation cost at real widths (qwen2.5-vl-7b, qwen3-vl-8b; decoder / ViT layers ${EVAL_LAYERS:=$([ "$DEVICE" = cpu ] && echo 1 || echo full)})"
+EVAL_SIZE=$([ "$DEVICE" = cpu ] && echo 96 || echo 360)
+timeout ${EVAL_TIMEOUT:-240} $PY benchmarks/bench_eval.py --device "$DEVICE" --dtype "$DTYPE" --layers "$EVAL_LAYERS" \
+    --vision-layers "$EVAL_LAYERS" --frame-size "$EVAL_SIZE" $([ "$DEVICE" = cpu ] || echo --real-vocab --items 32 --batch-size 8 --repeats 3 --lpips-pairs 64) \
+    --out "$RESULTS/bench_eval.json"
+echo "bench_eval exit code: $?"
 
 section "done: results in $RESULTS"
 ls -l "$RESULTS"
