@@ -35,6 +35,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("eval", "bias"): "judgetrain.eval.positional_bias",
     ("eval", "report"): "judgetrain.eval.core.rebuild",
     ("eval", "compare"): "judgetrain.eval.core.compare",
+    ("eval", "view"): "judgetrain.eval.view.command",
 }
 GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, rebuild reports, compare runs"}
 

@@ -101,10 +101,14 @@ def main(cfg: QuickstartConfig) -> int:
     print("\nAccuracy (%) per task and source, and the change after training:\n" + table)
     print(f"\nReports: {results / 'zero-shot' / 'report.md'}" + (f" and {results / 'lora' / 'report.md'}" if len(runs) > 1 else "")
           + f"; comparison: {results / 'comparison.md'}")
+    from judgetrain.eval.view.page import write_view
+
+    page = write_view(runs, results / "view", names, progress=False)  # the run browser: frames, prompts, posteriors
     print(f"quickstart finished in {time.perf_counter() - t0:.0f} s; everything is under {out}")
     print("A tiny random model scores near chance (the Random row), before and after a few LoRA steps: this run shows\n"
           "that every stage works end to end, not a judge. On a machine with hub access and a GPU, the same pipeline\n"
           "with a real model:\n"
           "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data quickstart/timecatch --split validation --out results/qw3-2b\n"
           "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1")
+    print(f"\nRun page (every item's frames, prompt and posterior; open it in a browser): {page}")
     return 0

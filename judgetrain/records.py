@@ -41,6 +41,8 @@ __all__ = [
     "validate_record",
     "validate_records",
     "content_hash",
+    "image_digest",
+    "frame_digests",
     "save",
     "load",
     "read_build_info",
@@ -324,19 +326,27 @@ def content_hash(ds: datasets.Dataset) -> str:
     h = hashlib.sha256()
     for row in stored_rows(ds):
         row = dict(row)
-        row["images"] = [_image_digest(im) for im in row["images"]]
+        row["images"] = [image_digest(im) for im in row["images"]]
         h.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
         h.update(b"\n")
     return h.hexdigest()
 
 
-def _image_digest(image: Mapping[str, Any]) -> str:
+def image_digest(image: Mapping[str, Any]) -> str:
+    """The sha256 of a stored image's bytes (read from its path when it holds none)."""
     data = image.get("bytes")
     if data is None and image.get("path"):
         data = Path(image["path"]).read_bytes()
     if data is None:
         raise ValueError("an image holds neither bytes nor a readable path")
     return hashlib.sha256(data).hexdigest()
+
+
+def frame_digests(ds: datasets.Dataset, indices: Sequence[int]) -> list[list[str]]:
+    """:func:`image_digest` of every image of the records at ``indices`` of ``ds``, in prompt
+    order, nothing decoded: what an evaluation's prediction row stores as ``frames`` (by which
+    ``eval view`` finds, and reuses, each frame's thumbnail)."""
+    return [[image_digest(im) for im in row["images"]] for row in stored_rows(ds.select(list(indices)).select_columns(["images"]))]
 
 
 def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:

@@ -89,6 +89,7 @@ PLANS: dict[str, tuple[tuple[str, ...], bool]] = {
     "eval-phasefusion": (("eval phasefusion",), True),
     "eval-report": (("eval report",), True),
     "eval-compare": (("eval compare",), True),
+    "eval-view": (("eval view",), True),
 }
 
 # the files a `--config FILE` example names, written before its epilog runs

@@ -1,0 +1,18 @@
+"""``judgetrain eval view``: the run browser, a static page set over one or several evaluation runs.
+
+:mod:`.items` reads a run folder into the items the page shows, :mod:`.thumbs` makes the
+frames' content-addressed thumbnails, :mod:`.markdown` turns a report into HTML, :mod:`.page`
+writes the page set with the files of :mod:`.assets`, and :mod:`.command` is the CLI.
+README: "`judgetrain eval view`".
+"""
+
+from judgetrain.lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    "assets": ["APP_JS", "INDEX_HTML", "STYLE_CSS"],
+    "command": ["ViewConfig", "main", "make_parser"],
+    "items": ["dataset_images", "load_run", "messages_text", "posterior_summary"],
+    "markdown": ["to_html"],
+    "page": ["DETAIL_CHUNK", "TABLE_CHUNK", "write_pages", "write_view"],
+    "thumbs": ["THUMB_SIDE", "Thumbs", "jpeg", "resolve_frames", "video_key"],
+})

@@ -1,0 +1,211 @@
+"""`judgetrain eval view`: a real TimeCatch run of a tiny model, its page set, and that page in
+headless Chromium (Selenium) from a file:// URL and from `python -m http.server`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from judgetrain import config, records
+from judgetrain.eval import timecatch as T
+from judgetrain.eval.core import runs
+from judgetrain.eval.view import command as V, items as I, markdown as MD, page as P, thumbs as TH
+
+LIMIT = 8  # the first 8 validation records hold all four tasks
+
+
+@pytest.fixture(scope="module")
+def tc_run(tiny_model, timecatch_build, tmp_path_factory):
+    """A real TimeCatch run over the first LIMIT validation records."""
+    out = tmp_path_factory.mktemp("view-runs") / "zero-shot"
+    cfg, = config.parse(T.make_parser(), ["--model", str(tiny_model("qwen3-vl")), "--data", str(timecatch_build[0]),
+                                          "--split", "validation", "--out", str(out), "--batch-size", "4",
+                                          "--limit", str(LIMIT), "--no-progress"])
+    assert T.main(cfg) == 0
+    return out
+
+
+def _rows(run):
+    return runs.read_predictions(run / runs.PREDICTIONS)
+
+
+# --------------------------------------------------------------------------- hand-worked pieces
+
+
+def test_posterior_summary_is_the_top_probability_and_its_lead():
+    assert I.posterior_summary([0.2, 0.5, 0.3], 1) == (0.5, pytest.approx(0.2))
+    assert I.posterior_summary([0.9, 0.1], 1) == (0.1, pytest.approx(-0.8))  # a prediction that is not the argmax
+    assert I.posterior_summary([1.0], 0) == (1.0, None)
+    assert I.posterior_summary(None, None) == (None, None)
+
+
+def test_messages_text_marks_each_image():
+    prompt = [{"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": "Frame 2:"},
+                                           {"type": "image", "text": None}, {"type": "text", "text": " Swapped?"}]}]
+    assert I.messages_text(prompt) == "[user]\n<image>Frame 2:<image> Swapped?"
+
+
+def test_markdown_tables_headings_images_and_escaping():
+    md = "# Title\n\nsome **bold** <b>x</b>\n\n| a | b<br>c |\n|---|---:|\n| 1 | 2 |\n\n- one\n- two\n\n![fig](acc.png)\n"
+    html = MD.to_html(md, lambda s: "runs/0/" + s)
+    assert html.splitlines() == [
+        "<h2>Title</h2>", "<p>some <b>bold</b> &lt;b&gt;x&lt;/b&gt;</p>",
+        '<table class="md"><thead><tr><th>a</th><th>b<br>c</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr>'
+        "</tbody></table>",
+        "<ul><li>one</li><li>two</li></ul>", '<p><img class="figure" alt="fig" src="runs/0/acc.png"></p>']
+
+
+# --------------------------------------------------------------------------- what a run stores for the page
+
+
+def test_prediction_rows_hold_the_rendered_prompt_and_the_frames_by_content(tc_run, timecatch_build):
+    rows = _rows(tc_run)
+    ds = records.load(timecatch_build[0])["validation"]
+    stored = list(records.stored_rows(ds.select(range(LIMIT))))
+    for row, rec in zip(rows, stored, strict=True):
+        assert row["id"] == rec["id"]
+        assert row["frames"] == [hashlib.sha256(im["bytes"]).hexdigest() for im in rec["images"]]
+        assert len(row["frames"]) == sum(c["type"] == "image" for m in rec["prompt"] for c in m["content"])
+        instruction = rec["prompt"][-1]["content"][-1]["text"]
+        assert instruction in row["prompt_text"] and row["prompt_text"].count("<|vision_start|>") == len(row["frames"])
+
+
+# --------------------------------------------------------------------------- the page set
+
+
+def test_page_set_thumbnails_are_content_addressed_and_made_once(tc_run, tmp_path):
+    store = tmp_path / "store"
+    index = P.write_view([tc_run], tmp_path / "page", progress=False, store=store)
+    assert index == tmp_path / "page" / "index.html" and index.is_file()
+    frames = {h for r in _rows(tc_run) for h in r["frames"]}
+    assert {p.stem for p in (tmp_path / "page" / "thumbs").glob("*.jpg")} == frames == {p.stem for p in store.glob("*.jpg")}
+    # another page folder over the same store makes no thumbnail, it links them
+    again = TH.Thumbs(tmp_path / "other", store)
+    assert all(again.have(h) for h in frames) and again.made == 0
+    text = (tmp_path / "page" / "data" / "items-0000.js").read_text()
+    assert text.startswith("JT.addItems(") and "http" not in index.read_text()  # nothing from the network
+    table = json.loads(text[len("JT.addItems("):-3])
+    assert [t[0] for t in table] == [r["id"] for r in _rows(tc_run)]
+    first = _rows(tc_run)[0]
+    pred = first["choices"].index(first["prediction"])
+    assert table[0][4][0][:3] == [first["prediction"], first["correct"], first["probs"][pred]]
+
+
+def test_old_run_without_the_new_fields_opens_from_its_dataset_or_with_what_it_has(tc_run, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(tc_run, old)
+    rows = [{k: v for k, v in r.items() if k not in ("prompt_text", "frames")} for r in _rows(tc_run)]
+    (old / runs.PREDICTIONS).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = I.load_run(old)
+    assert run["warnings"] == [] and all(it["prompt_kind"] == "messages" for it in run["items"])
+    assert [len(it["frames"][0]["refs"]) for it in run["items"]] == [len(r["frames"]) for r in _rows(tc_run)]
+    index = P.write_view([old], tmp_path / "page", progress=False, store=tmp_path / "store")
+    thumbs = {p.stem for p in (tmp_path / "page" / "thumbs").glob("*.jpg")}
+    assert thumbs == {h for r in _rows(tc_run) for h in r["frames"]} and index.is_file()
+    info = json.loads((old / runs.RUN_INFO).read_text())
+    info["data"] = str(tmp_path / "gone")
+    (old / runs.RUN_INFO).write_text(json.dumps(info))
+    run = I.load_run(old)
+    assert "is not there" in run["warnings"][0] and all(it["frames"] is None for it in run["items"])
+    assert P.write_view([old], tmp_path / "page2", progress=False, store=tmp_path / "store").is_file()
+
+
+def test_command_defaults_to_run_view_and_needs_out_for_several(tc_run, capsys):
+    cfg, = config.parse(V.make_parser(), [str(tc_run), "--no-progress"])
+    assert cfg.out == tc_run / "view" and V.main(cfg) == 0
+    assert capsys.readouterr().out.strip() == f"Run page: {tc_run / 'view' / 'index.html'}"
+    with pytest.raises(config.ConfigError, match="--out DIR"):
+        config.parse(V.make_parser(), [str(tc_run), str(tc_run)])
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+
+def _driver():
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("the browser test needs Debian's chromium and chromium-driver (`make system-deps` installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the test extra)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _check_page(driver, url, rows, n_runs, shot):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(driver, 20)
+    driver.get(url)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#rows tr")) == len(rows))
+    # filter by task: exactly that task's items
+    Select(driver.find_element(By.ID, "f-task")).select_by_value("frame_localize")
+    shown = [tr.get_attribute("data-id") for tr in driver.find_elements(By.CSS_SELECTOR, "#rows tr")]
+    assert shown == [r["id"] for r in rows if r["task"] == "frame_localize"] and shown
+    Select(driver.find_element(By.ID, "f-task")).select_by_value("")
+    # sort by the top probability, ascending then descending
+    top = {r["id"]: r["probs"][r["choices"].index(r["prediction"])] for r in rows}
+    driver.find_element(By.CSS_SELECTOR, "th[data-sort=top]").click()
+    shown = [tr.get_attribute("data-id") for tr in driver.find_elements(By.CSS_SELECTOR, "#rows tr")]
+    assert [top[i] for i in shown] == sorted(top.values())
+    driver.find_element(By.CSS_SELECTOR, "th[data-sort=top]").click()
+    shown = [tr.get_attribute("data-id") for tr in driver.find_elements(By.CSS_SELECTOR, "#rows tr")]
+    assert [top[i] for i in shown] == sorted(top.values(), reverse=True)
+    # open the item with the most frames: its thumbnails load, its posterior is predictions.jsonl's
+    row = max(rows, key=lambda r: len(r["frames"]))
+    driver.find_element(By.CSS_SELECTOR, f"#rows tr[data-id='{row['id']}']").click()
+    wait.until(lambda d: d.find_element(By.ID, "main").get_attribute("data-ready") == row["id"])
+    wait.until(lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
+    widths = driver.execute_script("return Array.from(document.querySelectorAll('img.thumb')).map(i => i.naturalWidth)")
+    assert len(widths) == len(row["frames"]) and all(w > 0 for w in widths)
+    boxes = driver.find_elements(By.CSS_SELECTOR, ".run")
+    assert len(boxes) == n_runs
+    for box in boxes:
+        bars = box.find_elements(By.CSS_SELECTOR, ".bar")
+        assert [b.get_attribute("data-choice") for b in bars] == row["choices"]
+        assert [float(b.get_attribute("data-p")) for b in bars] == row["probs"]
+        assert row["prompt_text"] == box.find_element(By.CSS_SELECTOR, "pre.prompt").get_attribute("textContent")
+    driver.save_screenshot(str(shot))
+    assert shot.stat().st_size > 0
+    driver.find_element(By.ID, "nav-overview").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.overview table.md"))
+
+
+def test_the_page_in_headless_chromium_from_disk_and_from_a_local_server(tc_run, tmp_path):
+    driver = _driver()
+    rows = _rows(tc_run)
+    one = P.write_view([tc_run], tmp_path / "one", progress=False, store=tmp_path / "store")
+    two = P.write_view([tc_run, tc_run], tmp_path / "two", ["base", "again"], progress=False, store=tmp_path / "store")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=two.parent,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _check_page(driver, one.as_uri(), rows, 1, tmp_path / "file-item.png")
+        for _ in range(100):  # the server is up once it accepts a connection
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        _check_page(driver, f"http://127.0.0.1:{port}/index.html", rows, 2, tmp_path / "http-item.png")
+    finally:
+        driver.quit()
+        server.kill()
+        server.wait()
