@@ -25,7 +25,7 @@ FOLDERS = {"judgetrain": REPO / "judgetrain", "judgetrain.data_builders": REPO /
 LAYERS = (
     ("foundation", ("judgetrain", "judgetrain.errors", "judgetrain.config", "judgetrain.io", "judgetrain.jsonl",
                     "judgetrain.seeding", "judgetrain.lazy", "judgetrain.plotting", "judgetrain.records", "judgetrain.video",
-                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity")),
+                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode")),
     ("models and scoring", ("judgetrain.models", "judgetrain.scoring")),
     ("builders and evaluations", ("judgetrain.data_builders", "judgetrain.eval")),
     ("training", ("judgetrain.train", "judgetrain.consistency")),

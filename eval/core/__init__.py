@@ -1,8 +1,10 @@
-"""What every evaluation shares: the fields its config inherits (:mod:`.args`), the run folder
+"""What every evaluation shares: the fields its config inherits (:mod:`.args`), the prefill it
+scores after (:mod:`.prefill`), the run folder
 and its identity (:mod:`.runs`), the multi-process run loop (:mod:`.sharded`), accuracy
 (:mod:`.metrics`), the statistics (:mod:`.stats`), report markdown (:mod:`.markdown`), and the
 registry of evaluations (:mod:`.registry`) behind ``judgetrain eval report``
-(:mod:`.rebuild`) and ``judgetrain eval compare`` (:mod:`.compare`).
+(:mod:`.rebuild`) and ``judgetrain eval compare`` (:mod:`.compare`), and a finished run
+logged to wandb (:mod:`.wandb_report`).
 README: "Run folders".
 """
 
@@ -13,6 +15,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "compare": ["CompareConfig"],
     "markdown": ["display_name", "figures_markdown", "fmt", "rows_markdown", "run_header"],
     "metrics": ["accuracy", "accuracy_cell", "random_accuracy"],
+    "prefill": ["FROM_FLAG", "FROM_TEMPLATE", "NO_THINKING", "UNREAD", "RunPrefill", "run_prefill", "scorer_loader"],
     "rebuild": ["ReportConfig"],
     "registry": ["EVALUATIONS", "PAIRED_TESTS", "evaluation_of", "module_for", "paired_tests_for"],
     "runs": ["EvalInputError", "METRICS", "PREDICTIONS", "PredictionsError", "REPORT", "RUN_INFO",
@@ -25,4 +28,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
               "clopper_pearson_upper", "consensus_answer", "delong_auroc_difference", "disagreement", "flipped",
               "learn_then_test", "ltt_halves", "ltt_splits", "mcnemar_exact", "or_none", "paired_bootstrap_ci",
               "pairwise_disagreement", "selective_risk", "tost_paired", "wilcoxon_signed_rank", "wilson"],
+    "wandb_report": ["DEFAULT_IMAGE_ROWS", "DEFAULT_WANDB_PROJECT", "IMAGE_ROWS_ENV", "ITEM_COLUMNS", "REPORT_TO",
+                     "TABLE_KEY", "filmstrip", "flat_metrics", "image_rows_limit", "item_rows", "log_run",
+                     "reports_to_wandb", "run_config", "wandb_mode"],
 })

@@ -1,5 +1,5 @@
 """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes: the
-fields its typed config inherits, and ``--batch-size``'s two forms.
+fields its typed config inherits (``--prefill`` and ``--report_to`` among them), and ``--batch-size``'s two forms.
 README: "Configuration files".
 """
 
@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import arg, one_of
+from judgetrain.config import arg, comma_list, one_of
 from judgetrain.models.registry import DTYPES
+
+from .wandb_report import REPORT_TO
 
 __all__ = ["EvalArgs", "parse_batch_size"]
 
@@ -24,10 +26,20 @@ class EvalArgs:
     dtype: str | None = arg(None, f"{one_of([*(d for d in DTYPES if d != 'auto'), 'auto'])} (default: float32 on CPU, "
                                   "the checkpoint's on GPU)",
                             identity=True)
+    prefill: str | None = arg(None, "text after the generation prompt, scored or generated after; default: the model's "
+                                    "own (a reasoning checkpoint whose chat template opens a thinking block gets what "
+                                    "closes it, e.g. '\\n</think>\\n\\n' for Qwen3-VL-*-Thinking; other models "
+                                    "none); '' (or 'none') for none; any other text is used as given (newlines: $'...' "
+                                    "in bash, or a --config file); 'family' is the default's old name", identity=True)
     batch_size: str = arg("auto", "items per forward pass, or 'auto'")
     limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+    # transformers' TrainingArguments spelling; not identity: where a run is logged never changes its results
+    report_to: list[str] | None = arg(None, "wandb: also log the finished run's metrics and a table of its items (frames, "
+                                            "prompt, gold, prediction, posterior) to wandb, offline into OUT/wandb "
+                                            "without an API key (`wandb sync` later); none (the default): only the "
+                                            "run folder")
 
     def common_problems(self) -> list[str]:
         """Normalise the shared fields and return their problems (each evaluation's
@@ -36,6 +48,16 @@ class EvalArgs:
         self.adapter = str(self.adapter) if self.adapter else None
         self.batch_size = str(self.batch_size)
         problems = []
+        if self.prefill is not None and not isinstance(self.prefill, str):
+            problems.append(f"prefill: {self.prefill!r}; give the text to append (a string), '' for none, or leave it "
+                            "out for the model's own")
+        elif self.prefill in ("family", "none"):  # the words `eval phasefusion --prefill` took before
+            self.prefill = None if self.prefill == "family" else ""
+        self.report_to = [] if self.report_to in (None, "none") else comma_list(self.report_to)
+        unknown = [r for r in self.report_to if r not in REPORT_TO]
+        if unknown:
+            problems.append(f"report_to: {', '.join(map(repr, unknown))}; evaluations report to {one_of(REPORT_TO)}")
+        self.report_to = [r for r in self.report_to if r != "none"]
         if self.limit is not None and self.limit < 1:
             problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
         try:

@@ -271,16 +271,22 @@ def _now() -> str:
 
 
 def run_info(evaluation: str, cfg: Any, *, data: Mapping[str, Any], items: Sequence[str], world_size: int = 1,
-             command: str | None = None) -> dict[str, Any]:
+             command: str | None = None, prefill: Any = None) -> dict[str, Any]:
     """``run.json`` for a run of ``evaluation`` configured by dataclass ``cfg`` over the
-    items ``items`` (ids, in order) of the data identified by ``data`` (content hashes)."""
+    items ``items`` (ids, in order) of the data identified by ``data`` (content hashes).
+    ``prefill`` (a :class:`~judgetrain.eval.core.prefill.RunPrefill`): the text scored after,
+    recorded as ``prefill`` (in place of the ``--prefill`` setting) with ``prefill_from``, and
+    in the identity, so a run with another prefill is never resumed into this one."""
     from judgetrain import config
 
     identity = {**config_identity(cfg, world_size), "data": dict(data)}
     identity.setdefault("model", evaluated_model(cfg.model))
     identity.setdefault("adapter", adapter_identity(getattr(cfg, "adapter", None)))
+    used = {} if prefill is None else {"prefill": prefill.text, "prefill_from": prefill.source}
+    if prefill is not None:
+        identity["prefill"] = prefill.text
     git = git_state()
-    return {"evaluation": evaluation, **config.jsonable(cfg), "identity": identity,
+    return {"evaluation": evaluation, **config.jsonable(cfg), **used, "identity": identity,
             "items": {"n": len(items), "ids": list(items)}, "world_size": world_size, "versions": _versions(),
             "git_commit": git["commit"], "git_dirty": git["dirty"], "started": _now(), "finished": None,
             "command": command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "argv": list(sys.argv)}

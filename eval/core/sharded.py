@@ -18,7 +18,9 @@ evaluation:
 - data parallelism under ``accelerate launch``: every process reads what is done
   before any writes, so all compute the same todo list; items are strided
   (``todo[rank::world]``), each process appends to its own rank file, and after a
-  barrier the main process merges them in dataset order and writes the report.
+  barrier the main process merges them in dataset order and writes the report;
+- ``--report_to wandb``: the main process then logs the finished run to wandb
+  (:mod:`judgetrain.eval.core.wandb_report`).
 
 README: "Run folders".
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -175,23 +178,15 @@ def run_sharded(
     ``chunk``: items per flushed write (default from ``batch_size``). ``report(out)`` runs
     on the main process when anything was scored, under several processes, when the
     selected items changed, when no ``metrics.json`` exists yet, or with
-    ``always_report``; otherwise the stored metrics are returned. Returns ``{"out",
+    ``always_report``; otherwise the stored metrics are returned. With ``info["report_to"]``
+    naming wandb the main process then logs the finished run there. Returns ``{"out",
     "n_items", "n_scored", "world_size", "metrics"}`` (``n_scored``: this process's, in
     this call; ``metrics`` on the main process only).
     """
     rank, world = state.process_index, state.num_processes
     old = _resume(out, info, overwrite)
     mine = _todo(state, out, old, idx, order, finished)[rank::world]
-    scorer = None
-    if mine:
-        device = str(state.device) if world > 1 or state.device.type != "cpu" else None
-        if load is None:
-            from judgetrain.scoring import Scorer
-
-            scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size,
-                                            progress=False)
-        else:
-            scorer = load(device)
+    scorer = _load_scorer(state, load, model, adapter, dtype, batch_size) if mine else None
     state.wait_for_everyone()  # data and model loaded everywhere: the run is real
     if state.is_main_process:
         if old is None:  # --overwrite: the other run goes only now that this one is real
@@ -214,8 +209,36 @@ def run_sharded(
         else:  # finished before: nothing scored, nothing to recompute
             result["metrics"] = json.loads((out / METRICS).read_text())
         finish_run(out)
+        _report_to(out, info)
     state.wait_for_everyone()
     return result
+
+
+def _load_scorer(state: Any, load: Callable[[str | None], Any] | None, model: Any, adapter: Any, dtype: Any,
+                 batch_size: int) -> Any:
+    """This process's scorer: ``load(device)``, else ``Scorer.from_pretrained`` (on the
+    process's device under several processes or a GPU; the scorer's default on one CPU)."""
+    device = str(state.device) if state.num_processes > 1 or state.device.type != "cpu" else None
+    if load is not None:
+        return load(device)
+    from judgetrain.scoring import Scorer
+
+    return Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size, progress=False)
+
+
+def _report_to(out: Path, info: Mapping[str, Any]) -> None:
+    """Log the finished run where its config's ``report_to`` says (wandb:
+    :func:`~judgetrain.eval.core.wandb_report.log_run`). A failure is a warning, not an
+    error: the run folder is complete, and the other processes wait at a barrier."""
+    from .wandb_report import log_run, reports_to_wandb
+
+    if not reports_to_wandb(info.get("report_to")):
+        return
+    try:
+        log_run(out)
+    except Exception as e:  # noqa: BLE001 - wandb's own errors are many; the results are already written
+        print(f"warning: {out} is complete, but logging it to wandb failed: {type(e).__name__}: {e}", file=sys.stderr,
+              flush=True)
 
 
 def _take(ds: Any, indices: Sequence[int]) -> list[Any]:

@@ -11,7 +11,7 @@ from judgetrain.lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     "command": ["DEFAULT_MAX_NEW_TOKENS", "EVALUATION", "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate",
-                "judge_metrics", "main", "make_parser", "predict", "prediction_row", "run", "select",
+                "judge_metrics", "main", "make_parser", "model_scorer", "predict", "prediction_row", "run", "select",
                 "split_rationale", "subset_of"],
     "explain": ["DEBIAN_WORDNET", "EXTRA", "WordNetMissing", "bleu", "cosine_similarities", "explanation_metrics",
                 "explanation_scores", "length_difference", "mean_scores", "meteor", "minilm", "rouge", "wordnet",

@@ -64,14 +64,17 @@ record, appended, flushed and fsync'd per batch; a rerun resumes, a finished
 run scores nothing), ``run.json``, ``metrics.json``, ``report.md`` and PNGs,
 all recomputable with ``judgetrain eval report RUN``. ``run.json``'s identity
 (:mod:`judgetrain.eval.core.runs`) is the model, adapter, dtype, split, mode,
-``max_new_tokens`` and the split's content hash: a rerun into the same folder
+``max_new_tokens``, the prefill scored after (a reasoning checkpoint's own unless
+``--prefill``; :mod:`judgetrain.eval.core.prefill`) and the split's content hash: a rerun into the same folder
 with other ``--tasks``, ``--layouts``, ``--subsets`` or ``--limit`` resumes (those
 select items; the metrics cover exactly the items selected), one with another
 identity is refused unless ``--overwrite``. Each
 line carries what :mod:`judgetrain.eval.positional_bias` needs (task, layout,
 perturbation, position, subset, presentation, first-shown letter, gold,
 prediction, valid, probs, n_frames, generated text, parsed rationale,
-reference rationale). Data-parallel under ``accelerate launch`` exactly as
+reference rationale) and what ``judgetrain eval view`` shows of the item: ``prompt_text``
+(the exact text scored or generated from) and ``frames`` (the sha256 of each image's stored
+bytes, in prompt order). Data-parallel under ``accelerate launch`` exactly as
 :mod:`judgetrain.eval.timecatch` (items strided over processes, merged in
 dataset order by the main process)::
 
@@ -99,14 +102,15 @@ from judgetrain import records
 from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
 
 from ..core.args import EvalArgs, parse_batch_size
-from ..core.markdown import fmt
+from ..core.markdown import fmt, pct, rate
+from ..core.prefill import run_prefill, scorer_loader
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
 from ..core.sharded import process_state, run_sharded
 from .metrics import MIRAGE_DOMAINS, SUBSETS, compute_judge_metrics
 from .report import report
 
 __all__ = [
-    "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate", "judge_metrics", "main", "make_parser", "predict",
+    "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate", "judge_metrics", "main", "make_parser", "model_scorer", "predict",
     "prediction_row", "run", "select", "split_rationale", "subset_of",
 ]
 EVALUATION = "judge"
@@ -251,6 +255,19 @@ def select(dataset: Any, *, tasks: Sequence[str] | None = None, layouts: Sequenc
     return idx[:limit] if limit is not None else idx
 
 
+def model_scorer(model: Any, processor: Any, batch_size: int | str = "auto") -> Any:
+    """A :class:`~judgetrain.scoring.Scorer` of a model already in memory, scoring after the
+    model's own prefill as ``eval judge`` does: what closes the thinking block a reasoning
+    checkpoint's chat template opens (:func:`judgetrain.scoring.prompts.template_prefill`), else none."""
+    from judgetrain.models.registry import detect_family
+    from judgetrain.scoring import Scorer
+    from judgetrain.scoring.prompts import FAMILY_PREFILL, resolve_prefill
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    prefill = resolve_prefill(FAMILY_PREFILL, detect_family(base.config), processor)
+    return Scorer(model, processor, batch_size=batch_size, prefill=prefill, progress=False)
+
+
 def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score", *, tasks: Sequence[str] | None = None,
                   layouts: Sequence[str] | None = None, subsets: Sequence[str] | None = None, limit: int | None = None,
                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, batch_size: int | str = "auto",
@@ -262,7 +279,9 @@ def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score",
     as ``model`` with ``processor=None``. ``dataset``: a ``datasets.Dataset`` of task
     records (e.g. a PRISM validation split), filtered by :func:`select`. With an
     integer ``batch_size`` every process runs the same forward passes (what
-    DeepSpeed ZeRO-3 needs when all ranks call this). Nothing is written to disk;
+    DeepSpeed ZeRO-3 needs when all ranks call this). A model given with its processor is
+    scored after its own prefill (what its chat template calls for: a reasoning
+    checkpoint's closed thinking block), as ``eval judge`` does. Nothing is written to disk;
     explanation metrics are off unless ``explanations=True``. Example (the sweep's
     objective, :func:`metric_value`)::
 
@@ -281,7 +300,7 @@ def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score",
         if processor is None:
             raise ValueError("judge_metrics: a model needs its processor (or pass a judgetrain.scoring.Scorer as model)")
         was_training = model.training  # read before Scorer() switches the model to eval mode
-        scorer = Scorer(model, processor, batch_size=batch_size, progress=False)
+        scorer = model_scorer(model, processor, batch_size)
     idx = select(dataset, tasks=tasks, layouts=layouts, subsets=subsets, limit=limit)
     rows: list[dict[str, Any]] = []
     chunk = 64
@@ -371,21 +390,30 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
     run of another identity (model, adapter, dtype, split, mode, max_new_tokens, the
     split's content) is refused, or with ``cfg.overwrite`` started afresh. Under a
     multi-process launch every process calls this; items are strided over processes
-    and the main process merges and reports. Returns ``{"out", "n_items", "n_scored",
+    and the main process merges and reports. Prompts end with the run's prefill
+    (:func:`~judgetrain.eval.core.prefill.run_prefill`: ``cfg.prefill``, else the model's own),
+    recorded in ``run.json`` and its identity. Returns ``{"out", "n_items", "n_scored",
     "world_size", "metrics"}`` (``metrics`` on the main process only).
     """
     state = process_state("judgetrain.eval.judge")
     ds, idx, order = _select(cfg)
+    prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
     info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
-                    world_size=state.num_processes)
+                    world_size=state.num_processes, prefill=prefill)
     info["data"] = str(cfg.data.resolve())
 
+    position = {rid: i for i, rid in enumerate(order)}
+
     def score(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return predict(scorer, items, cfg.mode, max_new_tokens=cfg.max_new_tokens, model=cfg.model, adapter=cfg.adapter)
+        rows = predict(scorer, items, cfg.mode, max_new_tokens=cfg.max_new_tokens, model=cfg.model, adapter=cfg.adapter)
+        frames = records.frame_digests(ds, [position[r["id"]] for r in items])
+        # what `eval view` shows of the item: the exact text scored and the frames in the order the model saw them
+        return [{**row, "prompt_text": scorer.render(r["prompt"]), "frames": f}
+                for row, r, f in zip(rows, items, frames, strict=True)]
 
     return run_sharded(state, cfg.out, info, ds, idx, order, score, report, model=cfg.model, adapter=cfg.adapter,
                        dtype=cfg.dtype, batch_size=parse_batch_size(cfg.batch_size), desc=f"judge ({cfg.mode})",
-                       progress=cfg.progress, overwrite=cfg.overwrite)
+                       progress=cfg.progress, overwrite=cfg.overwrite, load=scorer_loader(cfg, prefill))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -424,24 +452,25 @@ def _print_summary(result: Mapping[str, Any]) -> None:
     m, out = result["metrics"], Path(result["out"])
     console = Console()
     if "pairwise" in m:
-        t = Table(title=f"Pairwise — {m['pairwise']['all']['n']} items")
+        t = Table(title=f"Pairwise — {m['pairwise']['all']['n']} items (%; accuracy over valid answers, Wilson 95%)")
         for c in ("benchmark", "layout", "Acc", "F1", "n_val", "invalid"):
             t.add_column(c, justify="left" if c in ("benchmark", "layout") else "right")
         for bench, block in m["pairwise"]["by_benchmark"].items():
             for lay, c in [*block["by_layout"].items(), ("all", block["all"])]:
-                t.add_row(bench, lay, fmt(c["accuracy"]), fmt(c["f1"]), str(c["n_valid"]), str(c["n_invalid"]))
+                t.add_row(bench, lay, rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]), pct(c["f1"]), str(c["n_valid"]),
+                          str(c["n_invalid"]))
         console.print(t)
     if "pointwise" in m:
         t = Table(title=f"Pointwise — {m['pointwise']['all']['n']} items")
         for c in ("layout", "F1", "r_G", "r_H", "r_gold", "MAE_gold", "n_val", "invalid"):
             t.add_column(c, justify="left" if c == "layout" else "right")
         for lay, c in [*m["pointwise"]["by_layout"].items(), ("all", m["pointwise"]["all"])]:
-            t.add_row(lay, fmt(c["f1"]), fmt(c["teacher"]["r"]), fmt(c["human"]["r"]), fmt(c["gold"]["r"]), fmt(c["gold"]["mae"]),
+            t.add_row(lay, pct(c["f1"]), fmt(c["teacher"]["r"]), fmt(c["human"]["r"]), fmt(c["gold"]["r"]), fmt(c["gold"]["mae"]),
                       str(c["n_valid"]), str(c["n_invalid"]))
         console.print(t)
     if "ordering" in m:
         o = m["ordering"]
-        console.print(f"Ordering probe: exact match {fmt(o['exact_match'])} over {o['n']} items, {o['n_invalid']} invalid, "
+        console.print(f"Ordering probe: exact match {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} over {o['n']} items, {o['n_invalid']} invalid, "
                       f"{o['label_order']} in label order, {o['reverse_label_order']} reversed")
     if result.get("n_scored") == 0:
         print("Nothing left to evaluate: every selected item was already in predictions.jsonl.", flush=True)

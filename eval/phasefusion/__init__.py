@@ -23,7 +23,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "paired": ["TESTS"],
     "passes": ["PeakMemory", "load_scorer", "score_question"],
     "plots": ["plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement"],
-    "report": ["FIGURES", "cells", "print_summary"],
+    "report": ["FIGURES", "cell_counts", "cells", "print_summary"],
     "signals": ["SIGNALS", "VOTE_SHARE", "deployed_error", "reliability_signals", "signal_value", "vote_share"],
     "views": ["Arm", "NAMED_ARMS", "POOLED", "parse_arms", "parse_origins", "pool"],
 })

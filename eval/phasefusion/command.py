@@ -21,6 +21,7 @@ from judgetrain.identity import sha256_file
 from judgetrain.video import SAMPLERS
 
 from ..core.args import EvalArgs
+from ..core.prefill import RunPrefill, run_prefill
 from ..core.runs import run_info
 from .views import NAMED_ARMS, parse_arms, parse_origins
 
@@ -75,8 +76,6 @@ class PhaseFusionConfig(EvalArgs):
     origins: list[str] | None = arg(None, "grid origins in steps of the b-frame grid, each in [0, 1) (space- or "
                                           "comma-separated, e.g. 0,1/6; default: 0 and the half-step shift 1/(2S))",
                                     identity=True)
-    prefill: str = arg("family", "text after the generation prompt: 'family' (the model family's, e.g. an empty think "
-                                 "block for reasoning checkpoints), 'none', or the literal text", identity=True)
     max_side: int | None = arg(360, "resize frames so the longer side is at most this many pixels (App. A; null in "
                                     "a --config file: as decoded)", identity=True)
     frame_cache: Path | None = arg(None, "folder to keep decoded frames in across runs (keyed by video and max_side)")
@@ -152,10 +151,11 @@ class _Questions:
     """This process's share of a run: one frame cache (so each video it scores is decoded
     once), the scorer's loader and memory meter, and the questions that failed."""
 
-    def __init__(self, cfg: PhaseFusionConfig):
+    def __init__(self, cfg: PhaseFusionConfig, prefill: RunPrefill):
         from judgetrain.video import FrameCache
 
         self.cfg = cfg
+        self.prefill = prefill
         _, self.grids = parse_arms(cfg.arms, cfg.budget, cfg.phases)
         self.origins = parse_origins(cfg.origins, cfg.phases)
         self.cache = FrameCache(cfg.max_side, cache_dir=cfg.frame_cache)
@@ -167,8 +167,9 @@ class _Questions:
         from .passes import load_scorer
 
         cfg = self.cfg
+        # the run's prefill as text; load_scorer reads "none" as no prefill
         scorer, self.memory = load_scorer(cfg.model, cfg.adapter, cfg.dtype, parse_batch_size(cfg.batch_size),
-                                          cfg.prefill, self.grids, cfg.budget, device=device)
+                                          self.prefill.text or "none", self.grids, cfg.budget, device=device)
         return scorer
 
     def describe(self, scorer: Any) -> dict[str, Any]:
@@ -210,8 +211,9 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     ``accelerate launch`` with several processes the questions still to score are
     strided over processes (each decodes its own videos once), and the main process
     merges their rows in manifest order and reports (:func:`~judgetrain.eval.core.sharded.run_sharded`).
-    ``cfg.prefill``: ``"family"`` (the model family's, e.g. an empty think block for
-    reasoning checkpoints), ``"none"``, or literal text. Returns ``{"out",
+    ``cfg.prefill``: ``None`` (the model's own: what closes the thinking block a reasoning
+    checkpoint's chat template opens; :func:`~judgetrain.eval.core.prefill.run_prefill`),
+    ``""`` for none, or literal text; the text used is in ``run.json``. Returns ``{"out",
     "n_questions", "n_scored", "n_errors", "world_size", "metrics"}`` (``n_questions``:
     the questions selected; ``n_scored`` / ``n_errors``: this process's, in this call;
     ``metrics`` on the main process only).
@@ -228,9 +230,10 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     # the manifest's bytes and the videos' (each question's rows come from one video's content): a manifest or a
     # video rewritten in place is other data, never mixed with its old predictions
     data = {"sha256": sha256_file(cfg.manifest), "media": media_identity(cfg.manifest, [questions[i] for i in idx])}
-    info = run_info(EVALUATION, cfg, data=data, items=order[:len(idx)], world_size=state.num_processes)
+    prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
+    info = run_info(EVALUATION, cfg, data=data, items=order[:len(idx)], world_size=state.num_processes, prefill=prefill)
     info["manifest"] = str(cfg.manifest.resolve())
-    shard = _Questions(cfg)
+    shard = _Questions(cfg, prefill)
     # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
     result = run_sharded(state, cfg.out, info, questions, idx, order, shard.predict, report, model=cfg.model,
                          adapter=str(cfg.adapter) if cfg.adapter else None, dtype=cfg.dtype,

@@ -3,7 +3,9 @@
 what that cost (latency, peak memory).
 
 :func:`score_question` turns one question into its ``pass``, ``cost``
-and closing ``question`` rows (on the first :data:`~judgetrain.mcq.frames.BATCH1_LINES` manifest lines also timing
+and closing ``question`` rows (that one with ``prompts``, the exact text scored per grid and
+ordering, which ``judgetrain eval view`` shows; on the first
+:data:`~judgetrain.mcq.frames.BATCH1_LINES` manifest lines also timing
 Table S8's decoding + scoring at batch 1); :func:`load_scorer` loads and warms up the model. The run
 loop that calls them is :mod:`judgetrain.eval.phasefusion`. README: "`judgetrain eval phasefusion`".
 """
@@ -117,7 +119,11 @@ def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
                      "views": grid.views, "budget": grid.budget, "attention_units": grid.attention_units,
                      "passes": len(views) * len(perms), "latency_s": latency, "peak_memory_bytes": peak,
                      "memory_kind": memory.kind, **batch1})
-    rows.append(decoded.row)
+    # what `eval view` shows of the question: the exact text scored under each grid and ordering (its frames are
+    # the pass rows' `frames`, indices into the row's `video`)
+    prompts = {grid.name: [scorer.render(mcq_prompt(q.question, q.options, p, len(views[0]))) for p in perms]
+               for _, grid, views in decoded.plan if views}
+    rows.append({**decoded.row, "prompts": prompts})
     return rows
 
 

@@ -25,7 +25,7 @@ from .answers import collect_rows, per_question_answers
 from .metrics import RATE_INTERVAL, compute_metrics, identity_differences, rerun_floor
 from .plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
 
-__all__ = ["FIGURES", "cells", "print_summary", "report"]
+__all__ = ["FIGURES", "cell_counts", "cells", "print_summary", "report"]
 
 FIGURES = {
     "accuracy_vs_cost.png": "Accuracy against visual-prefix attention cost per arm",
@@ -93,7 +93,7 @@ def _md_header(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]
               + _unfinished(metrics) + "\n")
     if info.get("budget"):
         md.append(f"- budget b = {info['budget']}, phases S = {info['phases']}, orderings K = {info['orderings']} "
-                  f"(identity first), origins δ = {', '.join(metrics['origins'])} (grid steps), prefill: {info.get('prefill')}\n")
+                  f"(identity first), origins δ = {', '.join(metrics['origins'])} (grid steps), prefill: {info.get('prefill')!r}\n")
     if info.get("device"):
         md.append(f"- device: {info['device']}, dtype {info.get('model_dtype')}\n")
     return md
@@ -462,6 +462,21 @@ def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     for block in metrics.get("table_b") or []:
         o0, o1 = block["origins"]
         out.update({f"changed {r['arm']} {o0}→{o1}": pct(r["changed"]["rate"]) for r in block["rows"]})
+    return out
+
+
+def cell_counts(metrics: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
+    """``{label: (k, n)}`` behind :func:`cells`, for ``eval compare``'s n and Wilson interval;
+    the median margin is not a rate (k None: its n only)."""
+    out: dict[str, tuple[int | None, int]] = {}
+    for r in (metrics.get("table_a") or {}).get("rows") or []:
+        if r.get("n") and r.get("accuracy") is not None:
+            out[f"acc {r['arm']}"] = (round(r["accuracy"] * r["n"]), r["n"])
+            out[f"flip {r['arm']}"] = (round(r["flip_rate"] * r["n"]), r["n"])
+    out.update({f"margin {arm}": (None, e["n"]) for arm, e in (metrics.get("margin") or {}).items()})
+    for block in metrics.get("table_b") or []:
+        o0, o1 = block["origins"]
+        out.update({f"changed {r['arm']} {o0}→{o1}": (r["changed"]["count"], r["changed"]["n"]) for r in block["rows"]})
     return out
 
 

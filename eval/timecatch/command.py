@@ -13,7 +13,9 @@ of the swapped pair (§6). Without ``--split`` the build's held-out split is rea
 (test, else validation) and ``run.json`` says so (``split_chosen``).
 
 Results (``judgetrain.eval.timecatch.report``): ``predictions.jsonl`` gets one line per
-record, appended, flushed and fsync'd per batch. A rerun of the same command
+record, appended, flushed and fsync'd per batch, with what ``judgetrain eval view`` shows of
+the item: ``prompt_text`` (the exact text scored) and ``frames`` (the sha256 of each image's
+stored bytes, in prompt order). A rerun of the same command
 skips the ids already there (a partial last line from a kill is dropped), so a
 killed run ends with the same metrics as an uninterrupted one, and a finished
 run scores nothing.
@@ -42,6 +44,7 @@ from judgetrain import records
 from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
 
 from ..core.args import EvalArgs, parse_batch_size
+from ..core.prefill import run_prefill, scorer_loader
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
 from ..core.sharded import process_state, run_sharded
 from .metrics import TIMECATCH_TASKS
@@ -140,9 +143,11 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
 
     Resumable: ids already in the folder's predictions are skipped; a folder holding a
     run of another configuration or other data is refused (``cfg.overwrite`` replaces
-    it). Under a multi-process launch every process calls this; items are strided over
-    processes and the main process merges and reports. Returns ``{"out", "n_items",
-    "n_scored", "world_size", "metrics"}`` (``n_scored``: items this process scored in
+    it). Prompts end with the run's prefill (:func:`~judgetrain.eval.core.prefill.run_prefill`:
+    ``cfg.prefill``, else the model's own), recorded in ``run.json``. Under a
+    multi-process launch every process calls this; items are strided over processes and
+    the main process merges and reports. Returns ``{"out", "n_items", "n_scored",
+    "world_size", "metrics"}`` (``n_scored``: items this process scored in
     this call; ``metrics`` on the main process only).
     """
     state = process_state("judgetrain.eval.timecatch")
@@ -150,21 +155,28 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     splits = records.load(cfg.data)
     chosen = _choose_split(cfg, list(splits), state.is_main_process)
     ds, idx, order = _select(splits, cfg.data, cfg.split, cfg.tasks, cfg.limit)
+    prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
     info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
-                    world_size=state.num_processes)
+                    world_size=state.num_processes, prefill=prefill)
     info["data"] = str(cfg.data.resolve())
     info["split_chosen"] = chosen
     if human_table:
         info["human"] = human_table
     adapter = str(cfg.adapter) if cfg.adapter else None
 
+    position = {rid: i for i, rid in enumerate(order)}
+
     def predict(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         scores = scorer.score(items, progress=False)
-        return [prediction_row(r, s, cfg.model, adapter) for r, s in zip(items, scores, strict=True)]
+        frames = records.frame_digests(ds, [position[r["id"]] for r in items])
+        # what `eval view` shows of the item: the exact text scored and the frames in the order the model saw them
+        return [{**prediction_row(r, s, cfg.model, adapter), "prompt_text": scorer.render(r["prompt"]), "frames": f}
+                for r, s, f in zip(items, scores, frames, strict=True)]
 
     return run_sharded(state, cfg.out, info, ds, idx, order, predict, report, model=cfg.model, adapter=adapter,
                        dtype=cfg.dtype, batch_size=parse_batch_size(str(cfg.batch_size)), desc="scoring TimeCatch",
-                       progress=cfg.progress, overwrite=cfg.overwrite, always_report=bool(human_table))
+                       progress=cfg.progress, overwrite=cfg.overwrite, always_report=bool(human_table),
+                       load=scorer_loader(cfg, prefill))
 
 
 def _choose_split(cfg: TimeCatchEvalConfig, splits: list[str], announce: bool) -> str:

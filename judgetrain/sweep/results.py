@@ -24,12 +24,10 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     import wandb
     from optuna.trial import TrialState
 
-    from judgetrain.train.outputs import (
-        DEFAULT_WANDB_PROJECT,  # the training runs' project: one place for both
-        wandb_netrc_configured,
-    )
+    from judgetrain.train.outputs import DEFAULT_WANDB_PROJECT  # the training runs' project: one place for both
+    from judgetrain.wandb_mode import offline_without_a_key
 
-    if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
+    if offline_without_a_key():
         os.environ["WANDB_MODE"] = "offline"
     params = sorted({k for t in study.trials for k in t.params})
     columns = ["trial", "state", *objectives, "steps", *params]

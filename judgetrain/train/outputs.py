@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.io import write_text
+from judgetrain.wandb_mode import offline_without_a_key
 
 __all__ = [
     "COMPLETE_MARKER",
@@ -37,7 +38,6 @@ __all__ = [
     "replay_history",
     "resolved_recipe",
     "start_wandb_run",
-    "wandb_netrc_configured",
     "wandb_run_config",
     "write_model_card",
 ]
@@ -111,7 +111,7 @@ def configure_reporting(training_args) -> None:
         os.environ.setdefault("WANDB_DIR", str(Path(training_args.output_dir).resolve()))
         os.environ.setdefault("WANDB_PROJECT", DEFAULT_WANDB_PROJECT)
         Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
-        if not os.environ.get("WANDB_API_KEY") and not wandb_netrc_configured() and os.environ.get("WANDB_MODE") is None:
+        if offline_without_a_key():
             os.environ["WANDB_MODE"] = "offline"
             logger.warning("wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"])
 
@@ -202,16 +202,6 @@ def replay_history(run, checkpoint: str | os.PathLike) -> int:
     if history:
         logger.info("wandb: %d logged step(s) of %s replayed into offline run %s", len(history), checkpoint, run.id)
     return len(history)
-
-
-def wandb_netrc_configured() -> bool:
-    """True when ~/.netrc holds a wandb API key (then runs log online, as `wandb login` left them)."""
-    import netrc
-
-    try:
-        return netrc.netrc().authenticators("api.wandb.ai") is not None
-    except (FileNotFoundError, netrc.NetrcParseError, OSError):
-        return False
 
 
 def resolved_recipe(model_args, data_args, lora_args, training_args, argv: list[str]) -> dict:

@@ -1,0 +1,29 @@
+"""Whether a wandb run judgetrain opens logs online or offline: online where a key is
+configured (``WANDB_API_KEY``, or ``~/.netrc`` as ``wandb login`` leaves it) or ``WANDB_MODE``
+says how, offline otherwise, so a machine without a key never fails or blocks on a login
+prompt (upload later with ``wandb sync``). Training, the sweep's summary run and every
+evaluation's ``--report_to wandb`` decide by this one rule; the key itself is never read
+here beyond its presence.
+README: "`judgetrain train`" (wandb).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["netrc_key_configured", "offline_without_a_key"]
+
+
+def netrc_key_configured() -> bool:
+    """True when ~/.netrc holds a wandb API key (as ``wandb login`` leaves it)."""
+    import netrc
+
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+def offline_without_a_key() -> bool:
+    """True when nothing says how to log: no ``WANDB_API_KEY``, no key in ~/.netrc, no ``WANDB_MODE``."""
+    return not os.environ.get("WANDB_API_KEY") and os.environ.get("WANDB_MODE") is None and not netrc_key_configured()
