@@ -18,6 +18,7 @@ README: "`judgetrain train`".
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
 
     set_seed(training_args.seed)
     # 1. model
+    if training_args.process_index == 0:
+        print(f"judgetrain train: loading {model_args.model_name_or_path}", flush=True)
     model, processor = load_model_and_processor(
         model_args.model_name_or_path, family=model_args.family, dtype=model_args.dtype,
         attn_implementation=model_args.attn_implementation,
@@ -237,6 +240,9 @@ def train_and_save(run: Run) -> Path:
 
 def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if os.environ.get("RANK", "0") == "0":  # before the slow part: importing TRL and torch, loading the model, the data
+        print("judgetrain train: reading the recipe, then loading the model and checking the records (about a minute on "
+              "a CPU before the first step)", flush=True)
     try:
         run = setup(argv, callbacks=callbacks)
     except AlreadyTrained as e:  # every process finds the same, before any model loads

@@ -58,6 +58,8 @@ def test_one_process_through_judgetrain_train(tmp_path, tiny, timecatch_build):
     out = tmp_path / "one"
     done = run([str(BIN / "judgetrain"), "train", str(RECIPE), *overrides(tiny, timecatch_build[0], out)])
     assert "launching: accelerate launch -m judgetrain.train --config" in done.stdout
+    # a line before the slow start (imports, model, records), then one naming the model before it loads
+    assert done.stdout.index("judgetrain train: reading the recipe") < done.stdout.index(f"judgetrain train: loading {tiny}")
     assert world_size(out) == 1
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
 
