@@ -55,7 +55,7 @@ from typing import Any
 
 from judgetrain.config import arg, comma_list, make_parser as make_config_parser
 from judgetrain.io import no_nan, write_json, write_text
-from judgetrain.plotting import pyplot, save_figure
+from judgetrain.plotting import pyplot, save_if_drawn
 
 from .core.figures import rate_heatmap, wilson_yerr
 from .core.markdown import RATE_NOTE, display_name, figures_markdown, fmt, pct, rate, rows_markdown
@@ -295,11 +295,7 @@ def positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]], titl
 
 def plot_positions(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike, title: str) -> bool:
     """:func:`positions_figure` saved to ``path``; False when there is nothing to draw."""
-    fig = positions_figure(named, title)
-    if fig is None:
-        return False
-    save_figure(fig, path)
-    return True
+    return save_if_drawn(positions_figure(named, title), path)
 
 
 def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
@@ -333,11 +329,7 @@ def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
 
 def plot_wavg(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
     """:func:`wavg_figure` saved to ``path``; False when there is nothing to draw."""
-    fig = wavg_figure(named)
-    if fig is None:
-        return False
-    save_figure(fig, path)
-    return True
+    return save_if_drawn(wavg_figure(named), path)
 
 
 _FIRST_BARS = (("first_rate", "all", "#4C72B0"), ("first_rate_gold_first", "gold first", "#55A868"),
@@ -372,11 +364,7 @@ def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
 
 def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
     """:func:`first_option_figure` saved to ``path``; False when there is nothing to draw."""
-    fig = first_option_figure(named)
-    if fig is None:
-        return False
-    save_figure(fig, path)
-    return True
+    return save_if_drawn(first_option_figure(named), path)
 
 
 def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.PathLike) -> bool:

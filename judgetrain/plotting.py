@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["pyplot", "save_figure"]
+__all__ = ["pyplot", "save_figure", "save_if_drawn"]
 
 
 def pyplot():
@@ -30,3 +30,12 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 120) -> None:
     with atomic_path(path, ".tmp.png") as tmp:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
     pyplot().close(fig)
+
+
+def save_if_drawn(fig: Any | None, path: str | os.PathLike) -> bool:
+    """:func:`save_figure` of ``fig`` when there is one (a figure function returns ``None`` when it
+    has nothing to draw); True when it saved."""
+    if fig is None:
+        return False
+    save_figure(fig, path)
+    return True

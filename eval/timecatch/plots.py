@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from judgetrain.plotting import pyplot, save_figure
+from judgetrain.plotting import pyplot, save_figure, save_if_drawn
 
 from ..core.figures import rate_heatmap
 from .metrics import TASK_TITLES
@@ -131,8 +131,4 @@ def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | No
 
 def plot_timecatch_positions(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
     """:func:`timecatch_positions_figure` saved to ``path``; False when there is nothing to draw."""
-    fig = timecatch_positions_figure(named)
-    if fig is None:
-        return False
-    save_figure(fig, path)
-    return True
+    return save_if_drawn(timecatch_positions_figure(named), path)
