@@ -11,7 +11,7 @@ README: "Run folders".
 from judgetrain.lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
-    "args": ["EvalArgs", "parse_batch_size"],
+    "args": ["EvalArgs", "ReportToArgs", "parse_batch_size"],
     "compare": ["CompareConfig"],
     "markdown": ["display_name", "figures_markdown", "fmt", "rows_markdown", "run_header"],
     "metrics": ["accuracy", "accuracy_cell", "random_accuracy"],

@@ -13,11 +13,29 @@ from judgetrain.models.registry import DTYPES
 
 from .wandb_report import REPORT_TO
 
-__all__ = ["EvalArgs", "parse_batch_size"]
+__all__ = ["EvalArgs", "ReportToArgs", "parse_batch_size"]
 
 
 @dataclass(kw_only=True)
-class EvalArgs:
+class ReportToArgs:
+    """``--report_to``: where a finished run is also logged (every model evaluation, and ``eval report``)."""
+
+    # transformers' TrainingArguments spelling; not identity: where a run is logged never changes its results
+    report_to: list[str] | None = arg(None, "wandb: also log the finished run's metrics and a table of its items (frames, "
+                                            "prompt, gold, prediction, posterior) to wandb, offline into OUT/wandb "
+                                            "without an API key (`wandb sync` later); none (the default): only the "
+                                            "run folder")
+
+    def report_to_problems(self) -> list[str]:
+        """Normalise ``report_to`` to a list (``[]`` for none) and return its problems."""
+        self.report_to = [] if self.report_to in (None, "none") else comma_list(self.report_to)
+        unknown = [r for r in self.report_to if r not in REPORT_TO]
+        self.report_to = [r for r in self.report_to if r != "none"]
+        return [f"report_to: {', '.join(map(repr, unknown))}; evaluations report to {one_of(REPORT_TO)}"] if unknown else []
+
+
+@dataclass(kw_only=True)
+class EvalArgs(ReportToArgs):
     """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes."""
 
     model: str = arg(help="model folder or hub id (base or merged)", identity=True)
@@ -35,11 +53,6 @@ class EvalArgs:
     limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
-    # transformers' TrainingArguments spelling; not identity: where a run is logged never changes its results
-    report_to: list[str] | None = arg(None, "wandb: also log the finished run's metrics and a table of its items (frames, "
-                                            "prompt, gold, prediction, posterior) to wandb, offline into OUT/wandb "
-                                            "without an API key (`wandb sync` later); none (the default): only the "
-                                            "run folder")
 
     def common_problems(self) -> list[str]:
         """Normalise the shared fields and return their problems (each evaluation's
@@ -53,11 +66,7 @@ class EvalArgs:
                             "out for the model's own")
         elif self.prefill in ("family", "none"):  # the words `eval phasefusion --prefill` took before
             self.prefill = None if self.prefill == "family" else ""
-        self.report_to = [] if self.report_to in (None, "none") else comma_list(self.report_to)
-        unknown = [r for r in self.report_to if r not in REPORT_TO]
-        if unknown:
-            problems.append(f"report_to: {', '.join(map(repr, unknown))}; evaluations report to {one_of(REPORT_TO)}")
-        self.report_to = [r for r in self.report_to if r != "none"]
+        problems += self.report_to_problems()
         if self.limit is not None and self.limit < 1:
             problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
         try:

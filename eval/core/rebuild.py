@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import arg, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, make_parser as make_config_parser
 
+from .args import ReportToArgs
 from .registry import evaluation_of, module_for
 from .runs import METRICS, REPORT
 
@@ -21,7 +22,7 @@ __all__ = ["ReportConfig", "main", "make_parser", "rebuild"]
 
 
 @dataclass(kw_only=True)
-class ReportConfig:
+class ReportConfig(ReportToArgs):
     """``judgetrain eval report``."""
 
     run: Path = arg(help="run folder (the --out of a `judgetrain eval …` run); also the first bare word", positional=True)
@@ -32,6 +33,9 @@ class ReportConfig:
 
     def __post_init__(self) -> None:
         self.run = Path(self.run)
+        problems = self.report_to_problems()
+        if problems:
+            raise ConfigError(problems)
 
 
 def rebuild(cfg: ReportConfig) -> dict:
@@ -61,5 +65,9 @@ def make_parser():
 
 def main(cfg: ReportConfig) -> int:
     rebuild(cfg)
+    if "wandb" in cfg.report_to:  # the rebuilt report, logged as every evaluation logs its finished run
+        from .wandb_report import log_run
+
+        log_run(cfg.run)
     print(f"Report written to {cfg.run / REPORT} (metrics in {cfg.run / METRICS})", flush=True)
     return 0

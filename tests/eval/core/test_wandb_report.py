@@ -206,3 +206,22 @@ def test_rows_of_a_run_whose_records_are_gone_keep_the_predictions(tmp_path, cap
     (row,) = W.item_rows(rows, {"data": str(tmp_path / "moved"), "split": "test"}, image_rows=10)
     assert row == ["a", "frame_detect", "s", None, "no", "yes", False, 0.75, '{"yes": 0.75, "no": 0.25}', None, 4, None]
     assert "prompts and frames left out" in capsys.readouterr().err
+
+
+def test_eval_report_logs_the_rebuilt_run_too(tiny_model, timecatch_build, tmp_path, offline_wandb):
+    """`judgetrain eval report RUN --report_to wandb`: the rebuilt metrics and the item table,
+    as the evaluation itself logs them; an unknown destination is refused naming the field."""
+    from judgetrain.eval.core import rebuild
+
+    out = tmp_path / "tc-report"
+    cfg, = config.parse(T.make_parser(), _argv(tiny_model("qwen3-vl"), timecatch_build[0], out))
+    assert T.main(cfg) == 0 and not (out / "wandb").exists()
+    rcfg, = config.parse(rebuild.make_parser(), [str(out), "--report_to", "wandb"])
+    assert rebuild.main(rcfg) == 0
+    by_type, rows, _ = _read_back(out)
+    history = {_key(i): json.loads(i.value_json) for r in by_type["history"] for i in r.history.item}
+    assert {k: history[k] for k in W.flat_metrics(json.loads((out / runs.METRICS).read_text()))} == \
+        W.flat_metrics(json.loads((out / runs.METRICS).read_text()))
+    assert [r["id"] for r in rows] == [p["id"] for p in runs.read_predictions(out / runs.PREDICTIONS)]
+    with pytest.raises(config.ConfigError, match="report_to: 'tensorboard'"):
+        config.parse(rebuild.make_parser(), [str(out), "--report_to", "tensorboard"])
