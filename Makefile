@@ -22,7 +22,7 @@ setup: $(BIN)/.installed
 
 # Debian/Ubuntu packages outside PyPI: WordNet for METEOR (read from
 # /usr/share/wordnet, no NLTK download) and PostgreSQL for shared Optuna studies.
-SYSTEM_PACKAGES ?= wordnet-base postgresql chromium chromium-driver
+SYSTEM_PACKAGES ?= wordnet-base postgresql chromium chromium-driver slurm-wlm munge
 system-deps:
 	@if ! command -v dpkg >/dev/null; then \
 	  echo "not a Debian/Ubuntu system: install WordNet (point JUDGETRAIN_WORDNET at it) and PostgreSQL yourself"; exit 0; fi; \

@@ -84,3 +84,42 @@ def clips(tmp_path_factory):
     ]
     (root / "manifest.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return root / "manifest.jsonl"
+
+
+@pytest.fixture(scope="session")
+def start_postgres():
+    """``start_postgres()``: the URL of a new PostgreSQL server on 127.0.0.1, started from the
+    Debian binaries (``make system-deps``; skipped without them) in a folder of its own, as the
+    ``postgres`` user when the tests run as root (initdb refuses root). Every server started is
+    stopped and removed when the session ends."""
+    import shutil
+    import socket
+    import subprocess
+
+    started: list[tuple[list[str], Path, Path]] = []
+
+    def start() -> str:
+        versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not versions:
+            pytest.skip("PostgreSQL server binaries not found: run `make system-deps` (Debian package postgresql)")
+        bindir = versions[-1].parent
+        root = Path(tempfile.mkdtemp(prefix="judgetrain-pg-"))
+        root.chmod(0o755)
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres", "postgres")
+            prefix = ["runuser", "-u", "postgres", "--"]
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(root / "data"), "-U", "postgres", "--auth=trust"],
+                       check=True, capture_output=True)
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "log"), "-w", "-o",
+                        f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"], check=True, capture_output=True)
+        started.append((prefix, bindir, root))
+        return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+    yield start
+    for prefix, bindir, root in started:
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -90,6 +90,7 @@ PLANS: dict[str, tuple[tuple[str, ...], bool]] = {
     "eval-report": (("eval report",), True),
     "eval-compare": (("eval compare",), True),
     "eval-view": (("eval view",), True),
+    "slurm": (("slurm",), False),
 }
 
 # the files a `--config FILE` example names, written before its epilog runs

@@ -25,12 +25,14 @@ FOLDERS = {"judgetrain": REPO / "judgetrain", "judgetrain.data_builders": REPO /
 LAYERS = (
     ("foundation", ("judgetrain", "judgetrain.errors", "judgetrain.config", "judgetrain.io", "judgetrain.jsonl",
                     "judgetrain.seeding", "judgetrain.lazy", "judgetrain.plotting", "judgetrain.records", "judgetrain.video",
-                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode")),
+                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode",
+                    "judgetrain.cluster")),
     ("models and scoring", ("judgetrain.models", "judgetrain.scoring")),
     ("builders and evaluations", ("judgetrain.data_builders", "judgetrain.eval")),
     ("training", ("judgetrain.train", "judgetrain.consistency")),
     ("sweeps", ("judgetrain.sweep",)),
-    ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart")),
+    # `judgetrain slurm eval …` loads the evaluation's command by name, as the CLI's registry does
+    ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart", "judgetrain.cluster.command")),
 )
 APART = ("judgetrain.data_builders", "judgetrain.eval")  # one layer, and neither imports the other
 # inside data_builders/ and eval/: what every protocol shares, lowest first, below the protocols

@@ -74,6 +74,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from judgetrain.cluster import SlurmArgs
 from judgetrain.config import arg, one_of
 from judgetrain.train.accelerate_configs import NAMES
 
@@ -113,6 +114,10 @@ def _fail_orphans(study, retries: int) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("controller") or {}
         if owner.get("host") == host and owner.get("pid") and not process_alive(int(owner["pid"])):
+            if t.user_attrs.get("slurm_job"):  # its job would train on for nobody
+                from judgetrain.cluster import cancel
+
+                cancel(t.user_attrs["slurm_job"])
             try:
                 study._storage.set_trial_user_attr(t._trial_id, "fail_reason", f"controller pid {owner['pid']} died while the trial ran")
                 study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
@@ -132,11 +137,12 @@ class TrialFailed(RuntimeError):
 
 
 @dataclass
-class SweepConfig:
+class SweepConfig(SlurmArgs):
     """``judgetrain sweep``'s options, declared once: the command's parser is made from
     them (:func:`make_parser`; ``--config FILE.yaml`` sets them) and :func:`run_sweep`
     takes them. What they imply (the loaded search space, the objectives, the
-    enqueued parameter sets) are properties."""
+    enqueued parameter sets) are properties. With ``slurm``, each trial is a SLURM job of
+    the :class:`~judgetrain.cluster.SlurmArgs` resources."""
 
     recipe: Path | None = arg(None, "recipe YAML to sweep, or `best` to print a finished study's winning recipe "
                                     "(the first word: `judgetrain sweep RECIPE`)", positional=True)
@@ -162,6 +168,9 @@ class SweepConfig:
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
     trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
+    parallel: int = arg(1, "trials running at once, from this controller (with --slurm: its jobs in the queue at once)")
+    slurm: bool = arg(False, "each trial its own SLURM job (sbatch; --nodes, --gpus_per_node, --partition, --time, …), "
+                             "waited for; give a storage every node reaches (postgresql://…)")
     poll: float = arg(5.0, "seconds between looks at the study: for the values a running trial reports (printed as they "
                            "come), and while other controllers' trials fill it")
     overrides: list[str] = arg([], "recipe overrides for every trial: on the command line, any argument not listed here "
@@ -193,6 +202,10 @@ class SweepConfig:
         """Processes per trial (a searched batch size must divide the recipe's effective batch)."""
         from judgetrain.train.accelerate_configs import world_size
 
+        if self.slurm:  # the job's: one process per GPU of every node
+            from judgetrain.cluster import processes
+
+            return self.num_processes or processes(self)
         return world_size(self)
 
     @cached_property
@@ -223,11 +236,17 @@ class SweepConfig:
             raise SweepError(f"recipe {self.recipe} not found")
         for implied in ("search_space", "objectives", "enqueued"):  # loaded now, so that their errors come first
             getattr(self, implied)
+        from judgetrain.cluster import check_slurm, require_slurm
         from judgetrain.train.accelerate_configs import accelerate_args, launch_problems
 
+        check_slurm(self, self.slurm)
+        if self.parallel < 1:
+            raise SweepError(f"--parallel {self.parallel}: give at least 1")
+        if self.slurm:
+            require_slurm()
         self._check_overrides()
         accelerate_args(self)  # an unknown --accelerate_config fails here, not in the first trial
-        problems = launch_problems(self)
+        problems = [] if self.slurm else launch_problems(self)  # a job's GPUs are its nodes', not this machine's
         if problems:
             raise SweepError(problems[0])
 
@@ -288,7 +307,8 @@ def _trial_env(cfg: SweepConfig, trial) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV] = json.dumps({
         "storage": cfg.storage, "study": cfg.study, "trial_id": trial._trial_id, "trial_number": trial.number,
-        "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": os.getpid(),
+        # a SLURM job runs on another machine, where this pid means nothing: the heartbeat watches the controller instead
+        "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": None if cfg.slurm else os.getpid(),
         # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
         "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
     })
@@ -305,20 +325,33 @@ def trial_overrides(cfg: SweepConfig, values: dict[str, Any]) -> list[str]:
     return cfg.search_space.overrides(values) + list(cfg.overrides)
 
 
-def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path, progress: TrialProgress) -> int:
-    """Run one trial's training process; its output goes to ``out/train.log``, the values it
-    reports to the study to the console while it runs (every ``--poll`` seconds)."""
+def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path,
+                 progress: TrialProgress) -> tuple[int, Path, str | None]:
+    """Run one trial's training process, here or (``--slurm``) as a SLURM job; the values it
+    reports to the study go to the console while it runs (every ``--poll`` seconds). Its exit
+    code, its log (``out/train.log``, or node 0's of the job) and, for a job that did not
+    complete, why."""
+    name = f"{cfg.study}-trial-{trial.number:04d}"
     if "--run_name" not in cfg.overrides:
-        overrides = overrides + ["--run_name", f"{cfg.study}-trial-{trial.number:04d}"]
-    cmd = trial_command(cfg, overrides + ["--output_dir", str(out)])
+        overrides = overrides + ["--run_name", name]
     t0 = time.monotonic()
-    with open(out / "train.log", "ab") as fh:
-        fh.write(("$ " + " ".join(cmd) + "\n").encode())
-        fh.flush()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_trial_env(cfg, trial), cwd=os.getcwd())
-        rc = wait_reporting(proc, cfg.poll, progress.check)
+    if cfg.slurm:
+        from .jobs import run_slurm_trial
+
+        env = _trial_env(cfg, trial)
+        exported = {k: env[k] for k in (ENV, "WANDB_RUN_GROUP", "WANDB_JOB_TYPE")}
+        rc, log, reason = run_slurm_trial(cfg, trial, name, overrides + ["--output_dir", str(out)], exported, out,
+                                          progress.check)
+    else:
+        cmd = trial_command(cfg, overrides + ["--output_dir", str(out)])
+        log, reason = out / "train.log", None
+        with open(log, "ab") as fh:
+            fh.write(("$ " + " ".join(cmd) + "\n").encode())
+            fh.flush()
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_trial_env(cfg, trial), cwd=os.getcwd())
+            rc = wait_reporting(proc, cfg.poll, progress.check)
     trial.set_user_attr("seconds", round(time.monotonic() - t0, 1))
-    return rc
+    return rc, log, reason
 
 
 def _objective_fn(cfg: SweepConfig, console):
@@ -347,21 +380,22 @@ def _objective_fn(cfg: SweepConfig, console):
         trial.set_user_attr("overrides", overrides)
         progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
         progress.started(values, out)
-        rc = _train_trial(cfg, trial, overrides, out, progress)
-        return _trial_outcome(trial, rc, out, progress)
+        rc, log, reason = _train_trial(cfg, trial, overrides, out, progress)
+        return _trial_outcome(trial, rc, out, progress, log, reason)
 
     return objective
 
 
-def _trial_outcome(trial, rc: int, out: Path, progress: TrialProgress):
-    """The trial's value(s) from its ``sweep_result.json``; raises TrialPruned or TrialFailed."""
+def _trial_outcome(trial, rc: int, out: Path, progress: TrialProgress, log: Path, reason: str | None = None):
+    """The trial's value(s) from its ``sweep_result.json``; raises TrialPruned or TrialFailed
+    (with ``reason`` when the caller knows it: a SLURM job cancelled or out of time)."""
     import optuna
 
-    log = out / "train.log"
     result = _read_result(out)
-    if rc != 0 or result is None or result.get("state") in ("orphaned", "failed"):
-        reason = (failure_reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}" if result is None
-                  else f"{result.get('reason') or result['state']}; log: {log}")
+    if reason is not None or rc != 0 or result is None or result.get("state") in ("orphaned", "failed"):
+        if reason is None:
+            reason = (failure_reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}" if result is None
+                      else f"{result.get('reason') or result['state']}; log: {log}")
         trial.set_user_attr("fail_reason", reason)
         trial.set_user_attr("fail_key", failure_key(reason, out))
         progress.finished("failed", reason=reason)
@@ -482,7 +516,8 @@ def run_sweep(cfg: SweepConfig) -> Any:
                 study.stop()
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study.optimize(_objective_fn(cfg, console), n_trials=None, catch=(TrialFailed,), callbacks=[retry_failed, hold_size])
+        study.optimize(_objective_fn(cfg, console), n_trials=None, n_jobs=cfg.parallel, catch=(TrialFailed,),
+                       callbacks=[retry_failed, hold_size])
     print_summary(study, cfg, console)
     if streak.stopped:
         raise SweepError(f"stopped: the last {streak.count} trials failed with the same error (--stop_after_failures "

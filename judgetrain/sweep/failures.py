@@ -11,7 +11,7 @@ import re
 import signal
 from pathlib import Path
 
-__all__ = ["FailureStreak", "failure_key", "failure_reason"]
+__all__ = ["FailureStreak", "failure_key", "failure_reason", "job_failure_reason"]
 
 
 def failure_reason(rc: int, log: Path) -> str:
@@ -48,10 +48,23 @@ def _training_error(tail: str) -> str | None:
     return "\n".join(block)[:2000]
 
 
+def job_failure_reason(job_id: str, state, log: Path) -> str | None:
+    """Why a trial's SLURM job (its final :class:`~judgetrain.cluster.JobState`) failed, or None
+    when it completed: a job that SLURM ended (cancelled, out of time, its node lost) says so;
+    one whose script failed, as :func:`failure_reason` from its exit code and node 0's log."""
+    if state.state == "COMPLETED" and not state.exit_code:
+        return None
+    if state.state == "FAILED" and state.exit_code:
+        return f"SLURM job {job_id} FAILED, " + failure_reason(state.exit_code, log)
+    why = {"CANCELLED": " (scancel, or preempted without requeue)", "TIMEOUT": " (its --time limit)",
+           "UNKNOWN": " (SLURM no longer knows it)"}.get(state.state, "")
+    return f"SLURM job {job_id} {state.state}{why}; log: {log}"
+
+
 def failure_key(reason: str, out: Path) -> str:
     """What two trials' failures share when they are the same error: the reason without its
-    log path, with the trial's own folder as ``TRIAL``."""
-    return reason.rsplit("; log: ", 1)[0].replace(str(out), "TRIAL")
+    log path or SLURM job id, with the trial's own folder as ``TRIAL``."""
+    return re.sub(r"SLURM job \d+", "SLURM job", reason.rsplit("; log: ", 1)[0].replace(str(out), "TRIAL"))
 
 
 class FailureStreak:

@@ -33,7 +33,8 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     columns = ["trial", "state", *objectives, "steps", *params]
     rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
              *(t.params.get(k) for k in params)] for t in study.trials]
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), group=study.study_name, job_type="study",
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=os.environ.get("WANDB_MODE"),
+                     group=study.study_name, job_type="study",
                      name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
                      reinit="finish_previous")
     run.log({"trials": wandb.Table(columns=columns, data=rows)})

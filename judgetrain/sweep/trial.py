@@ -1,7 +1,8 @@
 """The trial side of a sweep: the training process a controller launches
 (``accelerate launch -m judgetrain.sweep …``) runs :func:`trial_main`, which is
 ``judgetrain.train`` with :class:`~judgetrain.sweep.reporting.SweepCallback` added
-(the callback that reports, prunes and writes ``sweep_result.json``).
+(the callback that reports, prunes and writes ``sweep_result.json``). With ``judgetrain
+sweep --slurm`` that launch is a SLURM job (:mod:`judgetrain.sweep.jobs`).
 README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
 

@@ -11,7 +11,12 @@ overrides are parsed and checked here first, so a bad field, a missing dataset o
 The accelerate side (:class:`~judgetrain.train.accelerate_configs.LaunchArgs`, the shipped
 configs, the `accelerate launch` options) is :mod:`judgetrain.train.accelerate_configs`, which
 `judgetrain sweep` shares.
-README: "`judgetrain train`".
+
+`judgetrain train RECIPE --slurm --nodes N --gpus_per_node G [--submit]` checks the same way,
+then writes the sbatch script of the same launch on N nodes into the run folder
+(``OUTPUT_DIR/slurm/job.sbatch``, :mod:`judgetrain.cluster`) and with ``--submit`` submits it;
+the job resumes from its newest checkpoint when SLURM requeues it.
+README: "`judgetrain train`", "`judgetrain sweep --slurm`, SLURM".
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import shlex
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from judgetrain import config
+from judgetrain.cluster import SlurmArgs
 from judgetrain.config import arg
 
 from .accelerate_configs import NAMES, LaunchArgs, accelerate_args, launch_problems, world_size
@@ -47,16 +53,22 @@ EPILOG = (
     "  judgetrain train recipes/tiny/llava-ov-timecatch-lora.yaml --accelerate_config ddp --num_processes 2 --max_steps 2\n"
     "\na real model: each recipe's first comment line is its launch command (recipes/qwen3vl-2b/timecatch-lora.yaml, …);\n"
     "many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, \"`judgetrain train`\").\n"
+    "a SLURM job: --slurm --nodes 2 --gpus_per_node 8 [--partition P --time 24:00:00 --account A] --submit\n"
+    "  (README, \"`judgetrain sweep --slurm`, SLURM\").\n"
     f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
     "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
 )
 
 
 @dataclass
-class TrainCommand(LaunchArgs):
-    """``judgetrain train``: the launch options and, in ``overrides``, every other argument
-    (recipe overrides, and the recipe itself when it is the first word)."""
+class TrainCommand(LaunchArgs, SlurmArgs):
+    """``judgetrain train``: the launch options, the SLURM job's (with ``--slurm``) and, in
+    ``overrides``, every other argument (recipe overrides, and the recipe itself when it is the
+    first word)."""
 
+    slurm: bool = arg(False, "write an sbatch script of this launch on --nodes SLURM nodes into OUTPUT_DIR/slurm/ "
+                             "instead of launching here")
+    submit: bool = arg(False, "with --slurm: submit the script (sbatch) too")
     overrides: list[str] = arg([], argparse.SUPPRESS, passthrough=True)
 
 
@@ -110,12 +122,13 @@ def _environment_kept():
         os.environ.update(saved)
 
 
-def check(launch: LaunchArgs, overrides: list[str]) -> None:
+def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
     """Parse the recipe with the overrides as the trainer will, with its cross-field
     checks at the launch's world size (:func:`~judgetrain.train.accelerate_configs.world_size`:
     a shipped config's follows the machine), the launch itself, every dataset folder and the
     output folder looked at (:func:`~judgetrain.train.run_folder.output_dir_problems`); one
-    :class:`~judgetrain.config.ConfigError` listing every problem."""
+    :class:`~judgetrain.config.ConfigError` listing every problem. Returns the parsed recipe
+    (model, data, LoRA and training arguments)."""
     from judgetrain import records
 
     from .checks import check_config
@@ -150,6 +163,7 @@ def check(launch: LaunchArgs, overrides: list[str]) -> None:
         problems = output_dir_problems(margs, dargs, largs, targs, world_size=n)
     if problems:
         raise ConfigError(problems)
+    return margs, dargs, largs, targs
 
 
 # --------------------------------------------------------------------------- launch
@@ -169,8 +183,48 @@ def _failed(returncode: int) -> int:
     return returncode or 1
 
 
+# --------------------------------------------------------------------------- a SLURM job
+
+
+def slurm_args(cfg: TrainCommand) -> SlurmArgs:
+    return SlurmArgs(**{f.name: getattr(cfg, f.name) for f in fields(SlurmArgs)})
+
+
+def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Path:
+    """Check the launch as on ``slurm.nodes`` machines, then write its sbatch script into the run
+    folder: ``accelerate launch`` on every node, ``--resume_from_checkpoint auto`` (unless
+    given), so that a requeued job resumes. The script's path."""
+    from judgetrain.cluster import keep_accelerate_config, processes, sbatch_script, write_script
+
+    from .accelerate_configs import accelerate_args
+
+    given = [f"--{n}" for n in ("num_machines", "machine_rank", "main_process_ip") if getattr(launch, n) is not None]
+    if given:
+        raise ConfigError([f"{', '.join(given)}: SLURM sets them on every node ($SLURM_NNODES, $SLURM_NODEID, node 0's "
+                           "address); leave them out with --slurm (--nodes N sets the machines)"])
+    launch = replace(launch, num_processes=launch.num_processes or processes(slurm))
+    targs = check(replace(launch, num_machines=slurm.nodes), overrides)[3]
+    run_dir = Path(targs.output_dir).resolve()
+    options = keep_accelerate_config(accelerate_args(replace(launch, main_process_port=None)), run_dir)
+    module_args = ["--config", str(launch.recipe.resolve()), *overrides]
+    if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in overrides):
+        module_args += ["--resume_from_checkpoint", "auto"]
+    text = sbatch_script(slurm, job_name=slurm.job_name or run_dir.name, run_dir=run_dir, launch_options=options,
+                         module=MODULE, module_args=module_args, port=launch.main_process_port)
+    return write_script(run_dir, text)
+
+
 def main(cfg: TrainCommand) -> int:
+    from judgetrain.cluster import check_slurm, submit_script
+
     launch, overrides = launch_config(cfg)
+    check_slurm(slurm_args(cfg), cfg.slurm)
+    if cfg.submit and not cfg.slurm:
+        raise ConfigError(["submit: submits a SLURM job; add --slurm"])
+    if cfg.slurm:
+        script = slurm_job(launch, overrides, slurm_args(cfg))
+        submit_script(script, cfg.submit, cfg.job_name or script.parent.parent.name)
+        return 0
     check(launch, overrides)
     from accelerate.commands.launch import launch_command, launch_command_parser
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

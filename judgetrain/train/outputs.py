@@ -174,7 +174,9 @@ def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None
         logger.info("wandb: run %s (%s)", run_id, "WANDB_RUN_ID" if given else f"continued from {checkpoint}")
     if args.run_name:
         kwargs["name"] = args.run_name
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), **kwargs)
+    # the mode said outright: wandb reads the environment once per process, so a WANDB_MODE set after an
+    # earlier run in this process (configure_reporting's offline) would otherwise not apply
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=os.environ.get("WANDB_MODE"), **kwargs)
     run.config.update(config, allow_val_change=True)  # a resumed run keeps its config; the recipe may have grown
     if checkpoint is not None and run.offline:
         replay_history(run, checkpoint)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -569,30 +568,9 @@ def test_controllers_opening_a_fresh_sqlite_study_at_once_all_succeed(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    """A PostgreSQL server on 127.0.0.1 for this module, started from the Debian binaries."""
-    import tempfile
-
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    if not versions:
-        pytest.skip("PostgreSQL server binaries not found: run `make system-deps` (Debian package postgresql)")
-    bindir = versions[-1].parent
-    root = Path(tempfile.mkdtemp(prefix="judgetrain-pg-"))
-    root.chmod(0o755)
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(root, "postgres", "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
-    subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(root / "data"), "-U", "postgres", "--auth=trust"],
-                   check=True, capture_output=True)
-    subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "log"), "-w", "-o",
-                    f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"], check=True, capture_output=True)
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+def postgres(start_postgres):
+    """A PostgreSQL server on 127.0.0.1 for this module (tests/conftest.py)."""
+    return start_postgres()
 
 
 @pytest.mark.slow

@@ -1,0 +1,26 @@
+"""SLURM jobs for training, evaluations and sweep trials: the sbatch script of an
+``accelerate launch`` on every node (:mod:`judgetrain.cluster.slurm`), SLURM's commands to
+submit, watch and cancel it (:mod:`judgetrain.cluster.jobs`), and ``judgetrain slurm eval …``
+(:mod:`judgetrain.cluster.command`).
+README: "`judgetrain sweep --slurm`, SLURM".
+"""
+
+from .jobs import ENDED, ClusterError, JobState, cancel, job_state, require_slurm, submit, submit_script, wait_for_job
+from .slurm import (
+    LOG_FOLDER,
+    PORT_BASE,
+    SCRIPT,
+    SlurmArgs,
+    accelerate_executable,
+    check_slurm,
+    keep_accelerate_config,
+    processes,
+    rank_log,
+    sbatch_script,
+    slurm_problems,
+    write_script,
+)
+
+__all__ = ["ENDED", "LOG_FOLDER", "PORT_BASE", "SCRIPT", "ClusterError", "JobState", "SlurmArgs", "accelerate_executable",
+           "cancel", "check_slurm", "job_state", "keep_accelerate_config", "processes", "rank_log", "require_slurm",
+           "sbatch_script", "slurm_problems", "submit", "submit_script", "wait_for_job", "write_script"]
