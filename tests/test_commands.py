@@ -78,9 +78,11 @@ def test_launch_options_reach_accelerate(spelling):
 def test_machine_rank_zero_and_unset_options():
     assert accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(recipe=RECIPE, machine_rank=0)) == ["--machine_rank", "0"]
     assert accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(recipe=RECIPE)) == []
-    # the shipped config's num_processes: 8 stands for an 8-GPU node; on one machine it follows the machine
+    # the shipped config names no num_processes: it follows the machine, and the machines
     assert accelerate_configs.world_size(accelerate_configs.LaunchArgs(accelerate_config="zero3")) == \
         accelerate_configs.machine_processes()
+    assert accelerate_configs.world_size(accelerate_configs.LaunchArgs(accelerate_config="zero3", num_machines=2)) == \
+        2 * accelerate_configs.machine_processes()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without GPUs launches")

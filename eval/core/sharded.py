@@ -18,7 +18,9 @@ evaluation:
 - data parallelism under ``accelerate launch``: every process reads what is done
   before any writes, so all compute the same todo list; items are strided
   (``todo[rank::world]``), each process appends to its own rank file, and after a
-  barrier the main process merges them in dataset order and writes the report;
+  barrier the main process merges them in dataset order and writes the report; on
+  several machines (``--num_machines``) the same, ranks global, ``--out`` a folder every
+  machine shares (a process that does not see the main one's ``run.json`` stops, naming it);
 - ``--report_to wandb``: the main process then logs the finished run to wandb
   (:mod:`judgetrain.eval.core.wandb_report`).
 
@@ -39,6 +41,7 @@ from judgetrain.io import RowAppender, write_rows
 from .runs import (
     METRICS,
     PREDICTIONS,
+    RUN_INFO,
     PredictionsError,
     check_resume,
     clear_run,
@@ -195,6 +198,7 @@ def run_sharded(
         kept = {k: (old or {})[k] for k in carry if k in (old or {}) and k not in extra}
         write_run_info(out, {**info, **kept, **extra}, old)
     state.wait_for_everyone()
+    _check_shared(out, state)
     old = old or {}
 
     n_scored = _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, rank, world, desc, progress,
@@ -224,6 +228,16 @@ def _load_scorer(state: Any, load: Callable[[str | None], Any] | None, model: An
     from judgetrain.scoring import Scorer
 
     return Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=batch_size, progress=False)
+
+
+def _check_shared(out: Path, state: Any) -> None:
+    """Under several processes every one must see the folder the main process writes (each
+    appends its own rank file there, and the main one merges them): on several machines a
+    local ``--out`` would leave each machine's predictions where the report never reads them."""
+    if state.num_processes > 1 and not state.is_main_process and not (out / RUN_INFO).is_file():
+        raise PredictionsError(f"--out {out}: process {state.process_index} does not see the {RUN_INFO} that process 0 "
+                               "wrote there; on several machines --out must be a folder every machine shares (a network "
+                               "filesystem: NFS, Lustre, …), the same path on each (README, \"On a cluster\")")
 
 
 def _report_to(out: Path, info: Mapping[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 :class:`LaunchArgs` are the options `judgetrain train` (and every sweep trial) hands to
 `accelerate launch`; a shipped config is named by its file in `deepspeed_configs/`
-(`zero3`, `ddp`, …) or given as a path. Used by :mod:`judgetrain.train.launch` and
-:mod:`judgetrain.sweep`, so it sits below both.
-README: "`judgetrain train`".
+(`zero3`, `ddp`, …) or given as a path. Several machines are accelerate's own
+multi-node launch (`--num_machines`, `--machine_rank`, `--main_process_ip`,
+`--main_process_port`); the process count is all machines' together. Used by
+:mod:`judgetrain.train.launch` and :mod:`judgetrain.sweep`, so it sits below both.
+README: "`judgetrain train`", "On a cluster".
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any
 from judgetrain.config import ConfigError, arg
 from judgetrain.errors import did_you_mean
 
-__all__ = ["CPU_PROCESSES", "NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config", "launch_problems",
-           "machine_processes", "resolve_accelerate_config", "world_size"]
+__all__ = ["CPU_PROCESSES", "NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config",
+           "launch_problems", "machine_processes", "machines", "resolve_accelerate_config", "world_size"]
 
 NAMES = ("single_gpu", "ddp", "zero2", "zero3", "zero3_offload", "zero3_multinode")
 # processes a shipped multi-process config starts on a machine without CUDA (a CPU run of the distributed path)
@@ -33,7 +35,8 @@ class LaunchArgs:
     recipe: Path | None = arg(None, "recipe YAML (recipes/…); also given as the first word: `judgetrain train RECIPE`",
                               aliases=["--config"])
     accelerate_config: str | None = arg(None, f"a shipped config ({', '.join(NAMES)}) or an accelerate YAML file")
-    num_processes: int | None = arg(None, "processes (GPUs) to launch, on all machines together (None: the accelerate config's)")
+    num_processes: int | None = arg(None, "processes (GPUs) to launch, on all machines together (None: a shipped "
+                                          "config's, one per GPU of each machine; else the accelerate config's)")
     num_machines: int | None = arg(None, "machines taking part, multi-node (None: the accelerate config's)")
     machine_rank: int | None = arg(None, "rank of this machine, 0 for the main one (None: the accelerate config's)")
     main_process_ip: str | None = arg(None, "address of the machine of rank 0 (multi-node)")
@@ -79,7 +82,8 @@ def resolve_accelerate_config(name_or_path: str) -> Path:
                 config["deepspeed_config"]["deepspeed_config_file"] = str((base / ds).resolve())
                 break
         else:
-            raise ConfigError([f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the current folder"])
+            raise ConfigError([f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the "
+                               "current folder"])
         tmp = Path(tempfile.mkdtemp(prefix="judgetrain-accelerate-")) / path.name
         tmp.write_text(yaml.safe_dump(config))
         return tmp
@@ -98,7 +102,7 @@ def accelerate_args(launch: Any) -> list[str]:
         if f.name not in _NOT_ACCELERATE and value is not None:
             out += [f"--{f.name}", str(value)]
     if getattr(launch, "accelerate_config", None) and getattr(launch, "num_processes", None) is None:
-        out += ["--num_processes", str(world_size(launch))]  # a shipped config's placeholder 8 follows the machine
+        out += ["--num_processes", str(world_size(launch))]  # a shipped config names none: it follows the machines
     if _cpu_data_parallel(launch):
         out.append("--multi_gpu")
     return out
@@ -152,33 +156,47 @@ def _config_file(launch: Any) -> Path | None:
     return Path(default_config_file) if Path(default_config_file).is_file() else None
 
 
+def machines(launch: Any) -> int:
+    """The machines the launch runs on: ``num_machines``, else the accelerate config's, else 1."""
+    if getattr(launch, "num_machines", None):
+        return int(launch.num_machines)
+    return int(_read_config(_config_file(launch)).get("num_machines") or 1)
+
+
 def world_size(launch: Any) -> int:
-    """The processes the launch starts: ``num_processes``; else, for a shipped multi-process
-    config on one machine (whose ``num_processes: 8`` stands for an 8-GPU node), the
-    machine's (:func:`machine_processes`: its GPUs, or 2 on CPU); else the accelerate
-    config's (the named one, else accelerate's default config file); else 1."""
+    """The processes the launch starts, on all machines together: ``num_processes``; else,
+    for a shipped multi-process config (which names no ``num_processes``: the command
+    says it), :func:`machines` × the machine's (:func:`machine_processes`: its GPUs, or 2
+    on CPU); else the accelerate config's (the named one, else accelerate's default
+    config file); else 1."""
     if getattr(launch, "num_processes", None):
         return int(launch.num_processes)
     path = _config_file(launch)
     config = _read_config(path)
-    n = int(config.get("num_processes") or 1)
-    if path is not None and _shipped(path) and n > 1 and int(config.get("num_machines") or 1) == 1:
-        return machine_processes()
-    return n
+    if path is not None and _shipped(path) and str(config.get("distributed_type", "NO")) != "NO":
+        return machines(launch) * machine_processes()
+    return int(config.get("num_processes") or 1)
 
 
 def launch_problems(launch: Any) -> list[str]:
-    """What would make the launch fail once its processes start, found before: more
-    processes on one machine than it has GPUs (a GPU launch)."""
+    """What would make the launch fail once its processes start, found before: on several
+    machines, a process count that does not split evenly over them (``accelerate launch``
+    starts ``num_processes // num_machines`` on each, silently); on a GPU machine, more
+    processes on it than it has GPUs."""
     import torch
 
+    n, m = world_size(launch), machines(launch)
+    if m > 1 and n % m:
+        return [f"num_processes: {n} processes do not split evenly over {m} machines; --num_processes counts the "
+                f"processes of all machines together (e.g. --num_processes {m * machine_processes()} for "
+                f"{machine_processes()} a machine)"]
     if not torch.cuda.is_available():
         return []
     path = find_accelerate_config(launch.accelerate_config) if getattr(launch, "accelerate_config", None) else None
-    config = _read_config(path)
-    machines = int(getattr(launch, "num_machines", None) or config.get("num_machines") or 1)
-    n, gpus = world_size(launch), torch.cuda.device_count()
-    if machines == 1 and not config.get("use_cpu") and n > gpus:
-        return [f"num_processes: {n} processes on one machine, but it has {gpus} GPU(s); pass `--num_processes {gpus}` "
-                "(or fewer), or launch on more machines (--num_machines, --machine_rank, --main_process_ip)"]
+    here, gpus = n // m, torch.cuda.device_count()
+    if not _read_config(path).get("use_cpu") and here > gpus:
+        where = "one machine" if m == 1 else f"each of {m} machines"
+        return [f"num_processes: {here} processes on {where}, but this one has {gpus} GPU(s); pass "
+                f"`--num_processes {gpus * m}` (or fewer), or launch on more machines (--num_machines, --machine_rank, "
+                "--main_process_ip)"]
     return []

@@ -59,7 +59,8 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     if training_args.resume_from_checkpoint not in (None, "auto") and not Path(training_args.resume_from_checkpoint).is_dir():
         problems.append(f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`")
     problems += consistency_problems(data_args, training_args)
-    problems += lora_target_problems(model_args, lora_args, training_args.trust_remote_code)
+    problems += lora_target_problems(model_args, lora_args, training_args.trust_remote_code,
+                                     getattr(training_args, "hf_deepspeed_config", None))
     problems += resume_problems(model_args, data_args, lora_args, training_args, world_size)
     return problems
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Any
 
 from .args import LoraArguments, ModelArguments
 
@@ -136,12 +137,15 @@ def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> No
 # --------------------------------------------------------------------------- checking lora_target_modules before any weight loads
 
 
-def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, trust_remote_code: bool = False) -> list[str]:
+def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, trust_remote_code: bool = False,
+                         zero3_config: Any = None) -> list[str]:
     """Problems with the recipe's ``lora_target_modules`` (a regex PEFT full-matches
     against module names): not a regex, matching no module, or matching modules LoRA
     cannot wrap. Judged with PEFT's own matcher on the model built from its config on
     the meta device, so nothing is loaded; [] when there is no pattern to check or the
-    config cannot be read (the model loader then says why)."""
+    config cannot be read (the model loader then says why). ``zero3_config``: the training
+    arguments' ``hf_deepspeed_config`` (None without DeepSpeed), set aside while the meta
+    model is built (:func:`_meta_model`)."""
     import re
 
     pattern = lora_args.lora_target_modules
@@ -151,7 +155,7 @@ def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, t
         re.compile(pattern)
     except re.error as e:
         return [f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"]
-    model = _meta_model(model_args.model_name_or_path, trust_remote_code)
+    model = _meta_model(model_args.model_name_or_path, trust_remote_code, zero3_config)
     if model is None:
         return []
     from peft.tuners.tuners_utils import check_target_module_exists
@@ -176,11 +180,16 @@ def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, t
 
 
 @functools.lru_cache(maxsize=4)  # a sweep checks its recipe once per probed value
-def _meta_model(model_name_or_path: str | None, trust_remote_code: bool):
+def _meta_model(model_name_or_path: str | None, trust_remote_code: bool, zero3_config: Any = None):
     """The model class of ``model_name_or_path`` built from its config on the meta
-    device (module tree only, no memory); None when its config cannot be read."""
+    device (module tree only, no memory); None when its config cannot be read.
+    transformers builds every model under ZeRO-3's partitioning once the training
+    arguments name a ZeRO-3 config (a process-wide setting), which a meta tensor cannot
+    take ("Cannot copy out of meta tensor"): the setting is lifted while the tree is
+    built, and ``zero3_config`` (the arguments' ``hf_deepspeed_config``) put back."""
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
 
     if not model_name_or_path:
         return None
@@ -188,8 +197,13 @@ def _meta_model(model_name_or_path: str | None, trust_remote_code: bool):
         config = AutoConfig.from_pretrained(model_name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError):
         return None
-    with torch.device("meta"):
-        return AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
+    unset_hf_deepspeed_config()
+    try:
+        with torch.device("meta"):
+            return AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
+    finally:
+        if zero3_config is not None:
+            set_hf_deepspeed_config(zero3_config)
 
 
 def _lora_layer_types() -> tuple[type, ...]:

@@ -188,3 +188,33 @@ def test_a_failing_training_process_is_its_message_and_exit_code(processes, tmp_
     assert f"error: Model folder '{tmp_path / 'no-model'}' does not exist" in done.stderr
     assert done.stderr.rstrip().endswith("error: the training process exited with code 2; its output above says why")
     assert "Traceback" not in done.stderr and "CalledProcessError" not in done.stderr and "ChildFailedError" not in done.stderr
+
+
+def test_a_lora_regex_is_checked_under_zero3(tmp_path, tiny, timecatch_build):
+    """The LoRA-target check builds the model on the meta device; with a ZeRO-3 config in the
+    training arguments transformers partitions every model it builds, which a meta tensor
+    cannot take ("Cannot copy out of meta tensor"). The check sets ZeRO-3 aside and puts it
+    back: a custom regex is judged, and ZeRO-3 is still on afterwards. One process, gloo."""
+    code = f"""
+import os
+os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="{_free_port()}")
+import torch.distributed as dist
+dist.init_process_group("gloo", rank=0, world_size=1)
+from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+from judgetrain.train import check_config, parse
+args = ["--config", {str(RECIPE)!r}, "--model_name_or_path", {str(tiny)!r}, "--datasets", {str(timecatch_build[0])!r},
+        "--output_dir", {str(tmp_path / "z3")!r}, "--deepspeed", {str(REPO / "deepspeed_configs" / "zero3.json")!r}]
+good = check_config(*parse(args + ["--lora_target_modules", r".*language_model\\.layers\\.\\d+\\.self_attn\\.q_proj"]), 1)
+bad = check_config(*parse(args + ["--lora_target_modules", r".*no_such_layer"]), 1)
+print(good, len(bad), "matches no module" in bad[0], is_deepspeed_zero3_enabled())
+"""
+    done = run([sys.executable, "-c", code])
+    assert done.stdout.strip().splitlines()[-1] == "[] 1 True True", done.stdout[-2000:]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -40,7 +40,7 @@ def first_line(recipe: Path):
 @pytest.mark.parametrize("recipe", RECIPES, ids=[str(r) for r in RECIPES])
 def test_first_line_runs_as_written_on_the_hardware_it_names(recipe):
     parsed, n, config = first_line(recipe)
-    # the accelerate configs' num_processes (8, an 8-GPU node) is nobody's hardware by default: say it
+    # the shipped multi-process configs name no num_processes: the command says it
     assert parsed.num_processes is not None, "the first line passes --num_processes"
     hardware = re.search(r"^# Hardware: (\d+) × (.+)$", (REPO / recipe).read_text(), re.M)
     assert hardware, "the recipe names its hardware on a `# Hardware: N × …` line"
@@ -54,6 +54,33 @@ def test_first_line_runs_as_written_on_the_hardware_it_names(recipe):
     assert train.check_config(margs, dargs, largs, targs, world_size=n) == []
     if dargs.effective_batch_size:
         assert dargs.effective_batch_size // (targs.per_device_train_batch_size * n) >= 1
+
+
+REAL_SIZE = [r for r in RECIPES if r.parts[1] != "tiny"]
+MULTINODE = re.compile(r"^# 2 × 8 GPUs \(README, \"On a cluster\"\), on each machine with its NODE_RANK \(0, 1\) "
+                       r"and rank 0's address: (accelerate launch .+)$", re.M)
+
+
+@pytest.mark.parametrize("recipe", REAL_SIZE, ids=[str(r) for r in REAL_SIZE])
+def test_a_real_size_recipe_names_its_two_node_command(recipe):
+    """Every real-size recipe's header names the command for 2 machines × 8 GPUs (README, "On a cluster"):
+    accelerate's parser reads it, it runs this recipe on 16 processes over 2 machines with a shipped
+    DeepSpeed config (which starts torchrun on each machine), and the recipe passes the checks at 16."""
+    from accelerate.commands.launch import launch_command_parser
+
+    line = MULTINODE.search((REPO / recipe).read_text())
+    assert line, "the header names its two-node command"
+    words = [{"$NODE_RANK": "1", "$MASTER_ADDR": "10.0.0.1"}.get(w, w) for w in shlex.split(line.group(1))]
+    parsed = launch_command_parser().parse_args(words[2:])
+    assert (parsed.num_processes, parsed.num_machines, parsed.machine_rank, parsed.main_process_ip) == (16, 2, 1, "10.0.0.1")
+    assert parsed.module and parsed.training_script == "judgetrain.train"
+    assert parsed.training_script_args == ["--config", str(recipe)]
+    accel = yaml.safe_load((REPO / parsed.config_file).read_text())
+    assert accel["distributed_type"] == "DEEPSPEED"
+    assert accel["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"  # torchrun on each machine
+    assert world_size(LaunchArgs(accelerate_config=str(REPO / parsed.config_file), num_processes=16, num_machines=2)) == 16
+    margs, dargs, largs, targs = train.parse(["--config", str(REPO / recipe), "--bf16", "false"])
+    assert train.check_config(margs, dargs, largs, targs, world_size=16) == []
 
 
 def test_the_batch_check_is_what_the_old_first_lines_failed():

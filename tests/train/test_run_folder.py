@@ -21,7 +21,15 @@ import yaml
 
 from judgetrain.identity import git_state
 from judgetrain.train import ConfigError, parse, setup, train_and_save
-from judgetrain.train.accelerate_configs import CPU_PROCESSES, LaunchArgs, accelerate_args, machine_processes, world_size
+from judgetrain.train.accelerate_configs import (
+    CPU_PROCESSES,
+    LaunchArgs,
+    accelerate_args,
+    config_dir,
+    launch_problems,
+    machine_processes,
+    world_size,
+)
 from judgetrain.train.launch import check
 from judgetrain.train.run import main
 from judgetrain.train.run_folder import RUN_FILE, AlreadyTrained, output_dir_problems, run_identity
@@ -133,15 +141,27 @@ def test_the_base_model_and_the_data_count_by_content(tmp_path, tiny, timecatch_
 def test_a_shipped_multi_process_config_follows_the_machine(tmp_path):
     expected = torch.cuda.device_count() if torch.cuda.is_available() else min(CPU_PROCESSES, os.cpu_count())
     assert machine_processes() == expected
-    for name in ("ddp", "zero2", "zero3", "zero3_offload"):  # `num_processes: 8` there stands for an 8-GPU node
+    for name in ("ddp", "zero2", "zero3", "zero3_offload"):  # they name no num_processes: the command says it
+        assert "num_processes" not in yaml.safe_load((config_dir() / f"{name}.yaml").read_text())
         assert world_size(LaunchArgs(accelerate_config=name)) == expected
         assert accelerate_args(LaunchArgs(accelerate_config=name))[-2:] == ["--num_processes", str(expected)]
+        # on two machines: this machine's processes on each, all of them counted
+        assert world_size(LaunchArgs(accelerate_config=name, num_machines=2)) == 2 * expected
     assert world_size(LaunchArgs(accelerate_config="zero3", num_processes=3)) == 3
     assert world_size(LaunchArgs(accelerate_config="single_gpu")) == 1
-    assert world_size(LaunchArgs(accelerate_config="zero3_multinode")) == 16  # many machines: the config's own
+    assert world_size(LaunchArgs(accelerate_config="zero3_multinode")) == 2 * expected  # its num_machines: 2
     own = tmp_path / "mine.yaml"
     own.write_text("distributed_type: MULTI_GPU\nnum_processes: 8\n")
     assert world_size(LaunchArgs(accelerate_config=str(own))) == 8  # the user's own file is taken as written
+    assert world_size(LaunchArgs(accelerate_config=str(own), num_machines=2)) == 8  # all machines' processes together
+
+
+def test_processes_that_do_not_split_over_the_machines_are_refused_before_launching():
+    """accelerate starts num_processes // num_machines on each machine: 3 over 2 would be one each, silently."""
+    assert launch_problems(LaunchArgs(accelerate_config="ddp", num_processes=4, num_machines=2)) == []
+    problem, = launch_problems(LaunchArgs(accelerate_config="ddp", num_processes=3, num_machines=2))
+    assert problem.startswith("num_processes: 3 processes do not split evenly over 2 machines; --num_processes counts the "
+                              "processes of all machines together (e.g. --num_processes ")
 
 
 def test_the_help_example_passes_the_launch_checks_here(tiny, timecatch_build):
