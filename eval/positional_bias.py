@@ -298,6 +298,18 @@ def plot_positions(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: 
     return save_if_drawn(positions_figure(named, title), path)
 
 
+def _percent_bars_axes(ax, ticks: Sequence[str], ylabel: str, title: str, legend_columns: int) -> None:
+    """The axes of a grouped bar chart in %: chance at 50%, one tick per run, 0–100 with room
+    above 100% for the legend."""
+    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=7)
+    ax.set_ylim(0, 130)
+    ax.set_yticks(range(0, 101, 25))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=legend_columns, loc="upper center", frameon=False)
+
+
 def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
     """Bars per run: W_avg accuracy (with its Wilson 95% interval) and macro-F1 on the semantic and
     temporal Type-1 subsets, in %; chance at 50%. Runs without a Type-1 subset are left out;
@@ -317,13 +329,7 @@ def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
         yerr = wilson_yerr(vals, [c.get("accuracy_ci95") for c in cells], 100) if metric == "accuracy" else None
         ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2,
                label=label.replace("accuracy", "Acc").replace("f1", "F1"))
-    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(named)), [n for n, _ in named], fontsize=7)
-    ax.set_ylim(0, 130)  # room above 100% for the legend
-    ax.set_yticks(range(0, 101, 25))
-    ax.set_ylabel("W_avg (%)")
-    ax.set_title("W_avg over positions (PRISM Type-1; Acc with Wilson 95%)", fontsize=9)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", frameon=False)
+    _percent_bars_axes(ax, [n for n, _ in named], "W_avg (%)", "W_avg over positions (PRISM Type-1; Acc with Wilson 95%)", 4)
     return fig
 
 
@@ -351,14 +357,9 @@ def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
         vals = [fo[key] for _, fo in named]
         yerr = wilson_yerr(vals, [(fo.get("wilson95") or {}).get(key) for _, fo in named], 100)
         ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2, label=label)
-    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(named)), [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), "
-                                      f"p={fo['binomial_p']:.2g}" for n, fo in named], fontsize=7)
-    ax.set_ylim(0, 130)  # room above 100% for the legend
-    ax.set_yticks(range(0, 101, 25))
-    ax.set_ylabel("P(choose first-shown sequence) (%)")
-    ax.set_title("First-option bias: Wilson 95% error bars; binomial test of P = 1/2", fontsize=9)
-    ax.legend(fontsize=7, ncol=3, loc="upper center", frameon=False)
+    ticks = [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), p={fo['binomial_p']:.2g}" for n, fo in named]
+    _percent_bars_axes(ax, ticks, "P(choose first-shown sequence) (%)",
+                       "First-option bias: Wilson 95% error bars; binomial test of P = 1/2", 3)
     return fig
 
 
