@@ -170,8 +170,11 @@ def test_summary_and_comparison(bench) -> None:
 
 @pytest.mark.slow
 def test_bench_runs_both_arms_on_the_same_records(bench, tmp_path) -> None:
-    """Tiny Qwen3-VL, 24 mixed TimeCatch + PRISM records, batch 4 x accumulation 2: three steps are
-    one epoch, so every record is seen once and the counted real tokens are their lengths."""
+    """Tiny Qwen3-VL, 24 mixed TimeCatch + PRISM records, batch 8 x accumulation 1: three steps are
+    one epoch, so every record is seen once and the counted real tokens are their lengths. One
+    micro-batch a step, so both arms compute the same loss exactly: with accumulation, plain
+    TRL trains Qwen-VL on the mean of micro-batch means and judgetrain on the token-weighted mean
+    over the step (judgetrain.train.trainer), which differ."""
     import datasets
     from transformers import AutoProcessor
 
@@ -179,7 +182,7 @@ def test_bench_runs_both_arms_on_the_same_records(bench, tmp_path) -> None:
 
     out = tmp_path / "bench.json"
     argv = ["--arch", "tiny", "--cache", str(tmp_path), "--out", str(out), "--timecatch-clips", "2", "--prism-procedures", "2",
-            "--prism-layouts", "P0", "--train-records", "24", "--batch", "4", "--effective-batch", "8", "--steps", "2",
+            "--prism-layouts", "P0", "--train-records", "24", "--batch", "8", "--effective-batch", "8", "--steps", "2",
             "--warmup-steps", "1", "--judgetrain-args", "--packing false", "--levers", "packing"]
     assert bench.main(argv) == 0
     got = json.loads(out.read_text())
