@@ -64,6 +64,18 @@ def timecatch_build(tmp_path_factory, synthetic_manifest):
     return out, info, cfg
 
 
+@pytest.fixture(scope="session")
+def prism_build(tmp_path_factory):
+    """A PRISM build of four synthetic procedures, layout P0, everything in its test split: the
+    judge runs of the thinking-prefill, two-node and run-browser tests (which only read it)."""
+    from judgetrain.data_builders import prism
+
+    out = tmp_path_factory.mktemp("prism") / "prism"
+    prism.build(prism.PrismConfig(out=out, synthetic=4, layouts=("P0",), synthetic_size=64, splits={"test": 1.0},
+                                  progress=False))
+    return out
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """Three short physics clips and a hand-written video-MCQ manifest (DESIGN.md fields), for the

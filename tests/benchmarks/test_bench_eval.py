@@ -2,21 +2,14 @@
 and a run of every configuration at Qwen3-VL-2B widths cut to one decoder and one ViT layer, tiny
 frames (seconds), checking the work it counts and the ratios it reports."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_eval", REPO / "benchmarks" / "bench_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("bench_eval")
 
 
 def test_model_flops_hand_worked(bench) -> None:

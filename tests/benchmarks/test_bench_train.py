@@ -3,22 +3,15 @@ the FLOPs it credits, the one setting each lever changes, the figures it reports
 run of both arms on the tiny model, and the real-width models it trains (Qwen3-VL-2B and
 Qwen2.5-VL-7B next to Qwen3-VL-8B in ``judgetrain.models.tiny.REAL_WIDTHS``)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_train", REPO / "benchmarks" / "bench_train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("bench_train")
 
 
 # --------------------------------------------------------------------------- real widths

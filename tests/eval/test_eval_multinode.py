@@ -106,16 +106,6 @@ def tiny(tiny_model):
     return tiny_model("qwen3-vl")
 
 
-@pytest.fixture(scope="module")
-def prism_data(tmp_path_factory):
-    from judgetrain.data_builders import prism
-
-    out = tmp_path_factory.mktemp("prism") / "prism"
-    prism.build(prism.PrismConfig(out=out, synthetic=4, layouts=("P0",), synthetic_size=64, splits={"test": 1.0},
-                                  progress=False))
-    return out
-
-
 def timecatch_argv(tiny: Path, data: Path, out: Path, batch_size: int = 2) -> list[str]:
     return ["--model", str(tiny), "--data", str(data), "--split", "validation", "--out", str(out), "--batch-size",
             str(batch_size), "--limit", "8", "--no-progress"]
@@ -133,8 +123,8 @@ def test_timecatch_on_two_nodes_equals_one_process(tiny, timecatch_build, timeca
     assert_same_run(tmp_path / "two", timecatch_reference)
 
 
-def test_judge_on_two_nodes_equals_one_process(tiny, prism_data, tmp_path):
-    argv = ["--model", str(tiny), "--data", str(prism_data), "--split", "test", "--batch-size", "2", "--max-new-tokens", "6",
+def test_judge_on_two_nodes_equals_one_process(tiny, prism_build, tmp_path):
+    argv = ["--model", str(tiny), "--data", str(prism_build), "--split", "test", "--batch-size", "2", "--max-new-tokens", "6",
             "--limit", "6", "--no-progress"]
     one_process("judge", [*argv, "--out", str(tmp_path / "one")])
     two_nodes("judge", [*argv, "--out", str(tmp_path / "two")], tmp_path / "logs")

@@ -101,16 +101,6 @@ def test_eval_timecatch_scores_after_the_prefill(thinking, timecatch_build, tmp_
 # --------------------------------------------------------------------------- eval judge
 
 
-@pytest.fixture(scope="module")
-def prism_data(tmp_path_factory):
-    from judgetrain.data_builders import prism
-
-    out = tmp_path_factory.mktemp("thinking-prism") / "prism"
-    prism.build(prism.PrismConfig(out=out, synthetic=2, layouts=("P0",), synthetic_size=64, splits={"test": 1.0},
-                                  progress=False))
-    return out
-
-
 def _judge(model, data, out, *extra):
     argv = ["eval", "judge", "--model", str(model), "--data", str(data), "--split", "test", "--out", str(out),
             "--tasks", "pairwise", "--limit", "4", "--batch-size", "2", "--no-progress", *extra]
@@ -118,10 +108,10 @@ def _judge(model, data, out, *extra):
         return cli_main(argv)
 
 
-def test_eval_judge_scores_after_the_prefill_and_prefill_empty_turns_it_off(thinking, prism_data, tmp_path):
-    assert _judge(thinking, prism_data, tmp_path / "default") == 0
-    assert _judge(thinking, prism_data, tmp_path / "explicit", "--prefill", CLOSE) == 0
-    assert _judge(thinking, prism_data, tmp_path / "off", "--prefill", "") == 0
+def test_eval_judge_scores_after_the_prefill_and_prefill_empty_turns_it_off(thinking, prism_build, tmp_path):
+    assert _judge(thinking, prism_build, tmp_path / "default") == 0
+    assert _judge(thinking, prism_build, tmp_path / "explicit", "--prefill", CLOSE) == 0
+    assert _judge(thinking, prism_build, tmp_path / "off", "--prefill", "") == 0
     default, explicit, off = (_info(tmp_path / n) for n in ("default", "explicit", "off"))
     assert (default["prefill"], default["prefill_from"], default["identity"]["prefill"]) == (CLOSE, P.FROM_TEMPLATE, CLOSE)
     assert (explicit["prefill"], explicit["prefill_from"]) == (CLOSE, P.FROM_FLAG)
@@ -129,7 +119,7 @@ def test_eval_judge_scores_after_the_prefill_and_prefill_empty_turns_it_off(thin
     assert _probs(tmp_path / "default") == _probs(tmp_path / "explicit")  # the same text: the same scores
     assert np.abs(np.array(_probs(tmp_path / "default")) - np.array(_probs(tmp_path / "off"))).max() > 1e-3
     # the same text given by hand is the same run: it resumes the default one and scores nothing
-    assert _judge(thinking, prism_data, tmp_path / "default", "--prefill", CLOSE) == 0
+    assert _judge(thinking, prism_build, tmp_path / "default", "--prefill", CLOSE) == 0
     assert len(runs.read_predictions(tmp_path / "default" / runs.PREDICTIONS)) == 4
 
 

@@ -25,14 +25,9 @@ def _detail(page, index):
 
 
 @pytest.fixture(scope="module")
-def judge_run(tiny_model, tmp_path_factory):
-    from judgetrain.data_builders import prism
-
-    root = tmp_path_factory.mktemp("view-judge")
-    prism.build(prism.PrismConfig(out=root / "prism", synthetic=4, layouts=("P0",), synthetic_size=64,
-                                  splits={"test": 1.0}, progress=False))
-    out = root / "run"
-    assert cli_main(["eval", "judge", "--model", str(tiny_model("qwen3-vl")), "--data", str(root / "prism"), "--split", "test",
+def judge_run(tiny_model, prism_build, tmp_path_factory):
+    out = tmp_path_factory.mktemp("view-judge") / "run"
+    assert cli_main(["eval", "judge", "--model", str(tiny_model("qwen3-vl")), "--data", str(prism_build), "--split", "test",
                      "--out", str(out), "--limit", "6", "--batch-size", "4", "--no-progress"]) == 0
     return out
 
