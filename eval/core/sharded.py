@@ -53,8 +53,13 @@ from .runs import (
 
 __all__ = ["AUTO_CHUNK_CUDA", "merge_rank_files", "process_state", "rank_file", "run_as_module", "run_sharded"]
 
-# Rows written per flush on CUDA with batch_size="auto" (the scorer sizes its own batches inside).
-AUTO_CHUNK_CUDA = 64
+# Rows written per flush on CUDA with batch_size="auto" (the scorer sizes its own batches inside,
+# up to MAX_AUTO_BATCH_SIZE = 64, and sorts the chunk's items by length: several batches to sort).
+AUTO_CHUNK_CUDA = 256
+# Batches per flushed chunk with a fixed batch size above 1: the scorer sorts a chunk's items by
+# length (longest first), so a chunk of several batches is what lets it group similar lengths; a
+# kill loses at most one chunk. Batch size 1 has no padding to save: one item a flush.
+SORT_WINDOW_BATCHES = 4
 
 
 def rank_file(out: Path, rank: int) -> Path:
@@ -178,7 +183,8 @@ def run_sharded(
     refused unless ``overwrite`` (:func:`~judgetrain.eval.core.runs.check_resume`), which
     replaces it once the model has loaded. ``finished(rows)``: the ids complete in one
     file's rows (default: every id present); other ids' rows are removed and redone.
-    ``chunk``: items per flushed write (default from ``batch_size``). ``report(out)`` runs
+    ``chunk``: items per flushed write (default: :data:`SORT_WINDOW_BATCHES` batches, so the
+    scorer can batch similar lengths together; one item at batch size 1). ``report(out)`` runs
     on the main process when anything was scored, under several processes, when the
     selected items changed, when no ``metrics.json`` exists yet, or with
     ``always_report``; otherwise the stored metrics are returned. With ``info["report_to"]``
@@ -201,8 +207,8 @@ def run_sharded(
     _check_shared(out, state)
     old = old or {}
 
-    n_scored = _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, rank, world, desc, progress,
-                            unit) if mine else 0
+    n_scored = _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, chunk is not None, rank, world, desc,
+                            progress, unit) if mine else 0
     state.wait_for_everyone()
     result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
     if state.is_main_process:
@@ -260,16 +266,17 @@ def _take(ds: Any, indices: Sequence[int]) -> list[Any]:
 
 
 def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: Callable, batch_size: int | str,
-                 rank: int, world: int, desc: str, progress: bool, unit: str) -> int:
-    """Score this process's items into its predictions file, a flushed chunk at a time."""
+                 explicit: bool, rank: int, world: int, desc: str, progress: bool, unit: str) -> int:
+    """Score this process's items into its predictions file, a flushed chunk at a time
+    (``batch_size``: the caller's chunk itself when ``explicit``, else the scorer's batch size)."""
     from tqdm.auto import tqdm
 
     from judgetrain.scoring import CPU_BATCH_SIZE
 
     if isinstance(batch_size, int):
-        chunk = batch_size
+        chunk = batch_size if batch_size == 1 or explicit else batch_size * SORT_WINDOW_BATCHES
     else:
-        chunk = AUTO_CHUNK_CUDA if scorer.device.type == "cuda" else CPU_BATCH_SIZE
+        chunk = AUTO_CHUNK_CUDA if scorer.device.type == "cuda" else CPU_BATCH_SIZE * SORT_WINDOW_BATCHES
     target = out / PREDICTIONS if world == 1 else rank_file(out, rank)
     repair_predictions(target)  # drop a partial last line before appending after it
     n_scored = 0

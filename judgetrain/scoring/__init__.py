@@ -15,6 +15,8 @@ the submodules hold, each, one job:
   row selection, eval mode).
 - :mod:`~judgetrain.scoring.batching`: fixed or ``"auto"`` batch sizes and the
   out-of-memory retry loop (:data:`CPU_BATCH_SIZE`, :data:`MAX_AUTO_BATCH_SIZE`).
+- :mod:`~judgetrain.scoring.lengths`: the batch order, longest first (items' token
+  counts estimated before encoding), so that a batch's items are of similar length.
 - :mod:`~judgetrain.scoring.constrained`: :func:`score`, and how its multi-token path
   matches a full forward pass.
 - :mod:`~judgetrain.scoring.prefix`: :class:`PrefixGroup`, :func:`score_shared_prefix`.

@@ -1,15 +1,15 @@
 """Batching: the batch size (fixed, or ``"auto"``: on CUDA the first batch holds one
 item and its peak memory sets the size from the free memory, on CPU it is
 :data:`CPU_BATCH_SIZE`) and the loop that runs a scoring or generation step over
-batches in input order, halving the batch (then the continuation rows per pass) and
-retrying after an out-of-memory error.
+batches in a given order (the engine's: longest first, :mod:`~judgetrain.scoring.lengths`),
+halving the batch (then the continuation rows per pass) and retrying after an out-of-memory error.
 README: "Scoring (Python)".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
@@ -80,15 +80,21 @@ class Batcher:
         return True
 
 
-def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batcher, progress: bool, desc: str) -> list:
+def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batcher, progress: bool, desc: str,
+                order: Sequence[int] | None = None) -> list:
+    """``fn(indices, batcher)`` over batches of ``order`` (default: input order; e.g.
+    :func:`~judgetrain.scoring.lengths.longest_first`), results in input order."""
     import torch
     from tqdm.auto import tqdm
 
     results: list = [None] * n
+    order = list(range(n)) if order is None else list(order)
+    if sorted(order) != list(range(n)):
+        raise ValueError(f"order must be a permutation of range({n})")
     i = 0
     with tqdm(total=n, desc=desc, unit="item", disable=not progress, leave=False) as bar:
         while i < n:
-            idx = list(range(i, min(n, i + batcher.size)))
+            idx = order[i:i + batcher.size]
             oom: BaseException | None = None
             try:
                 with batcher.measure():

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
+from .lengths import item_order
 from .model import ScoringModel, eval_mode, select_cache_rows
 from .prompts import (
     FAMILY_PREFILL,
@@ -168,6 +169,7 @@ def score(
     batch_size: BatchSize = "auto",
     reduction: Literal["sum", "mean"] = "sum",
     progress: bool = True,
+    sort_by_length: bool = True,
 ) -> list[ChoiceScores]:
     """Score every member of each item's ``choices`` given its prompt; one :class:`ChoiceScores` per item, in input order.
 
@@ -193,6 +195,10 @@ def score(
         batch_size: items per forward pass, or ``"auto"`` (see :class:`Scorer`).
         reduction: ``"sum"`` (default) or ``"mean"``, see above.
         progress: show a tqdm bar over items.
+        sort_by_length: batch items of similar length together, longest first
+            (:mod:`~judgetrain.scoring.lengths`: less padding; reads every item once
+            more up front, which decodes a lazy dataset's images twice). ``False``:
+            batches in input order. Results are in input order either way.
 
     Raises:
         ValueError: an item without choices (use :func:`generate`), an empty choice,
@@ -215,5 +221,6 @@ def score(
                                  "Use generate() for free-form tasks.")
         return _score_batch(m, batch, pre, reduction, labels, batcher)
 
+    order = item_order(m.processor, seq, pre) if sort_by_length else None
     with eval_mode(model):
-        return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring")
+        return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring", order)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
+from .lengths import item_order
 from .model import ScoringModel, eval_mode
 from .parsers import parser_for_record
 from .prompts import FAMILY_PREFILL, FamilyPrefill, Item, as_sequence, describe_item, render_prompt, resolve_prefill, to_item
@@ -37,6 +38,7 @@ def generate(
     prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
     batch_size: BatchSize = "auto",
     progress: bool = True,
+    sort_by_length: bool = True,
 ) -> GenerationOutput:
     """Greedy generation (``do_sample=False``, one beam), batched with left padding, then parsing.
 
@@ -46,7 +48,7 @@ def generate(
         parser: maps the generated text to a canonical answer or ``None``
             (:func:`yes_no`, :func:`frame_pair`, ...). ``None``: each record's own
             parser, :func:`parser_for_record` (tuples then need an explicit parser).
-        prefill, family, batch_size, progress: as in :func:`score`. The prefill is
+        prefill, family, batch_size, progress, sort_by_length: as in :func:`score`. The prefill is
             part of the prompt; the returned text is what comes after it.
 
     Returns:
@@ -90,8 +92,9 @@ def generate(
                                       num_tokens=len(tokens) if stop is None else stop + 1, truncated=stop is None))
         return results
 
+    order = item_order(m.processor, seq, pre) if sort_by_length else None
     with eval_mode(model):
-        gens = run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "generating")
+        gens = run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "generating", order)
     output = GenerationOutput(gens)
     if output.n_invalid:
         logger.warning("%d of %d generations had no parseable answer; they are recorded as invalid.", output.n_invalid, n)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
 from .constrained import choice_token_ids_many, finish_scores
+from .lengths import estimated_tokens, longest_first
 from .model import ScoringModel, eval_mode, select_cache_rows
 from .prompts import FAMILY_PREFILL, FamilyPrefill, as_sequence, render_prompt, resolve_prefill
 from .results import ChoiceScores
@@ -199,6 +200,7 @@ def score_shared_prefix(
     batch_size: BatchSize = "auto",
     reduction: Literal["sum", "mean"] = "sum",
     progress: bool = True,
+    sort_by_length: bool = True,
 ) -> list[list[ChoiceScores]]:
     """Score many prompts that share their images: per :class:`PrefixGroup`, one
     :class:`ChoiceScores` per prompt, in input order (a list per group).
@@ -217,6 +219,8 @@ def score_shared_prefix(
         batch_size: groups per prefix pass (their prompts share the second pass), or
             ``"auto"`` (see :class:`Scorer`).
         family, prefill, reduction, progress: as in :func:`score`.
+        sort_by_length: batch groups of similar prefix length together, longest first
+            (:mod:`~judgetrain.scoring.lengths`); ``False``: input order.
 
     Raises:
         ValueError: prompts that differ before their last image, an empty answer set, or a
@@ -236,5 +240,16 @@ def score_shared_prefix(
                 raise TypeError(f"group {i} is a {type(g).__name__}; score_shared_prefix takes PrefixGroup objects.")
         return _score_prefix_batch(m, batch, [f"group {i}" for i in idx], pre, reduction, batcher)
 
+    order = _group_order(m, seq, pre) if sort_by_length else None
     with eval_mode(model):
-        return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring")
+        return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring", order)
+
+
+def _group_order(m: ScoringModel, seq: Sequence, prefill: str | None) -> list[int] | None:
+    """Longest prefix first, the length of a group being its first prompt's; ``None`` (input
+    order) when the groups are not all :class:`PrefixGroup` s, which ``run`` then reports."""
+    groups = [seq[i] for i in range(len(seq))]
+    if not all(isinstance(g, PrefixGroup) and g.prompts for g in groups):
+        return None
+    texts = [render_prompt(m.processor, g.prompts[0], prefill) for g in groups]
+    return longest_first(estimated_tokens(m.processor, texts, [g.images for g in groups]))

@@ -38,6 +38,9 @@ class Scorer:
     """A loaded model ready to score and generate: holds (model, processor, family,
     batch size, device, dtype, prefill) so callers pass only items.
 
+    ``sort_by_length``: batches of items of similar length, longest first
+    (:mod:`~judgetrain.scoring.lengths`); results are in input order either way.
+
     ``batch_size="auto"``: on CUDA the first batch holds one item, its peak memory
     sets the batch size from ``torch.cuda.mem_get_info`` (80% of free memory, at
     most ``MAX_AUTO_BATCH_SIZE``), and an out-of-memory error halves it and retries
@@ -53,6 +56,7 @@ class Scorer:
         batch_size: BatchSize = "auto",
         prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
         progress: bool = True,
+        sort_by_length: bool = True,
     ):
         self.model = model
         self.processor = processor
@@ -64,6 +68,7 @@ class Scorer:
         Batcher(batch_size, self.device, 1)  # validate now, not on the first call
         self.prefill = resolve_prefill(prefill, self.family, processor)
         self.progress = progress
+        self.sort_by_length = sort_by_length
         model.eval()
 
     @classmethod
@@ -79,6 +84,7 @@ class Scorer:
         merge_adapter: bool = False,
         prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
         progress: bool = True,
+        sort_by_length: bool = True,
         **load_kwargs: Any,
     ) -> Scorer:
         """Load a base checkpoint, a base + PEFT adapter, or a merged folder.
@@ -134,7 +140,8 @@ class Scorer:
 
                 processor = AutoProcessor.from_pretrained(str(adapter_dir))
         model.to(dev)
-        return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress)
+        return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress,
+                   sort_by_length=sort_by_length)
 
     def render(self, prompt: Sequence[Mapping[str, Any]]) -> str:
         """The exact text scored or generated from: chat template, generation prompt, prefill."""
@@ -145,18 +152,19 @@ class Scorer:
         """:func:`score` with this scorer's model, family, prefill and batch size."""
         return score(self.model, self.processor, items, family=self.family, prefill=self.prefill,
                      batch_size=self.batch_size, reduction=reduction,
-                     progress=self.progress if progress is None else progress)
+                     progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length)
 
     def score_shared_prefix(self, groups: Sequence[PrefixGroup] | Iterable[PrefixGroup], *,
                             reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None) -> list[list[ChoiceScores]]:
         """:func:`score_shared_prefix` with this scorer's model, family, prefill and batch size."""
         return score_shared_prefix(self.model, self.processor, groups, family=self.family, prefill=self.prefill,
                                    batch_size=self.batch_size, reduction=reduction,
-                                   progress=self.progress if progress is None else progress)
+                                   progress=self.progress if progress is None else progress,
+                                   sort_by_length=self.sort_by_length)
 
     def generate(self, items: Sequence[Item] | Iterable[Item], max_new_tokens: int = 64,
                  parser: Callable[[str], str | None] | None = None, *, progress: bool | None = None) -> GenerationOutput:
         """:func:`generate` with this scorer's model, family, prefill and batch size."""
         return generate(self.model, self.processor, items, max_new_tokens, parser, family=self.family,
                         prefill=self.prefill, batch_size=self.batch_size,
-                        progress=self.progress if progress is None else progress)
+                        progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length)
