@@ -264,6 +264,9 @@ def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
         local = Path(run.dir).parent
     finally:
         run.finish()
+        # finish() returns before wandb's service has written the run's file; teardown waits for it, and
+        # leaves no settings behind for a later wandb run of this process (a training run's own folder)
+        wandb.teardown()
     n_images = sum(row[-1] is not None for row in table.data)
     where = f"offline in {local} (upload with `wandb sync {local}`)" if mode == "offline" else f"project {project}"
     print(f"wandb: logged {len(metrics)} metrics and {len(table.data)} items ({n_images} with their frames; "
