@@ -39,6 +39,7 @@ from .prompts import (
     to_item,
 )
 from .results import ChoiceScores
+from .vision import SharedImages
 
 if TYPE_CHECKING:
     import torch
@@ -89,7 +90,7 @@ def finish_scores(choices: list[str], raw: list[float], ntok: list[int], reducti
 
 
 def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | None, reduction: str, labels: list[str],
-                 batcher: Batcher) -> list[ChoiceScores]:
+                 batcher: Batcher, shared: SharedImages) -> list[ChoiceScores]:
     import torch
 
     texts = [render_prompt(m.processor, it.prompt, prefill) for it in items]
@@ -99,7 +100,8 @@ def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | No
     multi = any(len(ids) > 1 for per_item in choice_ids for ids in per_item)
 
     # One pass over the prompts; the last position's logits give every choice's first token.
-    logits, cache = m.forward(inputs, position_ids=pos, use_cache=multi, last_only=True)
+    logits, cache = m.forward(shared.inputs(inputs, [it.images for it in items]), position_ids=pos, use_cache=multi,
+                              last_only=True)
     last = logits[:, -1].float()
     owner = torch.tensor([b for b, per_item in enumerate(choice_ids) for _ in per_item], device=last.device)
     token = torch.tensor([ids[0] for per_item in choice_ids for ids in per_item], device=last.device)
@@ -170,6 +172,7 @@ def score(
     reduction: Literal["sum", "mean"] = "sum",
     progress: bool = True,
     sort_by_length: bool = True,
+    share_images: bool = True,
 ) -> list[ChoiceScores]:
     """Score every member of each item's ``choices`` given its prompt; one :class:`ChoiceScores` per item, in input order.
 
@@ -199,6 +202,9 @@ def score(
             (:mod:`~judgetrain.scoring.lengths`: less padding; reads every item once
             more up front, which decodes a lazy dataset's images twice). ``False``:
             batches in input order. Results are in input order either way.
+        share_images: send each distinct image of the call through the vision tower
+            once (:mod:`~judgetrain.scoring.vision`; Qwen-VL models), the same scores
+            up to float rounding. ``False``: every item encodes its own images.
 
     Raises:
         ValueError: an item without choices (use :func:`generate`), an empty choice,
@@ -219,8 +225,9 @@ def score(
             if not it.choices:
                 raise ValueError(f"{lab} has no choices; constrained scoring needs a closed answer set. "
                                  "Use generate() for free-form tasks.")
-        return _score_batch(m, batch, pre, reduction, labels, batcher)
+        return _score_batch(m, batch, pre, reduction, labels, batcher, shared)
 
+    shared = SharedImages(model, share_images)
     order = item_order(m.processor, seq, pre) if sort_by_length else None
     with eval_mode(model):
         return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring", order)

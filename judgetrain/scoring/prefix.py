@@ -21,6 +21,7 @@ from .lengths import estimated_tokens, longest_first
 from .model import ScoringModel, eval_mode, select_cache_rows
 from .prompts import FAMILY_PREFILL, FamilyPrefill, as_sequence, render_prompt, resolve_prefill
 from .results import ChoiceScores
+from .vision import SharedImages
 
 if TYPE_CHECKING:
     import torch
@@ -84,7 +85,7 @@ def shared_split(m: ScoringModel, texts: list[str], n_images: int, where: str) -
 
 
 def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list[str], prefill: str | None,
-                        reduction: str, batcher: Batcher) -> list[list[ChoiceScores]]:
+                        reduction: str, batcher: Batcher, shared: SharedImages) -> list[list[ChoiceScores]]:
     import torch
 
     prefixes, rests, choices, choice_ids = [], [], [], []
@@ -110,9 +111,10 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
         rests.append(rest)
         choices.append(per_variant)
         choice_ids.append(ids)
-    inputs = m.encode(prefixes, [list(g.images) for g in groups])
+    images = [list(g.images) for g in groups]
+    inputs = m.encode(prefixes, images)
     pos, nxt = m.positions(inputs)
-    _, cache = m.forward(inputs, position_ids=pos, use_cache=True, last_only=True)
+    _, cache = m.forward(shared.inputs(inputs, images), position_ids=pos, use_cache=True, last_only=True)
 
     # A row continues one group's cache with one variant's rest; a variant whose choices
     # are all one token is one row (its last position scores every choice), otherwise
@@ -201,6 +203,7 @@ def score_shared_prefix(
     reduction: Literal["sum", "mean"] = "sum",
     progress: bool = True,
     sort_by_length: bool = True,
+    share_images: bool = True,
 ) -> list[list[ChoiceScores]]:
     """Score many prompts that share their images: per :class:`PrefixGroup`, one
     :class:`ChoiceScores` per prompt, in input order (a list per group).
@@ -221,6 +224,7 @@ def score_shared_prefix(
         family, prefill, reduction, progress: as in :func:`score`.
         sort_by_length: batch groups of similar prefix length together, longest first
             (:mod:`~judgetrain.scoring.lengths`); ``False``: input order.
+        share_images: each distinct image through the vision tower once, as in :func:`score`.
 
     Raises:
         ValueError: prompts that differ before their last image, an empty answer set, or a
@@ -238,8 +242,9 @@ def score_shared_prefix(
         for g, i in zip(batch, idx, strict=True):
             if not isinstance(g, PrefixGroup):
                 raise TypeError(f"group {i} is a {type(g).__name__}; score_shared_prefix takes PrefixGroup objects.")
-        return _score_prefix_batch(m, batch, [f"group {i}" for i in idx], pre, reduction, batcher)
+        return _score_prefix_batch(m, batch, [f"group {i}" for i in idx], pre, reduction, batcher, shared)
 
+    shared = SharedImages(model, share_images)
     order = _group_order(m, seq, pre) if sort_by_length else None
     with eval_mode(model):
         return run_batched(n, run, Batcher(batch_size, m.device, max(n, 1)), progress, "scoring", order)

@@ -40,6 +40,8 @@ class Scorer:
 
     ``sort_by_length``: batches of items of similar length, longest first
     (:mod:`~judgetrain.scoring.lengths`); results are in input order either way.
+    ``share_images``: each distinct image of a call through the vision tower once
+    (:mod:`~judgetrain.scoring.vision`).
 
     ``batch_size="auto"``: on CUDA the first batch holds one item, its peak memory
     sets the batch size from ``torch.cuda.mem_get_info`` (80% of free memory, at
@@ -57,6 +59,7 @@ class Scorer:
         prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
         progress: bool = True,
         sort_by_length: bool = True,
+        share_images: bool = True,
     ):
         self.model = model
         self.processor = processor
@@ -69,6 +72,7 @@ class Scorer:
         self.prefill = resolve_prefill(prefill, self.family, processor)
         self.progress = progress
         self.sort_by_length = sort_by_length
+        self.share_images = share_images
         model.eval()
 
     @classmethod
@@ -85,6 +89,7 @@ class Scorer:
         prefill: str | None | FamilyPrefill = FAMILY_PREFILL,
         progress: bool = True,
         sort_by_length: bool = True,
+        share_images: bool = True,
         **load_kwargs: Any,
     ) -> Scorer:
         """Load a base checkpoint, a base + PEFT adapter, or a merged folder.
@@ -141,7 +146,7 @@ class Scorer:
                 processor = AutoProcessor.from_pretrained(str(adapter_dir))
         model.to(dev)
         return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress,
-                   sort_by_length=sort_by_length)
+                   sort_by_length=sort_by_length, share_images=share_images)
 
     def render(self, prompt: Sequence[Mapping[str, Any]]) -> str:
         """The exact text scored or generated from: chat template, generation prompt, prefill."""
@@ -152,7 +157,8 @@ class Scorer:
         """:func:`score` with this scorer's model, family, prefill and batch size."""
         return score(self.model, self.processor, items, family=self.family, prefill=self.prefill,
                      batch_size=self.batch_size, reduction=reduction,
-                     progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length)
+                     progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length,
+                     share_images=self.share_images)
 
     def score_shared_prefix(self, groups: Sequence[PrefixGroup] | Iterable[PrefixGroup], *,
                             reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None) -> list[list[ChoiceScores]]:
@@ -160,7 +166,7 @@ class Scorer:
         return score_shared_prefix(self.model, self.processor, groups, family=self.family, prefill=self.prefill,
                                    batch_size=self.batch_size, reduction=reduction,
                                    progress=self.progress if progress is None else progress,
-                                   sort_by_length=self.sort_by_length)
+                                   sort_by_length=self.sort_by_length, share_images=self.share_images)
 
     def generate(self, items: Sequence[Item] | Iterable[Item], max_new_tokens: int = 64,
                  parser: Callable[[str], str | None] | None = None, *, progress: bool | None = None) -> GenerationOutput:
