@@ -2,9 +2,13 @@
 
 Wraps the ``lpips`` package (Zhang et al., 2018) as its authors intend:
 ``lpips.LPIPS(net=...)`` on inputs scaled to [-1, 1], many pairs per forward
-pass. The AlexNet backbone needs torchvision's ImageNet weights, which the
-package downloads on first use; offline they must already be in torch's hub
-cache (see :data:`ALEXNET_HELP`). Tests use the same code path with
+pass; for the filter, lpips' own modules in two steps (the backbone once per
+frame, the head per pair: :meth:`LpipsDistance.features`,
+:meth:`LpipsDistance.distance_from_features`), equal to the forward pass to
+float64 rounding with half the backbone passes for consecutive pairs. The
+AlexNet backbone needs torchvision's ImageNet weights, which the package
+downloads on first use; offline they must already be in torch's hub cache (see
+:func:`backbone_weights_path`). Tests use the same code path with
 ``pretrained_backbone=False`` (``pnet_rand=True``: a random backbone).
 
 The same frames give the same stored distances and the same keep/drop decisions
@@ -90,9 +94,14 @@ class LpipsDistance:
     CPU threads the results agree to a few ulps (float32's differed by ~1e-8,
     enough to change a 6-place value), and :func:`quantize` removes the rest.
     MPS has no float64 and is refused (:class:`LpipsDeviceError`).
+
+    :meth:`features` runs the backbone once per frame and :meth:`distance_from_features`
+    applies lpips' head to two frames' features: what :func:`filter_near_duplicates` uses,
+    so that a frame in several pairs goes through the backbone once.
     """
 
-    def __init__(self, net: str = "alex", *, pretrained_backbone: bool = True, device: str | None = None, batch_size: int = 32, seed: int = 0):
+    def __init__(self, net: str = "alex", *, pretrained_backbone: bool = True, device: str | None = None,
+                 batch_size: int = 32, seed: int = 0):
         import lpips
         import torch
 
@@ -129,6 +138,7 @@ class LpipsDistance:
         return x / 127.5 - 1.0
 
     def __call__(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> np.ndarray:
+        """Distances of the pairs ``(a[k], b[k])`` by ``lpips.LPIPS.forward``: float64, shape ``(len(a),)``."""
         import torch
 
         if len(a) != len(b):
@@ -140,6 +150,76 @@ class LpipsDistance:
                 y = self.to_tensor(b[start : start + self.batch_size]).to(self.device)
                 out.append(self.model(x, y).flatten().cpu())
         return torch.cat(out).numpy() if out else np.zeros(0)
+
+    @property
+    def supports_features(self) -> bool:
+        """Whether :meth:`features` + :meth:`distance_from_features` reproduce ``forward``: the
+        settings judgetrain builds (``version='0.1'``, ``lpips=True``, ``spatial=False``), any net."""
+        m = self.model
+        return m.version == "0.1" and m.lpips and not m.spatial
+
+    def features(self, frames: Sequence[np.ndarray]) -> list[torch.Tensor]:
+        """The normalised backbone features of ``frames``, each frame through the network once.
+
+        Returns one float64 tensor per backbone layer (5 for alex and vgg, 7 for squeeze), of shape
+        ``(len(frames), C_l, H_l, W_l)`` on :attr:`device`: ``lpips.normalize_tensor`` of
+        ``model.net(model.scaling_layer(x))``, exactly the tensors ``LPIPS.forward`` compares. Frames go
+        ``batch_size`` at a time; at least one frame. Requires :attr:`supports_features`.
+        """
+        import lpips
+        import torch
+
+        if not self.supports_features:
+            raise ValueError("features() mirrors LPIPS version 0.1 with lpips=True, spatial=False; use the pair call")
+        if len(frames) == 0:
+            raise ValueError("features() needs at least one frame")
+        per_layer: list[list[torch.Tensor]] = [[] for _ in range(self.model.L)]
+        with torch.inference_mode():
+            for start in range(0, len(frames), self.batch_size):
+                x = self.to_tensor(frames[start : start + self.batch_size]).to(self.device)
+                # Called as a module, not .forward(), so that hooks on model.net see every pass.
+                outs = self.model.net(self.model.scaling_layer(x))
+                for kk in range(self.model.L):
+                    per_layer[kk].append(lpips.normalize_tensor(outs[kk]))
+        return [torch.cat(chunks) if len(chunks) > 1 else chunks[0] for chunks in per_layer]
+
+    def distance_from_features(self, fa: Sequence[torch.Tensor], fb: Sequence[torch.Tensor]) -> np.ndarray:
+        """LPIPS distances from two frames' :meth:`features`: row ``k`` of ``fa`` against row ``k`` of ``fb``.
+
+        Either side may have one row, which is then compared with every row of the other
+        (broadcasting). Returns float64 ``(rows,)``: lpips' own head, ``sum_l spatial_average(lins[l]((fa_l -
+        fb_l) ** 2))`` as in ``LPIPS.forward``, so ``distance_from_features(features(a), features(b))`` equals
+        ``self(a, b)`` to float64 rounding (~1e-16).
+        """
+        import lpips
+        import torch
+
+        m = self.model
+        with torch.inference_mode():
+            val = 0
+            for kk in range(m.L):
+                val += lpips.spatial_average(m.lins[kk]((fa[kk] - fb[kk]) ** 2), keepdim=True)
+        return val.flatten().cpu().numpy()
+
+    def consecutive_distances(self, frames: Sequence[np.ndarray], chunk_size: int | None = None) -> np.ndarray:
+        """``d(frames[k], frames[k + 1])`` for every ``k``: float64 ``(len(frames) - 1,)``, each frame through
+        the backbone once, ``chunk_size`` frames (default :attr:`batch_size`) of features held at a time."""
+        chunk = chunk_size or self.batch_size
+        out, prev = [], None  # prev: the features of the frame before the chunk
+        for start in range(0, len(frames), chunk):
+            f = self.features(frames[start : start + chunk])
+            if prev is not None:
+                out.append(self.distance_from_features(prev, _rows(f, 0, 1)))
+            if len(f[0]) > 1:
+                out.append(self.distance_from_features(_rows(f, 0, -1), _rows(f, 1, None)))
+            prev = _rows(f, -1, None, copy=True)
+        return np.concatenate(out) if out else np.zeros(0)
+
+
+def _rows(f: list[torch.Tensor], start: int, stop: int | None, *, copy: bool = False) -> list[torch.Tensor]:
+    """Rows ``start:stop`` of every layer of features; ``copy`` so that a kept slice does not hold
+    the whole chunk's storage alive."""
+    return [t[start:stop].clone() if copy else t[start:stop] for t in f]
 
 
 def _same_size(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -153,7 +233,8 @@ def _same_size(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [f if f.shape[:2] == (h, w) else np.asarray(Image.fromarray(f).resize((w, h), Image.BILINEAR)) for f in frames]
 
 
-def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance, threshold: float = 0.05) -> tuple[list[int], list[float]]:
+def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance, threshold: float = 0.05, *,
+                           chunk_size: int | None = None) -> tuple[list[int], list[float]]:
     """Walk the sequence and drop each frame whose LPIPS distance to the
     previously *kept* frame is below ``threshold`` (paper 000 §3.3).
 
@@ -164,15 +245,59 @@ def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance
     and returned, so a kept frame's stored distance is never below the threshold
     and the decisions are as reproducible as the stored values.
 
-    Exactly the sequential rule, computed in few batched passes: all
-    consecutive pairs go through the network at once; only after a drop is a
-    frame compared with an earlier kept frame, and then all the remaining
-    frames against that frame go in one batch.
+    Exactly the sequential rule. With an :class:`LpipsDistance` (``supports_features``) each frame
+    goes through the backbone once: frames are read in chunks of ``chunk_size`` (default the
+    distance's ``batch_size``), and only the current chunk's features and the last kept frame's are
+    held, so memory does not grow with the sequence. Any other callable ``distance(a, b)`` is asked
+    for pairs of frames (all consecutive pairs in one call, then, after a drop, the remaining frames
+    against the last kept one).
     """
-    frames = _same_size(frames)
-    n = len(frames)
-    if n == 0:
+    if len(frames) == 0:
         return [], []
+    frames = _same_size(frames)
+    if getattr(distance, "supports_features", False):
+        return _filter_by_features(frames, distance, threshold, chunk_size or distance.batch_size)
+    return _filter_by_pairs(frames, distance, threshold)
+
+
+def _filter_by_features(frames: list[np.ndarray], distance: LpipsDistance, threshold: float,
+                        chunk: int) -> tuple[list[int], list[float]]:
+    kept, dists = [0], []
+    anchor = None  # features of frame kept[-1], one row, a copy
+    for start in range(0, len(frames), chunk):
+        f = distance.features(frames[start : start + chunk])
+        if anchor is None:  # the first chunk: frame 0 is kept
+            anchor, first = _rows(f, 0, 1, copy=True), 1
+        else:
+            first = 0
+        # Consecutive pairs in one head pass; a frame after a drop is compared with the anchor,
+        # and then so are the rest of the chunk (one pass, reused while the anchor stays).
+        # consecutive[j - start - offset] = d(j - 1, j); the pair across the chunk boundary only
+        # when frame start - 1 was kept (the anchor then is that frame; if it was dropped, frame
+        # start is compared with an earlier one).
+        consecutive = distance.distance_from_features(_rows(f, 0, -1), _rows(f, 1, None)) if len(f[0]) > 1 else np.zeros(0)
+        offset = 1
+        if kept[-1] == start - 1:
+            consecutive, offset = np.concatenate([distance.distance_from_features(anchor, _rows(f, 0, 1)), consecutive]), 0
+        against: tuple[int, int, np.ndarray] | None = None  # (anchor index, first row, distances to it)
+        for j in range(start + first, start + len(f[0])):
+            last = kept[-1]
+            if last == j - 1:
+                d = consecutive[j - start - offset]
+            else:
+                if against is None or against[0] != last:
+                    against = (last, j, distance.distance_from_features(anchor, _rows(f, j - start, None)))
+                d = against[2][j - against[1]]
+            d = quantize(d)
+            if d >= threshold:
+                kept.append(j)
+                dists.append(d)
+                anchor = _rows(f, j - start, j - start + 1, copy=True)
+    return kept, dists
+
+
+def _filter_by_pairs(frames: list[np.ndarray], distance, threshold: float) -> tuple[list[int], list[float]]:
+    n = len(frames)
     consecutive = distance(frames[:-1], frames[1:]) if n > 1 else np.zeros(0)
     kept, dists = [0], []
     against: tuple[int, np.ndarray] | None = None  # (anchor, distances of frames anchor+1.. to it)
