@@ -14,7 +14,8 @@
 #    on the same 2B folder;
 # 4. PhaseFusion cost at Qwen3-VL-8B's real widths, full depth (benchmarks/bench_phasefusion.py);
 # 5. evaluation cost at Qwen2.5-VL-7B and Qwen3-VL-8B widths, full depth, real vocabularies, 360 px
-#    frames (benchmarks/bench_eval.py: batched vs one at a time, orderings, PhaseFusion, LPIPS;
+#    frames (benchmarks/bench_eval.py: batched vs one at a time, length-sorted batches, frames shared
+#    across records, orderings, PhaseFusion, LPIPS;
 #    EVAL_LAYERS sets the depth, 1 when DEVICE=cpu).
 #
 # About 8 minutes on an H200, plus up to 4 for part 5 (each part has its own time limit, so one
@@ -120,7 +121,7 @@ fi
 section "evaluation cost at real widths (qwen2.5-vl-7b, qwen3-vl-8b; decoder / ViT layers ${EVAL_LAYERS:=$([ "$DEVICE" = cpu ] && echo 1 || echo full)})"
 EVAL_SIZE=$([ "$DEVICE" = cpu ] && echo 96 || echo 360)
 timeout ${EVAL_TIMEOUT:-240} $PY benchmarks/bench_eval.py --device "$DEVICE" --dtype "$DTYPE" --layers "$EVAL_LAYERS" \
-    --vision-layers "$EVAL_LAYERS" --frame-size "$EVAL_SIZE" $([ "$DEVICE" = cpu ] || echo --real-vocab --items 32 --batch-size 8 --repeats 3 --lpips-pairs 64) \
+    --vision-layers "$EVAL_LAYERS" --frame-size "$EVAL_SIZE" $([ "$DEVICE" = cpu ] && echo --items 6 --timecatch-frames 2,4 --lpips-pairs 4 || echo --real-vocab --items 32 --batch-size 8 --repeats 3 --lpips-pairs 64) \
     --out "$RESULTS/bench_eval.json"
 echo "bench_eval exit code: $?"
 
