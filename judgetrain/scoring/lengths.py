@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["estimated_tokens", "item_order", "longest_first", "visual_tokens"]
+__all__ = ["estimated_tokens", "item_order", "longest_first", "prompts_order", "visual_tokens"]
 
 # Pixels a visual token covers when a processor cannot say (Qwen-VL's 28 x 28 merged patch).
 _FALLBACK_PIXELS_PER_TOKEN = 28 * 28
@@ -73,10 +73,17 @@ def longest_first(lengths: Sequence[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: -lengths[i])
 
 
+def prompts_order(processor: Any, prompts: Sequence[Any], images: Sequence[Sequence[Any]], prefill: str | None) -> list[int]:
+    """The order the engine runs prompts (chat messages) with their images in: longest first."""
+    from .prompts import render_prompt
+
+    texts = [render_prompt(processor, p, prefill) for p in prompts]
+    return longest_first(estimated_tokens(processor, texts, images))
+
+
 def item_order(processor: Any, items: Sequence[Any], prefill: str | None) -> list[int]:
     """The order the engine runs ``items`` (task records or tuples) in: longest first."""
-    from .prompts import render_prompt, to_item
+    from .prompts import to_item
 
     its = [to_item(items[i], i) for i in range(len(items))]
-    texts = [render_prompt(processor, it.prompt, prefill) for it in its]
-    return longest_first(estimated_tokens(processor, texts, [it.images for it in its]))
+    return prompts_order(processor, [it.prompt for it in its], [it.images for it in its], prefill)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
 from .constrained import choice_token_ids_many, finish_scores
-from .lengths import estimated_tokens, longest_first
+from .lengths import prompts_order
 from .model import ScoringModel, eval_mode, select_cache_rows
 from .prompts import FAMILY_PREFILL, FamilyPrefill, as_sequence, render_prompt, resolve_prefill
 from .results import ChoiceScores
@@ -256,5 +256,4 @@ def _group_order(m: ScoringModel, seq: Sequence, prefill: str | None) -> list[in
     groups = [seq[i] for i in range(len(seq))]
     if not all(isinstance(g, PrefixGroup) and g.prompts for g in groups):
         return None
-    texts = [render_prompt(m.processor, g.prompts[0], prefill) for g in groups]
-    return longest_first(estimated_tokens(m.processor, texts, [g.images for g in groups]))
+    return prompts_order(m.processor, [g.prompts[0] for g in groups], [g.images for g in groups], prefill)
