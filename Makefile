@@ -3,20 +3,37 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# torch and torchvision go in first, pinned, so that no later requirement
-# pulls a different (multi-GB) build; everything else must accept them.
-TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
+# The install is locked: requirements/lock.txt pins every package (torch 2.14.1 and
+# torchvision 0.29.1 among them) as `make lock` resolved them from pyproject.toml's ranges,
+# so a fresh machine gets the versions the tests passed with, whatever PyPI released since.
+# pyproject.toml keeps ranges for `pip install judgetrain` into an environment of your own.
+LOCK   ?= requirements/lock.txt
+LATEST ?= .venv-latest
 PYTEST_ARGS ?=
+# the fast suite's and CI's closing list of the slowest tests
+DURATIONS ?= --durations=15
 
-.PHONY: setup system-deps quickstart test test-slow test-readme test-all bench clean
+.PHONY: setup system-deps quickstart test test-slow test-readme test-all test-latest lint lock bench clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: $(LOCK) pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
+	  f"{sys.executable} is Python {v[0]}.{v[1]}; $(LOCK) was resolved on Python 3.11 (Linux x86-64). Run with PYTHON=python3.11, " \
+	  "or `make lock` to resolve it for this Python, or pip install -e \".[test]\" to take pyproject.toml ranges unlocked")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install $(TORCH_PINS)
-	$(BIN)/python -m pip install -e ".[test]"
-	# DeepSpeed builds against the torch already installed.
-	$(BIN)/python -m pip install --no-build-isolation "deepspeed>=0.16"
+	# torch first, exactly as locked: DeepSpeed compiles against the torch already installed
+	$(BIN)/python -m pip install -c $(LOCK) torch torchvision
+	$(BIN)/python -m pip install --no-build-isolation -c $(LOCK) deepspeed
+	$(BIN)/python -m pip install -r $(LOCK)
+	$(BIN)/python -m pip install --no-deps -e .
+	$(BIN)/python -m pip check
 	touch $@
+
+# Re-resolve the lock from pyproject.toml's ranges and requirements/torch.in (newest releases
+# they allow), with pip-tools in a venv of its own; then run `make test` before committing it.
+lock:
+	test -x build/lock-venv/bin/pip-compile || ($(PYTHON) -m venv build/lock-venv && build/lock-venv/bin/python -m pip install -q "pip-tools>=7.4")
+	build/lock-venv/bin/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --extra test --extra deepspeed -o $(LOCK) pyproject.toml requirements/torch.in
 
 setup: $(BIN)/.installed
 
@@ -37,13 +54,31 @@ quickstart: setup
 	$(BIN)/judgetrain quickstart
 
 test: setup system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(DURATIONS) $(PYTEST_ARGS)
+
+# ruff (lint + format check) and mypy over the package, as configured in pyproject.toml
+lint: setup
+	$(BIN)/ruff check judgetrain data_builders eval
+	$(BIN)/ruff format --check judgetrain data_builders eval
+	$(BIN)/mypy
+
+# The fast suite against the newest releases pyproject.toml allows (not the lock), in a venv
+# of its own: what the next `make lock` would break. Not a CI gate; it first prints every
+# package whose version differs from the lock, so a failure can be read against them.
+test-latest: system-deps
+	test -x $(LATEST)/bin/python || $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager torch torchvision
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager --no-build-isolation deepspeed
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[test]"
+	$(LATEST)/bin/python -m pip check
+	$(LATEST)/bin/python -m judgetrain.compat.versions --lock $(LOCK)
+	$(LATEST)/bin/python -m pytest $(DURATIONS) $(PYTEST_ARGS)
 
 # multi-process accelerate / DeepSpeed launches on CPU and end-to-end Optuna
 # sweeps (several minutes; DeepSpeed compiles its shared-memory op once into
 # TORCH_EXTENSIONS_DIR)
 test-slow: setup system-deps
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m slow $(DURATIONS) $(PYTEST_ARGS)
 
 # the README's offline commands, top to bottom at their full sizes, checking that none
 # rewrites an earlier one's outputs (about 15 minutes on 2 cores; not part of CI's run)
@@ -58,4 +93,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_scoring.py --threads 1
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) build dist *.egg-info .pytest_cache

@@ -26,7 +26,7 @@ LAYERS = (
     ("foundation", ("judgetrain", "judgetrain.errors", "judgetrain.config", "judgetrain.io", "judgetrain.jsonl",
                     "judgetrain.seeding", "judgetrain.lazy", "judgetrain.plotting", "judgetrain.records", "judgetrain.video",
                     "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode",
-                    "judgetrain.cluster")),
+                    "judgetrain.cluster", "judgetrain.compat")),
     ("models and scoring", ("judgetrain.models", "judgetrain.scoring")),
     ("builders and evaluations", ("judgetrain.data_builders", "judgetrain.eval")),
     ("training", ("judgetrain.train", "judgetrain.consistency")),
