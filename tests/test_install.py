@@ -26,6 +26,10 @@ print(json.dumps({
 }))
 """
 
+# what the wheel holds: modules, and the package data pyproject.toml names (tiny models' chat
+# templates, recipe fields, DeepSpeed configs, the run browser's page templates)
+SHIPPED = (".py", ".jinja", ".json", ".yaml", ".html", ".js", ".css")
+
 
 def _probe(site_dir: Path) -> dict:
     import json
@@ -55,10 +59,11 @@ def test_wheel_install_maps_the_top_level_folders(tmp_path, hooks):
     sources = {"judgetrain": REPO / "judgetrain", "judgetrain/data_builders": REPO / "data_builders",
                "judgetrain/eval": REPO / "eval", "judgetrain/deepspeed_configs": REPO / "deepspeed_configs"}
     expected = {f"{prefix}/{path.relative_to(folder).as_posix()}" for prefix, folder in sources.items()
-                for path in folder.rglob("*") if path.suffix in (".py", ".jinja", ".json", ".yaml") and "__pycache__" not in path.parts}
+                for path in folder.rglob("*") if path.suffix in SHIPPED and "__pycache__" not in path.parts}
     assert sorted(expected - set(files)) == []
     assert "judgetrain/data_builders/timecatch/command.py" in files and "judgetrain/eval/phasefusion/__main__.py" in files
     assert "judgetrain/models/tiny/templates/internvl.jinja" in files
+    assert {f"judgetrain/eval/view/templates/{n}" for n in ("index.html", "app.js", "style.css")} <= set(files)
     assert not [f for f in files if f.split("/")[0] in {"recipes", "tests", "data_builders", "eval", "benchmarks"}]
     entry_points = next(f for f in files if f.endswith("entry_points.txt"))
     assert "judgetrain = judgetrain.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -1,15 +1,16 @@
 """``judgetrain eval view``: the run browser, a static page set over one or several evaluation runs.
 
 :mod:`.items` reads a run folder into the items the page shows, :mod:`.thumbs` makes the
-frames' content-addressed thumbnails, :mod:`.markdown` turns a report into HTML, :mod:`.page`
-writes the page set with the files of :mod:`.assets`, and :mod:`.command` is the CLI.
+frames' content-addressed thumbnails, :mod:`.markdown` turns a report into HTML (markdown-it-py),
+:mod:`.page` writes the page set with the files of :mod:`.assets` (jinja2, from ``templates/``),
+and :mod:`.command` is the CLI.
 README: "`judgetrain eval view`".
 """
 
 from judgetrain.lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
-    "assets": ["APP_JS", "INDEX_HTML", "STYLE_CSS"],
+    "assets": ["STATIC_FILES", "index_html", "static_file"],
     "command": ["ViewConfig", "main", "make_parser"],
     "items": ["dataset_images", "load_run", "messages_text", "posterior_summary"],
     "markdown": ["to_html"],

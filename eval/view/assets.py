@@ -1,281 +1,49 @@
-"""The run browser's static files: ``index.html``, ``app.js`` (vanilla JavaScript, no library)
-and ``style.css``, written as they are into every page folder by :mod:`.page`.
-
-The page reads the globals its data files fill (``JT.addItems``, ``JT.setMeta``, ``JT.addDetail``):
-an item table filtered, sorted and paged over the whole items array (one pass per change, only
-the page's rows in the DOM, so 20,000 items stay fast), an overview of each run's report and
-figures, and an item page (``#item=ID``) with the frames, the prompt and every run's posterior
-as bars; an item's detail file is loaded by a ``<script>`` tag when it is opened.
+"""The run browser's files from the package's ``templates/`` folder, through jinja2:
+``index.html`` (a template: the title and the data files' ``<script>`` tags, autoescaped),
+``app.js`` (the views, vanilla JavaScript, no library) and ``style.css``, both copied as
+they are. :mod:`.page` writes them into every page folder.
 README: "`judgetrain eval view`".
 """
 
 from __future__ import annotations
 
-__all__ = ["APP_JS", "INDEX_HTML", "STYLE_CSS"]
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-INDEX_HTML = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{{TITLE}} · judgetrain eval view</title>
-<link rel="stylesheet" href="style.css">
-<script>
-window.JT = {items: [], detail: {}, meta: null,
-  addItems: function (rows) { for (var i = 0; i < rows.length; i++) JT.items.push(rows[i]); },
-  addDetail: function (chunk, rows) { JT.detail[chunk] = rows; },
-  setMeta: function (m) { JT.meta = m; }};
-</script>
-{{DATA}}
-</head>
-<body>
-<header><h1>{{TITLE}}</h1>
-<nav><a href="#items" id="nav-items">Items</a> <a href="#overview" id="nav-overview">Overview</a></nav></header>
-<main id="main"></main>
-<script src="app.js"></script>
-</body>
-</html>
-"""
+if TYPE_CHECKING:
+    import jinja2
 
-STYLE_CSS = """body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #222; }
-header { background: #24364b; color: #fff; padding: 8px 16px; display: flex; align-items: center; gap: 24px; }
-header h1 { font-size: 18px; margin: 0; }
-header a { color: #cfe3ff; margin-right: 12px; }
-main { padding: 12px 16px; }
-.filters { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; margin-bottom: 8px; }
-.filters label { white-space: nowrap; }
-.filters input[type=number] { width: 70px; }
-table.items { border-collapse: collapse; width: 100%; }
-table.items th { cursor: pointer; background: #eef2f7; text-align: left; position: sticky; top: 0; }
-table.items th, table.items td { border-bottom: 1px solid #ddd; padding: 3px 6px; }
-table.items tr.row:hover { background: #f5f9ff; cursor: pointer; }
-td.ok { color: #17803d; } td.bad { color: #b42318; }
-.pager { margin: 8px 0; display: flex; gap: 8px; align-items: center; }
-.frames { display: flex; flex-wrap: wrap; gap: 6px; margin: 4px 0 12px; }
-.frames figure { margin: 0; text-align: center; font-size: 12px; }
-.frames img { max-height: 160px; border: 1px solid #999; }
-.runs { display: flex; gap: 16px; align-items: flex-start; }
-.run { flex: 1; min-width: 280px; border: 1px solid #ccd; border-radius: 4px; padding: 8px; }
-pre.prompt { white-space: pre-wrap; background: #f6f6f6; padding: 6px; max-height: 320px; overflow: auto; font-size: 12px; }
-.bar { display: grid; grid-template-columns: 12em 1fr 6em; gap: 6px; align-items: center; margin: 2px 0; }
-.bar .fill { background: #8aa6c8; height: 14px; }
-.bar.pred .fill { background: #24364b; }
-.bar.gold .label { font-weight: bold; }
-.bar .track { background: #eee; }
-table.md { border-collapse: collapse; margin: 8px 0; }
-table.md td, table.md th { border: 1px solid #ccc; padding: 2px 6px; }
-img.figure, .figures img { max-width: 640px; display: block; margin: 8px 0; }
-.warn { color: #9a6700; }
-"""
+__all__ = ["STATIC_FILES", "index_html", "static_file"]
 
-APP_JS = r"""'use strict';
-(function () {
-  var M = JT.meta, ITEMS = JT.items, R = M.runs.length;
-  var INDEX = {}; ITEMS.forEach(function (it, i) { INDEX[it[0]] = i; });
-  var S = {task: '', source: '', run: 0, correct: '', flipped: '', mmin: '', mmax: '', q: '',
-           sort: 'id', dir: 1, page: 0, size: 50};
-  var view = [];
-  var main = document.getElementById('main');
+STATIC_FILES = ("app.js", "style.css")
 
-  function el(tag, attrs, kids) {
-    var e = document.createElement(tag);
-    for (var k in attrs || {}) { if (k === 'text') e.textContent = attrs[k]; else e.setAttribute(k, attrs[k]); }
-    (kids || []).forEach(function (c) {
-      if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
-    });
-    return e;
-  }
-  function num(x, d) { return x == null ? '–' : x.toFixed(d == null ? 3 : d); }
-  function run(it) { return it[4][S.run]; }
-  var KEYS = {
-    id: function (it) { return it[0]; }, task: function (it) { return it[1] || ''; },
-    source: function (it) { return it[2] || ''; }, gold: function (it) { return it[3] || ''; },
-    pred: function (it) { var r = run(it); return r ? String(r[0]) : ''; },
-    correct: function (it) { var r = run(it); return r && r[1] != null ? +r[1] : -1; },
-    top: function (it) { var r = run(it); return r && r[2] != null ? r[2] : -1; },
-    margin: function (it) { var r = run(it); return r && r[3] != null ? r[3] : -1; },
-    flipped: function (it) { var r = run(it); return r && r[4] != null ? +r[4] : -1; }
-  };
-  function disagree(it) {
-    var seen = {}, n = 0;
-    it[4].forEach(function (r) { if (r && !seen[r[0]]) { seen[r[0]] = 1; n++; } });
-    return n > 1;
-  }
-  function keep(it) {
-    var r = run(it);
-    if (S.task && it[1] !== S.task) return false;
-    if (S.source && it[2] !== S.source) return false;
-    if (S.q && String(it[0]).indexOf(S.q) < 0) return false;
-    if (S.correct && (!r || String(!!r[1]) !== S.correct)) return false;
-    if (S.flipped === 'runs') { if (!disagree(it)) return false; }
-    else if (S.flipped && (!r || r[4] == null || String(!!r[4]) !== S.flipped)) return false;
-    if (S.mmin !== '' && (!r || r[3] == null || r[3] < +S.mmin)) return false;
-    if (S.mmax !== '' && (!r || r[3] == null || r[3] > +S.mmax)) return false;
-    return true;
-  }
-  function apply() {
-    var key = KEYS[S.sort], dir = S.dir;
-    view = ITEMS.filter(keep);
-    view.sort(function (a, b) { var x = key(a), y = key(b); return x < y ? -dir : x > y ? dir : 0; });
-    S.page = Math.min(S.page, Math.max(0, Math.ceil(view.length / S.size) - 1));
-    drawRows();
-  }
-  function select(id, label, options, value) {
-    var s = el('select', {id: id}, options.map(function (o) {
-      var opt = el('option', {value: o[0], text: o[1]}); if (String(o[0]) === String(value)) opt.selected = true; return opt;
-    }));
-    s.addEventListener('change', function () { S[id.slice(2)] = id === 'f-run' ? +s.value : s.value; S.page = 0; apply(); });
-    return el('label', {}, [label + ' ', s]);
-  }
-  function input(id, label, type) {
-    var i = el('input', {id: id, type: type, step: '0.01'}); i.value = S[id.slice(2)];
-    i.addEventListener('input', function () { S[id.slice(2)] = i.value; S.page = 0; apply(); });
-    return el('label', {}, [label + ' ', i]);
-  }
-  function items() {
-    main.innerHTML = '';
-    var all = [['', 'all']];
-    var flips = all.concat([['true', 'flipped'], ['false', 'not flipped']]);
-    if (R > 1) flips.push(['runs', 'runs disagree']);
-    var f = el('div', {'class': 'filters'}, [
-      select('f-task', 'task', all.concat(M.tasks.map(function (t) { return [t, t]; })), S.task),
-      select('f-source', 'source', all.concat(M.sources.map(function (t) { return [t, t]; })), S.source),
-      R > 1 ? select('f-run', 'run', M.runs.map(function (r, k) { return [k, r.name]; }), S.run) : null,
-      select('f-correct', 'answer', all.concat([['true', 'correct'], ['false', 'incorrect']]), S.correct),
-      select('f-flipped', 'flips', flips, S.flipped),
-      input('f-mmin', 'margin ≥', 'number'), input('f-mmax', 'margin ≤', 'number'), input('f-q', 'id contains', 'text')]);
-    main.appendChild(f);
-    main.appendChild(el('div', {'class': 'pager', id: 'pager'}));
-    var head = ['id', 'task', 'source', 'gold'];
-    var tr = el('tr', {}, head.map(function (h) { return th(h, h); }));
-    M.runs.forEach(function (r, k) {
-      var p = R > 1 ? r.name + ' ' : '';
-      ['pred', 'correct', 'top', 'margin', 'flipped'].forEach(function (h) { tr.appendChild(th(h, p + h, k)); });
-    });
-    main.appendChild(el('table', {'class': 'items', id: 'items'}, [el('thead', {}, [tr]), el('tbody', {id: 'rows'})]));
-    apply();
-  }
-  function th(key, label, k) {
-    var mark = S.sort === key && (k == null || k === S.run) ? (S.dir > 0 ? ' ▲' : ' ▼') : '';
-    var h = el('th', {'data-sort': key, text: label + mark});
-    h.addEventListener('click', function () {
-      if (k != null) S.run = k;
-      S.dir = S.sort === key ? -S.dir : 1; S.sort = key; items();
-    });
-    return h;
-  }
-  function drawRows() {
-    var body = document.getElementById('rows'); body.innerHTML = '';
-    var start = S.page * S.size, rows = view.slice(start, start + S.size);
-    rows.forEach(function (it) {
-      var tr = el('tr', {'class': 'row', 'data-id': it[0]}, [el('td', {text: it[0]}), el('td', {text: it[1] || ''}),
-        el('td', {text: it[2] || ''}), el('td', {text: it[3] == null ? '' : it[3]})]);
-      it[4].forEach(function (r) {
-        if (!r) { for (var j = 0; j < 5; j++) tr.appendChild(el('td', {text: '–'})); return; }
-        tr.appendChild(el('td', {text: r[0] == null ? '–' : r[0]}));
-        tr.appendChild(el('td', {'class': r[1] ? 'ok' : 'bad', text: r[1] == null ? '–' : (r[1] ? '✓' : '✗')}));
-        tr.appendChild(el('td', {text: num(r[2])})); tr.appendChild(el('td', {text: num(r[3])}));
-        tr.appendChild(el('td', {text: r[4] == null ? '–' : (r[4] ? 'yes' : 'no')}));
-      });
-      tr.addEventListener('click', function () { location.hash = 'item=' + encodeURIComponent(it[0]); });
-      body.appendChild(tr);
-    });
-    var pages = Math.max(1, Math.ceil(view.length / S.size));
-    var pager = document.getElementById('pager'); pager.innerHTML = '';
-    var prev = el('button', {id: 'prev', text: '‹ prev'}), next = el('button', {id: 'next', text: 'next ›'});
-    prev.disabled = S.page === 0; next.disabled = S.page >= pages - 1;
-    prev.addEventListener('click', function () { S.page--; drawRows(); });
-    next.addEventListener('click', function () { S.page++; drawRows(); });
-    pager.appendChild(prev); pager.appendChild(next);
-    pager.appendChild(el('span', {id: 'count', text: 'page ' + (S.page + 1) + ' of ' + pages + ' · ' + view.length +
-      ' of ' + ITEMS.length + ' items'}));
-  }
-  function overview() {
-    main.innerHTML = '';
-    M.runs.forEach(function (r) {
-      var box = el('section', {'class': 'overview'}, [el('h2', {text: r.name + ' (' + r.evaluation + ')'}),
-        el('p', {text: 'model ' + r.model + (r.adapter ? ' + adapter ' + r.adapter : '') + ' · data ' + r.data +
-          (r.split ? ' [' + r.split + ']' : '') + ' · ' + r.n + ' items · folder ' + r.dir})]);
-      r.warnings.forEach(function (w) { box.appendChild(el('p', {'class': 'warn', text: w})); });
-      var rep = el('div', {'class': 'report'}); rep.innerHTML = r.report; box.appendChild(rep);
-      var shown = rep.querySelectorAll('img').length;
-      var figs = r.figures.map(function (f) { return el('img', {src: f}); });
-      if (!shown) box.appendChild(el('div', {'class': 'figures'}, figs));
-      main.appendChild(box);
-    });
-  }
-  function loadDetail(id, done) {
-    var c = Math.floor(INDEX[id] / M.detail_chunk);
-    if (JT.detail[c]) return done(JT.detail[c][id]);
-    var s = document.createElement('script');
-    s.src = 'data/detail-' + ('000' + c).slice(-4) + '.js';
-    s.onload = function () { done(JT.detail[c][id]); };
-    document.head.appendChild(s);
-  }
-  function frames(groups) {
-    var box = el('div', {});
-    (groups || []).forEach(function (g) {
-      box.appendChild(el('h4', {text: g.label}));
-      box.appendChild(el('div', {'class': 'frames'}, g.thumbs.map(function (t, i) {
-        return el('figure', {}, [t ? el('img', {src: t, 'class': 'thumb'}) : el('span', {text: '(missing)'}),
-          el('figcaption', {text: 'frame ' + (i + 1)})]);
-      })));
-    });
-    return box;
-  }
-  function bars(choices, probs, pred, gold) {
-    return el('div', {'class': 'bars'}, choices.map(function (c, i) {
-      var p = probs ? probs[i] : null;
-      var cls = 'bar' + (c === pred ? ' pred' : '') + (c === gold ? ' gold' : '');
-      return el('div', {'class': cls, 'data-choice': c, 'data-p': p == null ? '' : String(p)}, [
-        el('span', {'class': 'label', text: c + (c === gold ? ' ★ gold' : '') + (c === pred ? ' ◀ predicted' : '')}),
-        el('div', {'class': 'track'}, [el('div', {'class': 'fill', style: 'width:' + (p == null ? 0 : 100 * p) + '%'})]),
-        el('span', {'class': 'value', text: p == null ? '–' : p.toFixed(4)})]);
-    }));
-  }
-  function item(id) {
-    main.innerHTML = '';
-    if (!(id in INDEX)) { main.appendChild(el('p', {text: 'no item ' + id})); return; }
-    var it = ITEMS[INDEX[id]];
-    main.appendChild(el('p', {}, [el('a', {href: '#items', text: '‹ back to the items'})]));
-    main.appendChild(el('h2', {id: 'item-id', text: id}));
-    main.appendChild(el('p', {text: 'task ' + it[1] + ' · source ' + it[2] + ' · gold ' + it[3]}));
-    loadDetail(id, function (d) {
-      var same = d.every(function (x) { return !x || JSON.stringify(x.frames) === JSON.stringify(d[0] && d[0].frames); });
-      if (same && d[0]) {
-        main.appendChild(el('h3', {text: 'Frames, in the order the model saw them'}));
-        main.appendChild(frames(d[0].frames));
-      }
-      var cols = el('div', {'class': 'runs'});
-      d.forEach(function (x, k) {
-        var box = el('div', {'class': 'run', 'data-run': k}, [el('h3', {text: M.runs[k].name})]);
-        if (!x) { box.appendChild(el('p', {text: 'not in this run'})); cols.appendChild(box); return; }
-        if (!same) box.appendChild(frames(x.frames));
-        box.appendChild(el('p', {text: 'prediction ' + x.pred + ' · ' + (x.correct ? 'correct' : 'incorrect')}));
-        box.appendChild(bars(x.choices, x.probs, x.pred, x.gold));
-        if ((x.passes || []).length) {
-          var passes = x.passes.map(function (p) {
-            return el('div', {}, [el('b', {text: p[0]}), bars(x.choices, p[1], x.choices[p[2]], x.gold)]);
-          });
-          box.appendChild(el('details', {}, [el('summary', {text: x.passes.length + ' passes'})].concat(passes)));
-        }
-        box.appendChild(el('h4', {text: x.prompt_kind === 'messages' ?
-          'Prompt (messages; the run stored no rendered prompt)' : 'Prompt as rendered'}));
-        box.appendChild(el('pre', {'class': 'prompt', text: x.prompt == null ? '(not stored)' : x.prompt}));
-        Object.keys(x.extra || {}).forEach(function (k2) { box.appendChild(el('div', {text: k2 + ': ' + x.extra[k2]})); });
-        cols.appendChild(box);
-      });
-      main.appendChild(cols);
-      main.setAttribute('data-ready', id);
-    });
-  }
-  function route() {
-    var h = decodeURIComponent(location.hash.slice(1));
-    main.removeAttribute('data-ready');
-    if (h.indexOf('item=') === 0) item(h.slice(5));
-    else if (h === 'overview') overview();
-    else items();
-  }
-  window.addEventListener('hashchange', route);
-  route();
-})();
-"""
+
+@cache
+def _loader() -> jinja2.BaseLoader:
+    import jinja2
+
+    return jinja2.PackageLoader(__package__, "templates")
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    return jinja2.Environment(loader=_loader(), autoescape=jinja2.select_autoescape(["html"]),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True)
+
+
+def index_html(title: str, scripts: Sequence[str]) -> str:
+    """The page: ``title`` (escaped) and a ``<script>`` tag per data file of ``scripts``
+    (page-relative paths, loaded in that order before ``app.js``)."""
+    return _environment().get_template("index.html").render(title=title, scripts=list(scripts))
+
+
+def static_file(name: str) -> str:
+    """The text of ``name``, one of :data:`STATIC_FILES`, as the package ships it."""
+    if name not in STATIC_FILES:
+        raise ValueError(f"{name!r} is not one of the run browser's static files {STATIC_FILES}")
+    source, _, _ = _loader().get_source(_environment(), name)
+    return source

@@ -1,88 +1,78 @@
-"""The subset of markdown judgetrain's reports use, as HTML, for the run browser's overview.
+"""A run's ``report.md`` as HTML for the run browser's overview, through markdown-it-py.
 
-Headings, paragraphs, ``-`` lists, pipe tables, fenced code, images (their paths rewritten
-into the page folder), ``**bold**``, ``*emphasis*`` and inline code; everything else is
-escaped text. No network, no library: the page must open from disk.
+CommonMark with GitHub's pipe tables (markdown-it-py's ``commonmark`` preset and its
+``table`` rule). Raw HTML in a report is shown as text, except the ``<br>`` line breaks that
+report tables put in their header cells. Relative paths of images and links (a report's
+figures are linked images, ``[![title](fig.png)](fig.png)``,
+:func:`judgetrain.eval.core.markdown.figures_markdown`) are rewritten into the page folder;
+headings go one level down, below the page's own heading for the run. Nothing is fetched:
+the page must open from disk.
 README: "`judgetrain eval view`".
 """
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import StateInline
+    from markdown_it.token import Token
 
 __all__ = ["to_html"]
 
-_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
-_INLINE = ((re.compile(r"`([^`]+)`"), r"<code>\1</code>"), (re.compile(r"\*\*([^*]+)\*\*"), r"<b>\1</b>"),
-           (re.compile(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])"), r"<i>\1</i>"))
+# a URL with a scheme (http:, file:, data:…), an absolute path or an in-page anchor: left as written
+_NOT_RELATIVE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*:|/|#)")
+_BREAKS = ("<br>", "<br/>", "<br />")
 
 
-def _inline(text: str, image_src: Callable[[str], str]) -> str:
-    out, at = [], 0
-    for m in _IMAGE.finditer(text):
-        out.append(_format(text[at:m.start()]))
-        out.append(f'<img class="figure" alt="{html.escape(m.group(1))}" src="{html.escape(image_src(m.group(2)))}">')
-        at = m.end()
-    out.append(_format(text[at:]))
-    return "".join(out)
+def _line_break(state: StateInline, silent: bool) -> bool:
+    """``<br>`` in a report's text: a line break (report tables title their columns on two lines)."""
+    tag = next((b for b in _BREAKS if state.src.startswith(b, state.pos)), None)
+    if tag is None:
+        return False
+    if not silent:
+        state.push("hardbreak", "br", 0)
+    state.pos += len(tag)
+    return True
 
 
-def _format(text: str) -> str:
-    text = html.escape(text, quote=False).replace("&lt;br&gt;", "<br>")
-    for pattern, repl in _INLINE:
-        text = pattern.sub(repl, text)
-    return text
+@cache
+def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    md.inline.ruler.before("autolink", "line_break_tag", _line_break)
+    return md
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+def _rewrite(tokens: Sequence[Token], local: Callable[[str], str]) -> None:
+    """Headings one level down, tables and images classed for the page's style sheet, relative
+    image and link targets through ``local``."""
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + 1, 6)}"
+        elif token.type == "table_open":
+            token.attrSet("class", "md")
+        for child in token.children or []:
+            key = "src" if child.type == "image" else "href" if child.type == "link_open" else None
+            if key is None:
+                continue
+            target = str(child.attrGet(key) or "")
+            if target and not _NOT_RELATIVE.match(target):
+                child.attrSet(key, local(target))
+            if child.type == "image":
+                child.attrSet("class", "figure")
 
 
-def _table(lines: list[str], image_src: Callable[[str], str]) -> str:
-    rows = [_cells(line) for line in lines if not set(line.replace("|", "").strip()) <= set("-: ")]
-    head, body = rows[0], rows[1:]
-    out = ["<table class=\"md\"><thead><tr>", *(f"<th>{_inline(c, image_src)}</th>" for c in head), "</tr></thead><tbody>"]
-    for row in body:
-        out += ["<tr>", *(f"<td>{_inline(c, image_src)}</td>" for c in row), "</tr>"]
-    return "".join(out) + "</tbody></table>"
-
-
-def to_html(md: str, image_src: Callable[[str], str] = lambda s: s) -> str:
-    """``md`` as HTML; ``image_src(path)`` gives the page path of an image the markdown names."""
-    blocks: list[str] = []
-    lines = md.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("```"):
-            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), len(lines))
-            blocks.append("<pre>" + html.escape("\n".join(lines[i + 1:end])) + "</pre>")
-            i = end + 1
-            continue
-        kind = "table" if line.startswith("|") else "list" if line.startswith(("- ", "* ")) else \
-            "heading" if line.startswith("#") else "blank" if not line.strip() else "text"
-        j = i + 1
-        while kind in ("table", "list", "text") and j < len(lines) and _same(kind, lines[j]):
-            j += 1
-        chunk = lines[i:j]
-        if kind == "table":
-            blocks.append(_table(chunk, image_src))
-        elif kind == "list":
-            blocks.append("<ul>" + "".join(f"<li>{_inline(c[2:], image_src)}</li>" for c in chunk) + "</ul>")
-        elif kind == "heading":
-            level = min(len(line) - len(line.lstrip("#")) + 1, 6)
-            blocks.append(f"<h{level}>{_inline(line.lstrip('#').strip(), image_src)}</h{level}>")
-        elif kind == "text":
-            blocks.append("<p>" + _inline(" ".join(chunk), image_src) + "</p>")
-        i = j
-    return "\n".join(blocks)
-
-
-def _same(kind: str, line: str) -> bool:
-    if kind == "table":
-        return line.startswith("|")
-    if kind == "list":
-        return line.startswith(("- ", "* "))
-    return bool(line.strip()) and not line.startswith(("|", "#", "- ", "* ", "```"))
+def to_html(md: str, local: Callable[[str], str] = lambda s: s) -> str:
+    """``md`` (a report's markdown) as HTML; ``local(path)`` gives the page path of a file the
+    report names by a relative path (its figures)."""
+    parser = _parser()
+    env: dict = {}
+    tokens = parser.parse(md, env)
+    _rewrite(tokens, local)
+    return parser.renderer.render(tokens, parser.options, env)

@@ -1,8 +1,8 @@
 """Write the run browser: one static page set for one run or several runs on the same items.
 
 :func:`write_view` writes into ``out``: ``index.html`` (the page), ``app.js`` and
-``style.css`` (:mod:`.assets`), ``data/meta.js`` (the runs, their reports and figures),
-``data/items-NNNN.js`` (the item table, :data:`TABLE_CHUNK` items a file) and
+``style.css`` (:mod:`.assets`, the package's ``templates/``), ``data/meta.js`` (the runs,
+their reports and figures), ``data/items-NNNN.js`` (the item table, :data:`TABLE_CHUNK` items a file) and
 ``data/detail-NNNN.js`` (each item's prompt, frames and posteriors, :data:`DETAIL_CHUNK` a
 file, loaded when an item is opened), ``runs/K/*.png`` (each run's figures) and
 ``thumbs/`` (:mod:`.thumbs`). The data are JavaScript files that set globals and load by
@@ -13,7 +13,6 @@ README: "`judgetrain eval view`".
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any
 
 from judgetrain.io import no_nan, write_bytes, write_text
 
-from .assets import APP_JS, INDEX_HTML, STYLE_CSS
+from .assets import STATIC_FILES, index_html, static_file
 from .items import dataset_images, load_run
 from .markdown import to_html
 from .thumbs import Thumbs, resolve_frames
@@ -88,11 +87,9 @@ def write_pages(runs: Sequence[Mapping[str, Any]], names: Sequence[str], out: st
             "tasks": sorted({str(t[1]) for t in table if t[1] is not None}),
             "sources": sorted({str(t[2]) for t in table if t[2] is not None})}
     write_text(out / "data/meta.js", _js("JT.setMeta", meta))
-    write_text(out / "app.js", APP_JS)
-    write_text(out / "style.css", STYLE_CSS)
-    scripts = "\n".join(f'<script src="{f}"></script>' for f in ["data/meta.js", *table_files])
-    title = html.escape(" vs ".join(names))
-    write_text(out / "index.html", INDEX_HTML.replace("{{TITLE}}", title).replace("{{DATA}}", scripts))
+    for name in STATIC_FILES:
+        write_text(out / name, static_file(name))
+    write_text(out / "index.html", index_html(" vs ".join(names), ["data/meta.js", *table_files]))
     return out / "index.html"
 
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from judgetrain import config, records
 from judgetrain.eval import timecatch as T
 from judgetrain.eval.core import runs
-from judgetrain.eval.view import command as V, items as I, markdown as MD, page as P, thumbs as TH
+from judgetrain.eval.view import assets as A, command as V, items as I, markdown as MD, page as P, thumbs as TH
 
 LIMIT = 8  # the first 8 validation records hold all four tasks
 
@@ -53,13 +55,55 @@ def test_messages_text_marks_each_image():
 
 
 def test_markdown_tables_headings_images_and_escaping():
-    md = "# Title\n\nsome **bold** <b>x</b>\n\n| a | b<br>c |\n|---|---:|\n| 1 | 2 |\n\n- one\n- two\n\n![fig](acc.png)\n"
+    md = ("# Title\n\nsome **bold** <b>x</b>\n\n| a | b<br>c |\n|---|---:|\n| 1 | 2 |\n\n- one\n- two\n\n"
+          "![fig](acc.png)\n\n[![Fig 1](conf.png)](conf.png)\n\n[web](https://example.org/a.png)\n\n```\n<x>\n```\n")
     html = MD.to_html(md, lambda s: "runs/0/" + s)
     assert html.splitlines() == [
-        "<h2>Title</h2>", "<p>some <b>bold</b> &lt;b&gt;x&lt;/b&gt;</p>",
-        '<table class="md"><thead><tr><th>a</th><th>b<br>c</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr>'
-        "</tbody></table>",
-        "<ul><li>one</li><li>two</li></ul>", '<p><img class="figure" alt="fig" src="runs/0/acc.png"></p>']
+        "<h2>Title</h2>", "<p>some <strong>bold</strong> &lt;b&gt;x&lt;/b&gt;</p>",  # raw HTML is text
+        '<table class="md">', "<thead>", "<tr>", "<th>a</th>", '<th style="text-align:right">b<br />', "c</th>", "</tr>",
+        "</thead>", "<tbody>", "<tr>", "<td>1</td>", '<td style="text-align:right">2</td>', "</tr>", "</tbody>", "</table>",
+        "<ul>", "<li>one</li>", "<li>two</li>", "</ul>",
+        '<p><img src="runs/0/acc.png" alt="fig" class="figure" /></p>',
+        # a linked figure, as every report writes its figures: the image inside its link, both into the page folder
+        '<p><a href="runs/0/conf.png"><img src="runs/0/conf.png" alt="Fig 1" class="figure" /></a></p>',
+        '<p><a href="https://example.org/a.png">web</a></p>', "<pre><code>&lt;x&gt;", "</code></pre>"]
+
+
+def test_the_page_is_the_package_template_with_its_title_escaped():
+    index = A.index_html("base <b> & lora", ["data/meta.js", "data/items-0000.js"])
+    assert "<title>base &lt;b&gt; &amp; lora · judgetrain eval view</title>" in index
+    assert re.findall(r'<script src="([^"]+)"></script>', index) == ["data/meta.js", "data/items-0000.js", "app.js"]
+    templates = Path(A.__file__).parent / "templates"
+    assert [A.static_file(n) for n in A.STATIC_FILES] == [(templates / n).read_text() for n in A.STATIC_FILES]
+    with pytest.raises(ValueError, match="static files"):
+        A.static_file("index.html")
+
+
+def _overview_figures(report_html: str) -> tuple[list[tuple[str, str | None]], str]:
+    """Each <img> of a report's HTML with the href of the link around it, and the report's text."""
+    from html.parser import HTMLParser
+
+    class Read(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.links, self.images, self.text = [], [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "a":
+                self.links.append(dict(attrs)["href"])
+            elif tag == "img":
+                self.images.append((dict(attrs)["src"], self.links[-1] if self.links else None))
+
+        def handle_endtag(self, tag):
+            if tag == "a":
+                self.links.pop()
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    reader = Read()
+    reader.feed(report_html)
+    return reader.images, "".join(reader.text)
 
 
 # --------------------------------------------------------------------------- what a run stores for the page
@@ -96,6 +140,21 @@ def test_page_set_thumbnails_are_content_addressed_and_made_once(tc_run, tmp_pat
     first = _rows(tc_run)[0]
     pred = first["choices"].index(first["prediction"])
     assert table[0][4][0][:3] == [first["prediction"], first["correct"], first["probs"][pred]]
+
+
+def test_the_overview_shows_every_figure_of_the_report_as_a_linked_image(tc_run, tmp_path):
+    """The report's figures are linked images (``[![title](fig.png)](fig.png)``): each is an <img>
+    inside its link, both pointing at the page folder's copy, with no markdown left as text."""
+    report = (tc_run / runs.REPORT).read_text()
+    named = re.findall(r"\[!\[[^\]]*\]\(([^)]+)\)\]\(\1\)", report)
+    assert named and set(named) == {p.name for p in tc_run.glob("*.png")}
+    P.write_view([tc_run], tmp_path / "page", progress=False, store=tmp_path / "store")
+    meta = (tmp_path / "page" / "data" / "meta.js").read_text()
+    run, = json.loads(meta[len("JT.setMeta("):-3])["runs"]
+    images, text = _overview_figures(run["report"])
+    assert images == [(f"runs/0/{name}", f"runs/0/{name}") for name in named]
+    assert all((tmp_path / "page" / src).is_file() for src, _ in images)
+    assert "](" not in text and "![" not in text and not re.search(r"^\s*\[\s*$", text, re.M)
 
 
 def test_old_run_without_the_new_fields_opens_from_its_dataset_or_with_what_it_has(tc_run, tmp_path):
@@ -148,7 +207,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _check_page(driver, url, rows, n_runs, shot):
+def _check_page(driver, url, rows, n_runs, n_figures, shot):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -186,25 +245,34 @@ def _check_page(driver, url, rows, n_runs, shot):
     assert shot.stat().st_size > 0
     driver.find_element(By.ID, "nav-overview").click()
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.overview table.md"))
+    # every figure of every run's report: a loaded image inside its link, and no markdown shown as text
+    wait.until(lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
+    figures = driver.execute_script("return Array.from(document.querySelectorAll('section.overview img')).map("
+                                    "i => [i.naturalWidth, i.parentElement.tagName, i.parentElement.getAttribute('href'),"
+                                    " i.getAttribute('src')])")
+    assert len(figures) == n_runs * n_figures > 0
+    assert all(w > 0 and parent == "A" and href == src for w, parent, href, src in figures), figures
+    text = driver.find_element(By.ID, "main").text
+    assert "](" not in text and "![" not in text
 
 
 def test_the_page_in_headless_chromium_from_disk_and_from_a_local_server(tc_run, tmp_path):
     driver = _driver()
-    rows = _rows(tc_run)
+    rows, figures = _rows(tc_run), len(list(tc_run.glob("*.png")))
     one = P.write_view([tc_run], tmp_path / "one", progress=False, store=tmp_path / "store")
     two = P.write_view([tc_run, tc_run], tmp_path / "two", ["base", "again"], progress=False, store=tmp_path / "store")
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=two.parent,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _check_page(driver, one.as_uri(), rows, 1, tmp_path / "file-item.png")
+        _check_page(driver, one.as_uri(), rows, 1, figures, tmp_path / "file-item.png")
         for _ in range(100):  # the server is up once it accepts a connection
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
                 time.sleep(0.1)
-        _check_page(driver, f"http://127.0.0.1:{port}/index.html", rows, 2, tmp_path / "http-item.png")
+        _check_page(driver, f"http://127.0.0.1:{port}/index.html", rows, 2, figures, tmp_path / "http-item.png")
     finally:
         driver.quit()
         server.kill()
