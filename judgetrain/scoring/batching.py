@@ -3,11 +3,20 @@ item and its peak memory sets the size from the free memory, on CPU it is
 :data:`CPU_BATCH_SIZE`) and the loop that runs a scoring or generation step over
 batches in a given order (the engine's: longest first, :mod:`~judgetrain.scoring.lengths`),
 halving the batch (then the continuation rows per pass) and retrying after an out-of-memory error.
+A step that feeds continuation rows in passes of its own runs each pass under
+:func:`continuation_pass`, which turns an out-of-memory error into :class:`ContinuationOutOfMemory`
+carrying the pass's row count, so the loop knows what to halve.
+
+accelerate's ``find_executable_batch_size`` is the same idea for one training loop: it retries
+a whole function at one shrinking size and garbage-collects before every call. Here the loop
+resumes at the batch that failed, keeps every finished result, and halves a second size (the
+rows of a continuation pass) once the batch is down to one item.
 README: "Scoring (Python)".
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +25,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CPU_BATCH_SIZE", "MAX_AUTO_BATCH_SIZE", "BatchSize", "Batcher", "run_batched"]
+__all__ = ["CPU_BATCH_SIZE", "MAX_AUTO_BATCH_SIZE", "BatchSize", "Batcher", "ContinuationOutOfMemory", "continuation_pass",
+           "run_batched"]
 
 
 logger = logging.getLogger(__name__)
@@ -31,6 +41,27 @@ _AUTO_MEMORY_FRACTION = 0.8
 
 
 BatchSize = int | Literal["auto"]
+
+
+class ContinuationOutOfMemory(Exception):
+    """Out of memory in one forward pass over ``rows`` continuation rows (raised from the
+    device's ``torch.OutOfMemoryError``): :func:`run_batched` retries with fewer rows per pass."""
+
+    def __init__(self, rows: int):
+        super().__init__(f"out of memory in a pass over {rows} continuation row(s)")
+        self.rows = rows
+
+
+@contextmanager
+def continuation_pass(rows: int) -> Iterator[None]:
+    """Run one forward pass over ``rows`` continuation rows: its out-of-memory error becomes
+    :class:`ContinuationOutOfMemory` (``rows``), raised from it."""
+    import torch
+
+    try:
+        yield
+    except torch.OutOfMemoryError as err:
+        raise ContinuationOutOfMemory(rows) from err
 
 
 class Batcher:
@@ -95,15 +126,16 @@ def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batch
     with tqdm(total=n, desc=desc, unit="item", disable=not progress, leave=False) as bar:
         while i < n:
             idx = order[i:i + batcher.size]
-            oom: BaseException | None = None
+            rows = 0  # > 0: out of memory, in a pass over this many continuation rows (1: the batch itself)
             try:
                 with batcher.measure():
                     out = fn(idx, batcher)
-            except torch.OutOfMemoryError as err:
-                oom = err
-            if oom is not None:
-                rows = getattr(oom, "_judgetrain_rows", 1)
-                oom = None  # drop the traceback's references to the batch's tensors before freeing
+            except ContinuationOutOfMemory as err:
+                rows = err.rows
+            except torch.OutOfMemoryError:
+                rows = 1
+            if rows:  # outside the except clause, so the error no longer holds the batch's tensors
+                gc.collect()  # a traceback's frames can hold them in a reference cycle
                 if batcher.cuda:
                     torch.cuda.empty_cache()
                 if not batcher.shrink(rows):

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.registry import ModelFamily
-from .batching import Batcher, BatchSize, run_batched
+from .batching import Batcher, BatchSize, continuation_pass, run_batched
 from .lengths import item_order
 from .model import ScoringModel, eval_mode, select_cache_rows
 from .prompts import (
@@ -119,11 +119,8 @@ def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | No
         mask = inputs["attention_mask"]
         for start in range(0, len(rows), cap):
             chunk = rows[start:start + cap]
-            try:
+            with continuation_pass(len(chunk)):
                 _score_continuations(m, chunk, choice_ids, cache, mask, nxt, raw)
-            except torch.OutOfMemoryError as err:
-                err._judgetrain_rows = len(chunk)  # type: ignore[attr-defined]
-                raise
     return [finish_scores(it.choices, r, [len(x) for x in ids], reduction)
             for it, r, ids in zip(items, raw, choice_ids, strict=True)]
 

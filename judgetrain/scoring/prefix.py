@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.registry import ModelFamily
-from .batching import Batcher, BatchSize, run_batched
+from .batching import Batcher, BatchSize, continuation_pass, run_batched
 from .constrained import choice_token_ids_many, finish_scores
 from .lengths import prompts_order
 from .model import ScoringModel, eval_mode, select_cache_rows
@@ -86,8 +86,6 @@ def shared_split(m: ScoringModel, texts: list[str], n_images: int, where: str) -
 
 def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list[str], prefill: str | None,
                         reduction: str, batcher: Batcher, shared: SharedImages) -> list[list[ChoiceScores]]:
-    import torch
-
     prefixes, rests, choices, choice_ids = [], [], [], []
     # Groups of one batch often carry the same prompts (PhaseFusion's S phase grids of one
     # question): their text is rendered, split and tokenised once.
@@ -128,11 +126,8 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
                 rows.extend((b, v, c, rests[b][v] + cid[:-1], len(cid)) for c, cid in enumerate(ids))
     raw = [[[0.0] * len(c) for c in per_variant] for per_variant in choices]
     for chunk in _row_chunks(m, rows, batcher.rows or len(rows)):
-        try:
+        with continuation_pass(len(chunk)):
             _score_rest_rows(m, chunk, choice_ids, cache, inputs["attention_mask"], nxt, raw)
-        except torch.OutOfMemoryError as err:
-            err._judgetrain_rows = len(chunk)  # type: ignore[attr-defined]
-            raise
     return [[finish_scores(c, r, [len(x) for x in ids], reduction) for c, r, ids in zip(cs, rs, idss, strict=True)]
             for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)]
 

@@ -264,6 +264,32 @@ def test_out_of_memory_halves_the_batch():
         run_batched(3, never, Batcher(2, torch.device("cpu"), 3), False, "t")
 
 
+def test_out_of_memory_in_a_continuation_pass_halves_the_batch_then_the_rows_per_pass():
+    from judgetrain.scoring.batching import Batcher, ContinuationOutOfMemory, continuation_pass, run_batched
+
+    passes = []
+
+    def fn(idx, batcher):  # a step as score() runs it: 12 continuation rows an item, in passes of batcher.rows
+        rows = 12 * len(idx)
+        cap = batcher.rows or rows
+        for start in range(0, rows, cap):
+            with continuation_pass(min(cap, rows - start)):
+                passes.append(min(cap, rows - start))
+                if passes[-1] > 3:
+                    raise torch.OutOfMemoryError("fake")
+        return [10 * i for i in idx]
+
+    batcher = Batcher(2, torch.device("cpu"), 3)
+    assert run_batched(3, fn, batcher, False, "t") == [0, 10, 20]
+    # two items, then one, then that item's 12 rows in passes of 6, then of 3: every item in four passes
+    assert passes == [24, 12, 6] + [3] * 12 and (batcher.size, batcher.rows) == (1, 3)
+    with pytest.raises(ContinuationOutOfMemory) as caught, continuation_pass(5):
+        raise torch.OutOfMemoryError("fake")
+    assert caught.value.rows == 5 and isinstance(caught.value.__cause__, torch.OutOfMemoryError)
+    with pytest.raises(ValueError, match="not memory"), continuation_pass(5):  # other errors pass through as they are
+        raise ValueError("not memory")
+
+
 def test_generate_tuple_needs_parser(loaded, items):
     model, processor = loaded["llava-onevision"]
     with pytest.raises(ValueError, match="pass parser="):
