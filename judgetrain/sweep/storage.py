@@ -57,30 +57,29 @@ def schema_lock(url: str):
     """Hold a lock that every judgetrain process opening ``url`` takes while Optuna creates
     and stamps its schema. Controllers started at the same moment on an empty database
     would otherwise race: both create the tables, and the second to stamp Optuna's
-    alembic version fails (``UNIQUE constraint failed: alembic_version``). SQLite takes an
-    ``fcntl`` lock on ``DB.lock`` beside the file; PostgreSQL and MySQL take a named
-    server-side lock (``pg_advisory_lock`` / ``GET_LOCK``) on a connection of their own."""
+    alembic version fails (``UNIQUE constraint failed: alembic_version``). SQLite takes a
+    file lock (``filelock``: ``flock`` on ``DB.lock`` beside the file); PostgreSQL and MySQL take
+    a named server-side lock (``pg_advisory_lock`` / ``GET_LOCK``) on a connection of their own."""
     import sqlalchemy
 
     backend = sqlalchemy.engine.make_url(url).get_backend_name()
     if backend == "sqlite":
-        import fcntl
-
         db = sqlalchemy.engine.make_url(url).database
         if not db or db == ":memory:":
             yield
             return
+        from filelock import FileLock
+
+        lock = FileLock(Path(db).expanduser().with_name(Path(db).name + ".lock"))
         try:
-            handle = open(Path(db).expanduser().with_name(Path(db).name + ".lock"), "a")
+            lock.acquire()
         except OSError:  # a folder this user cannot write: reading a study, never creating a schema
             yield
             return
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            lock.release()
         return
     statements = {"postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
                   "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')")}
