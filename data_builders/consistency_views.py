@@ -33,7 +33,7 @@ import json
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -149,8 +149,12 @@ def view_records(plan: dict[str, Any], images_of: Any) -> list[dict[str, Any]]:
 def generate_records(plans_json: str, cfg_json: str) -> Iterator[dict]:
     """Records of the plans (one per question, V records each) in plan order: one split's ``Dataset.from_generator``."""
     for _cfg, plan, load in each_plan(plans_json, cfg_json, BUILDER, "question"):
-        folder = Path(plan["folder"])
-        yield from view_records(plan, lambda frames: [{"bytes": load(str(folder / f"{i}.png")), "path": None} for i in frames])
+        yield from view_records(plan, _stored_images(load, Path(plan["folder"])))
+
+
+def _stored_images(load: Callable[[str], bytes], folder: Path) -> Callable[[list[int]], list[dict[str, Any]]]:
+    """``images_of`` for :func:`view_records`: the frames decoded into ``folder`` (``<index>.png``), as bytes dicts."""
+    return lambda frames: [{"bytes": load(str(folder / f"{i}.png")), "path": None} for i in frames]
 
 
 # --------------------------------------------------------------------------- reading and decoding
@@ -169,11 +173,19 @@ def read_questions(manifest: Path) -> tuple[list[VideoQuestion], list[Skip]]:
     if not manifest.is_file():
         raise BuildError(f"--manifest {manifest}: no such manifest; build one with `judgetrain build video-mcq --out DIR "
                          "--synthetic N` (it writes DIR/manifest.jsonl)")
-    questions, skips, seen = [], [], {}
+    questions: list[VideoQuestion] = []
+    skips: list[Skip] = []
+    seen: dict[str, int] = {}
     for item in read_jsonl(manifest):
-        fields, bad = (None, [item.problem]) if item.problem else check_line(item.row, manifest.parent)
+        fields: dict[str, Any] | None
+        bad: list[str]
+        if item.problem:
+            fields, bad = None, [item.problem]
+        else:
+            fields, bad = check_line(item.row, manifest.parent)
         if fields is not None and fields["id"] in seen:
-            fields, bad = None, [f"id: {fields['id']!r} is also on line {seen[fields['id']]}; give every question its own id"]
+            bad = [f"id: {fields['id']!r} is also on line {seen[fields['id']]}; give every question its own id"]
+            fields = None
         if fields is None:
             rid = item.row.get("id") if item.row is not None else None
             skips.append(Skip(str(manifest), item.line, "; ".join(bad), None if rid is None else str(rid)))
@@ -253,7 +265,7 @@ def _frames_key(q: VideoQuestion, cfg) -> dict:
             "max_side": cfg.max_side}
 
 
-def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[int] | None:
+def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[list[int]] | None:
     """The frame indices an earlier (possibly killed) build decoded into ``folder`` for ``q`` with
     the same video and settings; None when it must be decoded."""
     done = folder / _DONE
@@ -263,7 +275,7 @@ def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[int] | None:
     return saved["frames"] if saved.get("key") == _frames_key(q, cfg) else None
 
 
-def _decode_into(folder: Path, q: VideoQuestion, cfg, cache, grids) -> list[int]:
+def _decode_into(folder: Path, q: VideoQuestion, cfg, cache, grids) -> list[list[int]]:
     """Decode ``q``'s phase grids, write each frame as ``folder/<index>.png`` and mark the folder done."""
     decoded = decode_question(q, cache, grids, [Fraction(0)], cfg.budget, latency_lines=0)
     (_origin, _grid, frames), = decoded.plan

@@ -152,12 +152,13 @@ def probe_record(proc: Procedure, *, seed: int, n_images: int, labels: str = "le
     permutation (``shown_order``, ``gold_order``) and the steps used."""
     k = proc.n if n_images == 0 else n_images
     steps = select_steps(proc.n, k)
-    shown = list(shuffle_variant(k, rng_for(seed, "ordering-probe", proc.source, proc.id), min_moved=2).order)
+    variant = shuffle_variant(k, rng_for(seed, "ordering-probe", proc.source, proc.id), min_moved=2)
+    shown = [rank for rank in variant.order if rank is not None]  # a shuffle has no outliers: every rank is set
     answer = gold_order(shown)
     letters = labels == "letters"
     names = [chr(ord("A") + p) if letters else str(p + 1) for p in range(k)]
     parts = []
-    for name, rank in zip(names, shown):
+    for name, rank in zip(names, shown, strict=True):
         parts += [("text", f"Image {name}:"), ("image", str(proc.images[steps[rank]]))]
     instruction = LETTERED_INSTRUCTION.format(n=k, first=names[0], last=names[-1],
                                               example=format_ordering(list(range(k, 0, -1)), True)) \
@@ -181,7 +182,7 @@ def _generate(items_json: str, cfg_json: str):
 
     cfg = json.loads(cfg_json)
     for d in tqdm(json.loads(items_json), desc=BUILDER, unit="seq", disable=not cfg["progress"]):
-        proc = Procedure(d["id"], d["category"], [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"])], d["title"], d["source"])
+        proc = Procedure(d["id"], d["category"], [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"], strict=True)], d["title"], d["source"])
         yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"], labels=cfg["labels"], image_size=cfg["image_size"])
 
 

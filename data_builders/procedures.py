@@ -157,7 +157,8 @@ def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: 
 
 
 def _pastel(rng: np.random.Generator) -> tuple[int, int, int]:
-    return tuple(int(x) for x in rng.integers(215, 250, size=3))
+    r, g, b = (int(x) for x in rng.integers(215, 250, size=3))
+    return r, g, b
 
 
 def _plan(category: str, n: int, rng: np.random.Generator) -> dict:
@@ -166,17 +167,17 @@ def _plan(category: str, n: int, rng: np.random.Generator) -> dict:
     if category == "pizza":
         toppings = [TOPPINGS[i] for i in rng.choice(len(TOPPINGS), size=n - 4, replace=False)]
         p["toppings"] = toppings
-        p["cheese"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 28)) * 36, rng.uniform(0, 2 * math.pi, 28))]
-        p["spots"] = [[(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0.05, 1, 6)) * 34, rng.uniform(0, 2 * math.pi, 6))]
+        p["cheese"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 28)) * 36, rng.uniform(0, 2 * math.pi, 28), strict=True)]
+        p["spots"] = [[(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0.05, 1, 6)) * 34, rng.uniform(0, 2 * math.pi, 6), strict=True)]
                       for _ in toppings]
-        p["burn"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 10)) * 36, rng.uniform(0, 2 * math.pi, 10))]
+        p["burn"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 10)) * 36, rng.uniform(0, 2 * math.pi, 10), strict=True)]
         texts = ["Roll the dough out into a round pizza base.", "Spread tomato sauce over the base.",
                  "Sprinkle grated cheese over the sauce."]
         texts += [f"Add the {t}." for t in toppings]
         texts.append("Bake the pizza until the crust is golden brown.")
         names = [TOPPING_NAMES[t] for t in toppings]
-        names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
-        title = f"Make a {names} pizza" if names else "Make a cheese pizza"
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        title = f"Make a {listed} pizza" if listed else "Make a cheese pizza"
     elif category == "layered-drink":
         liquids = [list(LIQUIDS)[i] for i in rng.choice(len(LIQUIDS), size=n, replace=False)]
         p["liquids"] = liquids
@@ -252,7 +253,7 @@ def _draw_pizza(c: _Canvas, p: dict, k: int, n: int) -> None:
         for r, a in p["cheese"]:
             x, y = _polar(64, 64, r, a)
             circle(x, y, 4, fill=(250, 226, 120))
-    for t, (topping, spots) in enumerate(zip(p["toppings"], p["spots"])):
+    for t, (topping, spots) in enumerate(zip(p["toppings"], p["spots"], strict=True)):
         if k < 3 + t:
             break
         for r, a in spots:

@@ -16,9 +16,9 @@ README: "`judgetrain build timecatch`", "`judgetrain build video-mcq`".
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -121,7 +121,7 @@ def make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int |
                   tuple(COLORS[c] for c, _ in picked), radius, pos, vel, height)
 
 
-def simulate(scene: Scene, times: Sequence[float], trace: list | None = None):
+def simulate(scene: Scene, times: Sequence[float] | np.ndarray, trace: list | None = None):
     """Run the physics up to ``times[-1]`` (ascending seconds); return (positions at ``times``, events).
 
     Positions are (len(times), n, 2); each time is rounded to the nearest substep.
@@ -151,10 +151,10 @@ def simulate(scene: Scene, times: Sequence[float], trace: list | None = None):
         dist = np.sqrt((diff ** 2).sum(-1))
         touching = (dist < rsum) & upper
         if touching.any() or in_contact.any():
-            for i, j in zip(*np.nonzero(touching & ~in_contact)):
+            for i, j in zip(*np.nonzero(touching & ~in_contact), strict=True):
                 events.append(Event(k / SUBSTEP_HZ, "collision", scene.names[i], scene.names[j]))
             in_contact = touching | (in_contact & (dist <= rsum + CONTACT_SLACK))
-        for i, j in zip(*np.nonzero(touching)):
+        for i, j in zip(*np.nonzero(touching), strict=True):
             normal = diff[i, j] / max(dist[i, j], 1e-9)
             inv_i, inv_j = 1 / mass[i], 1 / mass[j]
             push = (rsum[i, j] - dist[i, j]) / (inv_i + inv_j)
@@ -218,8 +218,8 @@ def describe_events(events: Sequence[Event]) -> str:
 def _background(rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
     w, h = size
     # Subtle static blotches (upsampled low-res noise) so the floor is not flat.
-    noise = Image.fromarray(rng.integers(0, 256, (h // 8 + 1, w // 8 + 1), dtype=np.uint8))
-    noise = np.asarray(noise.resize((w, h), Image.BILINEAR), dtype=np.float32) / 255 - 0.5
+    small = Image.fromarray(rng.integers(0, 256, (h // 8 + 1, w // 8 + 1), dtype=np.uint8))
+    noise = np.asarray(small.resize((w, h), Image.Resampling.BILINEAR), dtype=np.float32) / 255 - 0.5
     arr = np.clip(np.array(_FLOOR_RGB, np.float32) + 10 * noise[..., None], 0, 255).astype(np.uint8)
     img = Image.fromarray(arr)
     ImageDraw.Draw(img).rectangle([0, 0, w - 1, h - 1], outline=(120, 115, 105), width=_BORDER_PX)
@@ -229,7 +229,7 @@ def _background(rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
 def _draw(img: Image.Image, scene: Scene, pos: np.ndarray) -> np.ndarray:
     draw = ImageDraw.Draw(img)
     scale = (img.width - 2 * _BORDER_PX) / WORLD_WIDTH
-    for shape, rgb, r, (x, y) in zip(scene.shapes, scene.colors, scene.radius, pos):
+    for shape, rgb, r, (x, y) in zip(scene.shapes, scene.colors, scene.radius, pos, strict=True):
         cx, cy, rp = _BORDER_PX + x * scale, img.height - _BORDER_PX - y * scale, r * scale
         dark = tuple(int(c * 0.55) for c in rgb)
         light = tuple(int(c + (255 - c) * 0.45) for c in rgb)
@@ -392,7 +392,7 @@ def write_frame_folders(out_dir, n: int, seed: int = 0, *, size=(160, 120), fram
         names = [f"{i:03d}.png" for i in range(k)]
         if not all((folder / name).is_file() for name in names):
             with atomic_folder(folder) as tmp:
-                for name, arr in zip(names, frames):
+                for name, arr in zip(names, frames, strict=True):
                     Image.fromarray(arr).save(tmp / name)
         rows.append({"id": clip_id, "frames": [f"frames/{clip_id}/{name}" for name in names],
                      "source": SOURCE_FRAMES, "description": describe_events(events)})

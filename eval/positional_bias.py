@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.io import no_nan, write_json, write_text
 from judgetrain.plotting import pyplot, save_if_drawn
 
@@ -262,7 +263,9 @@ def _cell(table: Mapping[str, Any] | None, column: str) -> Mapping[str, Any] | N
 
 
 def _has_data(table: Mapping[str, Any] | None) -> bool:
-    return bool(table) and any(c.get("accuracy") is not None for c in table["cells"].values())
+    if not table:
+        return False
+    return any(c.get("accuracy") is not None for c in table["cells"].values())
 
 
 def positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]], title: str):
@@ -346,18 +349,18 @@ def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
     """Bars per run: P(choose first-shown) overall, when gold is first and when gold is second (%),
     each with its Wilson 95% interval as an error bar; the run's n valid and binomial p under it.
     ``None`` when no run has first-option data."""
-    named = [(n, fo) for n, fo in named if fo]
-    if not named:
+    shown = [(n, fo) for n, fo in named if fo]
+    if not shown:
         return None
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(named) + 1.5), 3.2), layout="constrained")  # room for the title
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(shown) + 1.5), 3.2), layout="constrained")  # room for the title
     width = 0.8 / len(_FIRST_BARS)
     for s, (key, label, color) in enumerate(_FIRST_BARS):
-        xs = [i + (s - 1) * width for i in range(len(named))]
-        vals = [fo[key] for _, fo in named]
-        yerr = wilson_yerr(vals, [(fo.get("wilson95") or {}).get(key) for _, fo in named], 100)
+        xs = [i + (s - 1) * width for i in range(len(shown))]
+        vals = [fo[key] for _, fo in shown]
+        yerr = wilson_yerr(vals, [(fo.get("wilson95") or {}).get(key) for _, fo in shown], 100)
         ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2, label=label)
-    ticks = [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), p={fo['binomial_p']:.2g}" for n, fo in named]
+    ticks = [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), p={fo['binomial_p']:.2g}" for n, fo in shown]
     _percent_bars_axes(ax, ticks, "P(choose first-shown sequence) (%)",
                        "First-option bias: Wilson 95% error bars; binomial test of P = 1/2", 3)
     return fig
@@ -368,7 +371,7 @@ def plot_first_option(named: Sequence[tuple[str, Mapping[str, Any] | None]], pat
     return save_if_drawn(first_option_figure(named), path)
 
 
-def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.PathLike) -> bool:
+def plot_timecatch(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str | os.PathLike) -> bool:
     """Heatmap (run · task) × true frame of the anomaly: accuracy, n below; the frame axis
     holds every frame 1…max (a frame no item has stays blank), never skipping one."""
     from .timecatch.plots import plot_timecatch_positions

@@ -84,7 +84,8 @@ class RowAppender:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] = open(self.path, "a", encoding="utf-8")
+        # held open across write() calls and closed by close() / __exit__, so no `with` block here
+        self._f: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
         self._f.write(_lines(rows))

@@ -97,7 +97,8 @@ def json_kind(value: Any) -> str:
         return "a boolean"
     if isinstance(value, (int, float)):
         return "a number"
-    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
+    names: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def text(row: Mapping[str, Any], name: str, hint: str, *, default: str | None = None, ids: bool = False) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -196,9 +196,9 @@ class LpipsDistance:
 
         m = self.model
         with torch.inference_mode():
-            val = 0
-            for kk in range(m.L):
-                val += lpips.spatial_average(m.lins[kk]((fa[kk] - fb[kk]) ** 2), keepdim=True)
+            # lpips is untyped: its per-layer averages are tensors, summed in layer order as LPIPS.forward does
+            val = cast("torch.Tensor", sum(lpips.spatial_average(m.lins[kk]((fa[kk] - fb[kk]) ** 2), keepdim=True)
+                                           for kk in range(m.L)))
         return val.flatten().cpu().numpy()
 
     def consecutive_distances(self, frames: Sequence[np.ndarray], chunk_size: int | None = None) -> np.ndarray:
@@ -230,7 +230,7 @@ def _same_size(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         return list(frames)
     from PIL import Image
 
-    return [f if f.shape[:2] == (h, w) else np.asarray(Image.fromarray(f).resize((w, h), Image.BILINEAR)) for f in frames]
+    return [f if f.shape[:2] == (h, w) else np.asarray(Image.fromarray(f).resize((w, h), Image.Resampling.BILINEAR)) for f in frames]
 
 
 def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance, threshold: float = 0.05, *,

@@ -262,7 +262,7 @@ def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: 
     ``max_side`` downsizes so the longer side is at most that many pixels."""
     import av
 
-    wanted = sorted(set(int(i) for i in indices))
+    wanted = sorted({int(i) for i in indices})
     if not wanted:
         return []
     if wanted[0] < 0:
@@ -394,10 +394,10 @@ class FrameCache:
         disk = self._disk(path) if missing and path.is_file() else None
         if disk is not None and disk.is_file():
             with np.load(disk) as z:
-                held.update((int(i), f) for i, f in zip(z["indices"], z["frames"]))
+                held.update((int(i), f) for i, f in zip(z["indices"], z["frames"], strict=True))
             missing = sorted(set(indices) - set(held))
         if missing:
-            for i, frame in zip(missing, decode_frames(path, missing, max_side=self.max_side)):
+            for i, frame in zip(missing, decode_frames(path, missing, max_side=self.max_side), strict=True):
                 held[i] = frame
             self.decodes += 1
             if disk is not None:

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from judgetrain.jsonl import read_jsonl, text
 
@@ -27,7 +27,17 @@ __all__ = ["LINE_ERRORS", "nothing_left", "read_manifest_lines", "report_skips"]
 LINE_ERRORS = (ValueError, OSError, RecursionError, MemoryError)
 
 
-def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | None, Path, int], Any], *, what: str,
+@overload
+def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str, Path, int], Any], *, what: str,
+                        noun: str, id_hint: str, partial: bool = False) -> tuple[list, list[Skip]]: ...
+
+
+@overload
+def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, None, Path, int], Any], *, what: str,
+                        noun: str, id_hint: None = None, partial: bool = False) -> tuple[list, list[Skip]]: ...
+
+
+def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, Any, Path, int], Any], *, what: str,
                         noun: str, id_hint: str | None = None, partial: bool = False) -> tuple[list, list[Skip]]:
     """Every good line of the manifest at ``path`` as a record, and a :class:`Skip` for every bad one.
 
@@ -54,7 +64,7 @@ def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | No
     for item in read_jsonl(path):
         rid = None
         try:
-            if item.problem:
+            if item.row is None:  # a line that is not a JSON object: its problem
                 raise ValueError(item.problem)
             if id_hint is not None:
                 rid = text(item.row, "id", id_hint, ids=True)
@@ -67,7 +77,7 @@ def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str | No
             reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}; fix what it names, or drop the line"
             skips.append(Skip(str(path), item.line, reason, rid))
             continue
-        seen[rid if id_hint is not None else record.id] = item.line
+        seen[rid if rid is not None else record.id] = item.line  # rid: read first when there is an id_hint
         skips += [Skip(str(path), item.line, problem, rid) for problem in problems]
         found.append(record)
     return found, skips

@@ -109,9 +109,10 @@ def plan_splits(pairing: Pairing, split_of: dict[str, str], layouts: Sequence[st
     items_by_split: dict[str, list] = defaultdict(list)
     for p, pos, neg in sorted(pairing.kept, key=lambda x: x[0].id):
         name = split_of[p.id]
-        recs = [[a.id, b.id, layout, None] for a, b in pairing.pairs_of[p.id] for layout in layouts]
+        pairs = [(a.id, b.id, layout) for a, b in pairing.pairs_of[p.id] for layout in layouts]
+        recs = [[a, b, layout, None] for a, b, layout in pairs]  # the gold letter (None) is dealt below
         generator_of = {b.id: b.generator for b in neg}
-        items_by_split[name] += [((p.id, a, b, layout), (layout, p.domain, generator_of[b])) for a, b, layout, _ in recs]
+        items_by_split[name] += [((p.id, a, b, layout), (layout, p.domain, generator_of[b])) for a, b, layout in pairs]
         plans_by_split[name].append({"split": name, "records": recs, "prompt": {
             "id": p.id, "domain": p.domain, "prompt": p.prompt, "steps": p.steps, "source": p.source,
             "sequences": [_seq_json(s) for s in pos + neg]}})

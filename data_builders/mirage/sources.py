@@ -119,7 +119,9 @@ def _mirage_prompt(row: dict, pid: str, path: Path, line: int) -> tuple[MiragePr
         what = "missing" if raw is None else "empty" if raw == [] else f"{json_kind(raw)}, not an array"
         raise ValueError(f'sequences: {what}; give a non-empty list of {{"generator", "images", "votes"}} objects')
     steps = [s.strip() for s in steps]
-    sequences, bad, total = [], [], 0
+    sequences: list[MirageSequence] = []
+    bad: list[str] = []
+    total = 0
     for k, seq in enumerate(raw):
         try:
             sequence, size = _mirage_sequence(seq, k, steps, path.parent, {s.id for s in sequences})
@@ -184,7 +186,7 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
             images, defect = list(rel), None
             if gen == "synth-swap":
                 v = consecutive_swaps(proc.n)[int(rng.integers(proc.n - 1))]
-                images, defect = [rel[g] for g in v.order], {"perturbation": "swap", "positions": list(v.positions)}
+                images, defect = v.images(rel), {"perturbation": "swap", "positions": list(v.positions)}
             elif gen == "synth-outlier" and others:
                 p = int(rng.integers(proc.n))
                 q, k = others[int(rng.integers(len(others)))]
@@ -192,7 +194,7 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
                 defect = {"perturbation": "semantic-1", "positions": [p], "outlier": f"{q.id}/{k}"}
             elif gen == "synth-shuffle":
                 v = shuffle_variant(proc.n, rng)
-                images, defect = [rel[g] for g in v.order], {"perturbation": "shuffle", "positions": list(v.positions)}
+                images, defect = v.images(rel), {"perturbation": "shuffle", "positions": list(v.positions)}
             p_valid = SYNTHETIC_P_VALID if defect is None else SYNTHETIC_P_VALID_FAULTY
             votes = [int(x) for x in (rng.random(SYNTHETIC_ANNOTATORS) < p_valid)]
             sequences.append({"id": gen, "generator": gen, "backbone": "synthetic", "images": images, "votes": votes, "defect": defect})

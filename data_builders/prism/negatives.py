@@ -102,6 +102,7 @@ def semantic_variants(n: int, k: int, pool: Sequence[OutlierImage], rng: np.rand
     positions and k distinct pool images, drawn uniformly."""
     if not pool:
         raise ValueError("no out-of-context images to draw from (the pool is empty)")
+    picks: list[tuple[tuple[int, ...], tuple[int, ...]]]
     if k == 1:
         picks = [((p,), (int(rng.integers(len(pool))),)) for p in range(n)]
     else:
@@ -112,7 +113,7 @@ def semantic_variants(n: int, k: int, pool: Sequence[OutlierImage], rng: np.rand
     out = []
     for positions, images in picks:
         order = tuple(None if p in positions else p for p in range(n))
-        outliers = tuple((p, pool[i]) for p, i in zip(positions, images))
+        outliers = tuple((p, pool[i]) for p, i in zip(positions, images, strict=True))
         key = f"semantic-{k}@{','.join(map(str, positions))}"
         out.append(Variant(f"semantic-{k}", key, order, positions[0], positions, outliers))
     return out

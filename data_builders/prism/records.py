@@ -51,7 +51,7 @@ def balance_letters(items: Sequence[tuple[Hashable, tuple]], seed: int, salt: st
         if n % 2:
             extra = extra[::-1]
         order = rng_for(seed, salt, "letters", str(layout)).permutation(n)
-        out.update({key: letters[i] for key, i in zip(keys, order)})
+        out.update({key: letters[i] for key, i in zip(keys, order, strict=True)})
     return out
 
 
@@ -140,8 +140,9 @@ def plan_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterato
         v, pool_kind = variants[key] if key != "gold" else (gold_v, None)
         meta = _meta(gold, v, pool_kind)
         shown = v.images(gold["images"])
-        common = dict(source=gold["source"], perturbation=v.perturbation, position=v.position, n_frames=gold["n"], layout=layout,
-                      id=records.make_id(BUILDER, seed, gold["source"], gold["id"], task, key, layout, prefix="prism-"))
+        common = {"source": gold["source"], "perturbation": v.perturbation, "position": v.position, "n_frames": gold["n"],
+                  "layout": layout,
+                  "id": records.make_id(BUILDER, seed, gold["source"], gold["id"], task, key, layout, prefix="prism-")}
         if task == "pairwise":
             gold_imgs = gold["images"]
             seq_a, seq_b = (gold_imgs, shown) if letter == "A" else (shown, gold_imgs)
@@ -176,7 +177,7 @@ def record_counts(dataset) -> dict:
             "task": dict(sorted(Counter(cols["task"]).items())),
             "perturbation": dict(sorted(Counter(cols["perturbation"]).items())),
             "layout": dict(sorted(Counter(cols["layout"]).items())),
-            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"])).items())),
+            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())),
             "pairwise_label": dict(sorted(Counter(cols["label"][i] for i in pair).items())),
             "pairwise_presentation": dict(sorted(Counter(metas[i]["presentation"] for i in pair).items())),
             "pointwise_label": dict(sorted(Counter(cols["label"][i] for i in point).items())),

@@ -64,7 +64,7 @@ def compose_grid(images: Sequence[Image.Image], cell: tuple[int, int] | None = N
         im = im.convert("RGB")
         if im.width > cell[0] or im.height > cell[1]:
             im = im.copy()
-            im.thumbnail(cell, Image.LANCZOS)
+            im.thumbnail(cell, Image.Resampling.LANCZOS)
         x0, y0, x1, y1 = grid_cell_box(n, k, cell)
         canvas.paste(im, (x0 + (cell[0] - im.width) // 2, y0 + (cell[1] - im.height) // 2))
         label = str(k + 1)

@@ -68,10 +68,10 @@ def read_source(data: Path, splits: Sequence[str]) -> tuple[dict, str, dict, lis
 
 def choices_by_id(source) -> dict[str, tuple[str, ...]]:
     """id -> choices over every split of the source dataset (what a replay line is checked against)."""
-    all_ids = {}
+    all_ids: dict[str, tuple[str, ...]] = {}
     for ds in source.values():
         cols = ds.select_columns(["id", "choices"]).to_dict()
-        all_ids.update(zip(cols["id"], map(tuple, cols["choices"])))
+        all_ids.update(zip(cols["id"], map(tuple, cols["choices"]), strict=True))
     return all_ids
 
 
@@ -104,7 +104,7 @@ def teacher_description(cfg: RationaleConfig, teacher) -> dict:
 def teacher_counts(d: Distillation) -> dict:
     """Records asked, answered, failed; bad lines, disagreements, cache hits, calls, HTTP requests and tokens."""
     run, items = d.run, d.items
-    tokens = Counter()
+    tokens: Counter[str] = Counter()
     for a in run.answers.values():
         tokens.update({k: v for k, v in a.usage.items() if isinstance(v, int)})
     return {"asked": len(items), "answered": len(run.answers), "failed": len(d.failures), "bad_lines": len(run.skipped),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from judgetrain.config import arg, comma_list
 
@@ -19,8 +19,10 @@ __all__ = ["BUILDER", "DEFAULT_GEMINI_MODEL", "TARGETS", "TEACHERS", "VERSION", 
 
 BUILDER = "rationales"
 VERSION = "1.0.0"
-TEACHERS = ("gemini", "local", "replay")
-TARGETS = ("teacher", "gold")
+Teacher = Literal["gemini", "local", "replay"]
+Target = Literal["teacher", "gold"]
+TEACHERS: tuple[str, ...] = get_args(Teacher)
+TARGETS: tuple[str, ...] = get_args(Target)
 DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
 
 
@@ -32,12 +34,12 @@ class RationaleConfig(OutputArgs):
                               "(default: leave the record out of both datasets and list it under failures, and the "
                               "bad line under skipped, in build.json)")
     data: Path = arg(help="a built PRISM or MIRAGE dataset folder")
-    teacher: Literal[TEACHERS] = arg(
+    teacher: Teacher = arg(
         help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
     model: str | None = arg(None, f"gemini: model name (unset: {DEFAULT_GEMINI_MODEL}); local: model folder, hub id or "
                             "adapter folder")
     replay: Path | None = arg(None, "replay: JSON Lines with id, rationale, answer (teacher, model optional)", metavar="FILE")
-    target: Literal[TARGETS] = arg("teacher", "the answer the SFT records teach: the teacher's (it becomes the label) or "
+    target: Target = arg("teacher", "the answer the SFT records teach: the teacher's (it becomes the label) or "
                                    "the gold label (records where the teacher disagrees are left out)")
     splits: list[str] = arg([], "splits to distil, space- or comma-separated (unset: all)")
     limit: int | None = arg(None, "only the first N records of each split", metavar="N")
@@ -60,7 +62,8 @@ class RationaleConfig(OutputArgs):
                 setattr(self, name, Path(getattr(self, name)))
         self.splits = comma_list(self.splits)
         if isinstance(self.batch_size, str) and self.batch_size.strip().isdigit():
-            self.batch_size = int(self.batch_size)
+            # the field says str for HfArgumentParser, which would parse `int | str` as int and refuse "auto"
+            self.batch_size = int(self.batch_size)  # type: ignore[assignment]
 
     def check(self) -> None:
         """Every cross-field problem at once, each naming the option and the fix."""

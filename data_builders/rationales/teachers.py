@@ -16,14 +16,18 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from judgetrain.jsonl import optional_text, read_jsonl, text as text_field
+from judgetrain.jsonl import optional_text, read_jsonl
+from judgetrain.jsonl import text as text_field
 
 from ..core.common import BuildError, Skip
 from .config import DEFAULT_GEMINI_MODEL, RationaleConfig
 from .items import Item, TeacherAnswer, TeacherCache, TeacherRun, from_cache, load_rows, row_at, settle
 from .prompts import ANSWER_LINE, JSON_FIELDS, check_answer, split_answer
+
+if TYPE_CHECKING:
+    from judgetrain.scoring import BatchSize
 
 # The SDK's own default set of retryable statuses, stated so build.json shows it.
 RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
@@ -224,7 +228,9 @@ class LocalTeacher:
         todo = list(from_cache(items, self.cache, out).values())
         if not todo:
             return out
-        scorer = Scorer.from_pretrained(self.model, batch_size=self.cfg.batch_size, progress=False)
+        # "auto" or, from RationaleConfig.__post_init__, an int (check() refuses anything else)
+        batch_size: BatchSize = "auto" if self.cfg.batch_size == "auto" else int(self.cfg.batch_size)
+        scorer = Scorer.from_pretrained(self.model, batch_size=batch_size, progress=False)
         # Chunks of a few batches: finished answers reach the cache as they come, so a kill loses one chunk at most.
         chunk = 4 * (scorer.batch_size if isinstance(scorer.batch_size, int) else 8)
         rows = {}
@@ -239,13 +245,14 @@ class LocalTeacher:
                     recs.append(item.record(images))
                 gens = scorer.generate(recs, max_new_tokens=self.cfg.max_new_tokens)
                 for group, rec, gen in zip(part, recs, gens, strict=True):
-                    got = split_answer(gen.text, parser_for_record(rec))
-                    if isinstance(got, tuple):
-                        got = TeacherAnswer(got[0], got[1], self.label, {"generated_tokens": gen.num_tokens})
+                    parsed = split_answer(gen.text, parser_for_record(rec))
+                    got: TeacherAnswer | str
+                    if isinstance(parsed, tuple):
+                        got = TeacherAnswer(parsed[0], parsed[1], self.label, {"generated_tokens": gen.num_tokens})
                         self.cache.put(group[0].key, got, model=self.model)
                     else:
                         cut = ", cut at --max-new-tokens" if gen.truncated else ""
-                        got = f"{got} ({gen.num_tokens} tokens{cut}): {gen.text[:120]!r}"
+                        got = f"{parsed} ({gen.num_tokens} tokens{cut}): {gen.text[:120]!r}"
                     settle(out, group, got)
                     out.counters["calls"] += 1
                 bar.update(len(part))
@@ -259,6 +266,7 @@ class ReplayTeacher:
     closing = ANSWER_LINE  # the prompt is not sent anywhere; only the with-rationale instruction matters
 
     def __init__(self, cfg: RationaleConfig, cache: TeacherCache, all_ids: Mapping[str, tuple[str, ...]]):
+        assert cfg.replay is not None  # RationaleConfig.check() requires --replay FILE with --teacher replay
         self.path = Path(cfg.replay)
         self.strict = cfg.strict
         self.label = f"{self.name}:{self.path.name}"
@@ -278,21 +286,21 @@ class ReplayTeacher:
         first_line: dict[str, int] = {}
         skips: list[Skip] = []
         for item in read_jsonl(self.path):
-            rid, owns = None, False  # owns: this is the first line of a record's id
+            rid, owner = None, None  # owner: the id this line is the first line of
             try:
-                if item.problem:
+                if item.row is None:  # a line that is not a JSON object: its problem
                     raise ValueError(item.problem)
                 rid = text_field(item.row, "id", "the id of a record of the --data dataset", ids=True)
                 if rid not in self.all_ids:
                     raise ValueError(f"id {rid!r} is not a record of the --data dataset; fix the id or drop the line")
                 if rid in first_line:  # the first line of an id stands, good or bad
                     raise ValueError(f"id {rid!r} already given on line {first_line[rid]}; keep one line per record")
-                first_line[rid], owns = item.line, True
+                first_line[rid], owner = item.line, rid
                 got[rid] = self._answer(item.row, self.all_ids[rid])
             except ValueError as e:
                 skips.append(Skip(str(self.path), item.line, str(e), rid))
-                if owns:
-                    unusable[rid] = f"its line {self.path}:{item.line} is bad: {e}"
+                if owner is not None:
+                    unusable[owner] = f"its line {self.path}:{item.line} is bad: {e}"
         if len(skips) == 1 and self.strict:  # the one bad line is the whole message
             raise BuildError(f"--replay: {skips[0]} (--strict: fix it, or rerun without --strict to leave its record out)")
         if skips and self.strict:

@@ -55,6 +55,7 @@ def _generate(items: list[tuple[SourceSequence, dict, str]], cfg_json: str):
 def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> tuple[str, Path]:
     from ..synthetic import write_frame_folders, write_physics_videos
 
+    assert cfg.synthetic is not None  # __post_init__ makes 64 clips the source when no manifest is given
     if cfg.synthetic_kind == "frames":
         return "frames", write_frame_folders(work / "synthetic-frames", cfg.synthetic, seed=cfg.seed, progress=cfg.progress)
     return "videos", write_physics_videos(work / "synthetic", cfg.synthetic, seed=cfg.seed,
@@ -97,7 +98,7 @@ def _make_dataset(kept: Sequences, split_of: dict[str, str], cfg: TimeCatchConfi
     arrow_cache = work / "arrow"
     shutil.rmtree(arrow_cache, ignore_errors=True)
     splits = {}
-    for name in [*cfg.splits, *sorted({v for v in split_of.values()} - set(cfg.splits))]:
+    for name in [*cfg.splits, *sorted(set(split_of.values()) - set(cfg.splits))]:
         items = sorted(
             [(s, d, str(work / "sequences" / records.make_id(s.source, s.id))) for s, d in kept if split_of[s.id] == name],
             key=lambda x: (x[0].source, x[0].id),
@@ -119,7 +120,7 @@ def _record_counts(dataset) -> dict[str, dict]:
             "total": len(ds),
             "task": dict(sorted(Counter(cols["task"]).items())),
             "perturbation": dict(sorted(Counter(cols["perturbation"]).items())),
-            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"])).items())),
+            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())),
         }
     return counts
 
@@ -135,11 +136,11 @@ def _sequence_counts(kept: Sequences, short: Sequences, skips: list[Skip], seque
         per_source[s.source][split_of[s.id]] += 1
         per_source[s.source][subset_of(d["n_kept"])] += 1
         lengths[d["n_kept"]] += 1
-    for s, d in short:
+    for s, _ in short:
         per_source[s.source]["too_short"] += 1
-    source_of = {q.id: q.source for q in sequences}
-    for s in skips:
-        per_source[source_of.get(s.id, "unknown (malformed line)")]["skipped"] += 1
+    source_of: dict[str | None, str] = {q.id: q.source for q in sequences}  # a malformed line's skip has no id
+    for skip in skips:
+        per_source[source_of.get(skip.id, "unknown (malformed line)")]["skipped"] += 1
     return {
         "sequences": {src: dict(sorted(c.items())) for src, c in sorted(per_source.items())},
         "length_histogram": {str(k): v for k, v in sorted(lengths.items())},

@@ -168,7 +168,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
         info = probe(seq.video)
         indices = interval_indices(info.n_frames, info.fps, cfg.interval_for(seq.source))
         frames = decode_frames(seq.video, indices)
-        times = [round(i / info.fps, 4) for i in indices]
+        times: list[float | None] = [round(i / info.fps, 4) for i in indices]
         sizes = {"video": str(seq.video), "bytes": seq.video.stat().st_size, "n_frames": info.n_frames, "fps": info.fps}
     else:
         frames = [_load_image(p) for p in seq.frames]
@@ -195,7 +195,7 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
             truncated_from=truncated_from,
         )
         with atomic_folder(folder) as tmp:  # the folder appears complete or not at all
-            for name, idx in zip(names, kept):
+            for name, idx in zip(names, kept, strict=True):
                 (tmp / name).write_bytes(png_bytes(frames[idx]))
             (tmp / "seq.json").write_text(json.dumps(result, sort_keys=True))
         return result

@@ -262,17 +262,19 @@ def _csv_rows(path: Path, columns: Sequence[str], header_of: Sequence[str], fmt:
             shown = ",".join(header).encode("utf-8", "surrogateescape").decode("utf-8", "replace") or "empty"
             raise BuildError(f"{path}:1: column(s) {', '.join(missing)} missing from the header line; is this {fmt}? "
                              f"(its header is {shown}; expected {','.join(header_of)})")
-        rows, start = [], reader.line_num + 1
+        rows: list[_Row] = []
+        start = reader.line_num + 1
         for record in reader:
             line, start = start, reader.line_num + 1
             if not record:  # a blank line
                 continue
-            row = dict(zip(header, record))
+            # a record with more or fewer fields than the header is reported as the problem below
+            row = dict(zip(header, record, strict=False))
             problem = None
             if len(record) != len(header):
                 problem = (f"{len(record)} fields, but the header has {len(header)}; "
                            "quote a field that holds a comma (\"a, b\")")
-            bad = next((k for k, v in zip(header, record) if any("\udc80" <= ch <= "\udcff" for ch in v)), None)
+            bad = next((k for k, v in zip(header, record, strict=False) if any("\udc80" <= ch <= "\udcff" for ch in v)), None)
             if bad is not None:
                 problem = f"not valid UTF-8 (in column {bad!r}); save the file as UTF-8"
                 row = {k: v.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for k, v in row.items()}
@@ -354,8 +356,9 @@ def _nextqa(annotations: Path, videos: Path, video_map: Path | None) -> list[_It
     return items
 
 
-CONVERTERS = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME", "nextqa": "NExT-QA"}
-Benchmark = Literal[tuple(CONVERTERS)]
+Benchmark = Literal["egoschema", "mvbench", "videomme", "nextqa"]
+CONVERTERS: dict[Benchmark, str] = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME",
+                                    "nextqa": "NExT-QA"}
 
 
 @dataclass(kw_only=True)
@@ -422,12 +425,13 @@ class ConvertConfig(BuildArgs):
         raise_problems(self.convert_problems())
 
 
-def convert(source: str, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike,
+def convert(source: Benchmark, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike,
             **options: Any) -> dict[str, Any]:
     """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``):
     :func:`build_converted` of ``ConvertConfig(source=…, annotations=…, videos=…, out=…, **options)``
     (options: ``answers``, ``video_map``, ``sample``, ``seed``, ``probe``, ``strict``, ``progress``)."""
-    return build_converted(ConvertConfig(source=source, annotations=annotations, videos=videos, out=out, **options))
+    return build_converted(ConvertConfig(source=source, annotations=Path(annotations), videos=Path(videos), out=Path(out),
+                                         **options))
 
 
 def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
@@ -453,6 +457,7 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
 
     cfg.check()
     source, annotations, out = cfg.source, cfg.annotations, cfg.out
+    assert source is not None  # check() refused a missing --from
     out.mkdir(parents=True, exist_ok=True)
     items = _benchmark_items(cfg)
 
@@ -470,6 +475,7 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
             skipped.append(Skip(item.path, item.line, reason, item.id))
             kinds[kind] += 1
             continue
+        assert row is not None and item.id is not None  # a row, and its id, come with no problem
         seen[item.id] = item.where
         rows.append(row)
     usable = len(rows)
@@ -495,10 +501,13 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
 def _converted_row(item: _Item, source: str, out: Path, probe: bool,
                    seen: Mapping[str, str]) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """The manifest row of one converted question, or (kind, reason) why it cannot be used."""
-    from judgetrain.video import VideoDecodeError, probe as probe_video
+    from judgetrain.video import VideoDecodeError
+    from judgetrain.video import probe as probe_video
 
     if item.problem is not None:
         return None, item.problem
+    # only an item with a problem lacks its id (too broken to name) or its video (not in NExT-QA's map)
+    assert item.id is not None and item.video is not None
     if item.id in seen:
         return None, ("duplicate id", f"id {item.id!r} is already used by {seen[item.id]}")
     if "\x00" in str(item.video):  # pathlib would call it missing
@@ -524,6 +533,7 @@ def _converted_row(item: _Item, source: str, out: Path, probe: bool,
 
 def _benchmark_items(cfg: ConvertConfig) -> list[_Item]:
     """Every question of ``cfg.source``'s annotation file(s), each with its problem if it has one."""
+    assert cfg.annotations is not None and cfg.videos is not None  # ConvertConfig.check() requires both
     if cfg.source == "egoschema":
         return _egoschema(cfg.annotations, cfg.videos, cfg.answers)
     if cfg.source == "nextqa":
@@ -532,6 +542,7 @@ def _benchmark_items(cfg: ConvertConfig) -> list[_Item]:
 
 
 def _annotation_files(cfg: ConvertConfig) -> list[Path]:
+    assert cfg.annotations is not None  # ConvertConfig.check() requires it
     files = _mvbench_files(cfg.annotations)
     if cfg.source == "egoschema":
         files.append(cfg.answers or cfg.annotations.with_name("subset_answers.json"))

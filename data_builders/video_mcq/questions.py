@@ -6,10 +6,9 @@ ambiguous (see :func:`draft_question`). README: "`judgetrain build video-mcq`"."
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
-from typing import Callable
+from itertools import combinations, pairwise
 
 import numpy as np
 
@@ -71,7 +70,7 @@ def _episodes(times: Sequence[float], min_gap: float) -> list[float]:
     """Start times of contact episodes: a pair touching again within ``min_gap`` of its
     previous touch is still in the same collision as far as a viewer can tell."""
     starts: list[float] = []
-    for prev, t in zip([-math.inf, *times], times):
+    for prev, t in pairwise([-math.inf, *times]):
         if t - prev >= min_gap:
             starts.append(t)
     return starts

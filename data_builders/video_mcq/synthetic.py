@@ -159,6 +159,7 @@ def plan(cfg: SyntheticConfig) -> list[tuple[int, str, int, int]]:
     :mod:`judgetrain.seeding`)."""
     from judgetrain.seeding import rng_for
 
+    assert cfg.synthetic is not None  # a plan is of a --synthetic build
     ks = list(range(cfg.options[0], cfg.options[1] + 1))
     used: Counter = Counter()
     steps = []

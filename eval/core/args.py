@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judgetrain.config import arg, comma_list, one_of
 from judgetrain.models.registry import DTYPES
 
 from .wandb_report import REPORT_TO
+
+if TYPE_CHECKING:
+    from judgetrain.scoring import BatchSize
 
 __all__ = ["EvalArgs", "ReportToArgs", "parse_batch_size"]
 
@@ -76,10 +80,10 @@ class EvalArgs(ReportToArgs):
         return problems
 
 
-def parse_batch_size(text: str) -> int | str:
+def parse_batch_size(text: str) -> BatchSize:
     """``--batch-size``: a positive integer or ``"auto"``."""
     if text == "auto":
-        return text
+        return "auto"
     try:
         value = int(text)
     except ValueError:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.identity import differences as identity_differences
 
 from .metrics import ci95

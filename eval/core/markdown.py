@@ -23,19 +23,19 @@ def fmt(x: Any, digits: int = 3) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+def _nan(x: Any) -> bool:
+    return isinstance(x, float) and math.isnan(x)
 
 
 def pct(x: float | None) -> str:
     """A fraction in 0..1 as a percentage with one decimal; "–" for an absent (None) or NaN value."""
-    return "–" if _missing(x) else f"{100 * x:.1f}"
+    return "–" if x is None or _nan(x) else f"{100 * x:.1f}"
 
 
 def rate(value: float | None, ci: Sequence[float] | None, n: int) -> str:
     """A rate as every report prints it: ``75.0 [30.1, 95.4] (n=4)`` (fractions in, % out);
     ``– (n=0)`` when undefined, the interval left out when there is none."""
-    if _missing(value):
+    if value is None or _nan(value):
         return f"– (n={n})"
     interval = "" if not ci else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
     return f"{100 * value:.1f}{interval} (n={n})"

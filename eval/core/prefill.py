@@ -66,10 +66,9 @@ def run_prefill(model: str | os.PathLike[str], adapter: str | os.PathLike[str] |
     identity refuses another run's folder, and loading it fails naming what is missing."""
     if setting is not None:
         return RunPrefill(setting, FROM_FLAG)
+    from judgetrain.errors import UserError
     from judgetrain.models.registry import detect_family
     from judgetrain.scoring.prompts import FAMILY_PREFILL, resolve_prefill
-
-    from judgetrain.errors import UserError
 
     try:
         base, adapter = _checkpoint(model, adapter)

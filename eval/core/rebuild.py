@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import ConfigError, arg, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg
+from judgetrain.config import make_parser as make_config_parser
 
 from .args import ReportToArgs
 from .registry import evaluation_of, module_for
 from .runs import METRICS, REPORT
+from .wandb_report import reports_to_wandb
 
 __all__ = ["ReportConfig", "main", "make_parser", "rebuild"]
 
@@ -65,7 +67,7 @@ def make_parser():
 
 def main(cfg: ReportConfig) -> int:
     rebuild(cfg)
-    if "wandb" in cfg.report_to:  # the rebuilt report, logged as every evaluation logs its finished run
+    if reports_to_wandb(cfg.report_to):  # the rebuilt report, logged as every evaluation logs its finished run
         from .wandb_report import log_run
 
         log_run(cfg.run)

@@ -28,7 +28,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from judgetrain.errors import UserError
 from judgetrain.identity import adapter_identity, differences, git_state, model_identity, path_identity
@@ -107,7 +107,10 @@ def repair_predictions(path: str | os.PathLike) -> int:
     return len(rows)
 
 
-def selected(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+_RowT = TypeVar("_RowT", bound=Mapping[str, Any])
+
+
+def selected(rows: Sequence[_RowT], info: Mapping[str, Any]) -> list[_RowT]:
     """The rows of the items the run's current config selects (``run.json["items"]``), in
     file order; every row when ``run.json`` lists no items (a run of an older judgetrain).
     Predictions of items a smaller ``--limit`` or other ``--tasks`` left out stay in the

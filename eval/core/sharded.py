@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgetrain.io import RowAppender, write_rows
 
@@ -50,6 +50,9 @@ from .runs import (
     repair_predictions,
     write_run_info,
 )
+
+if TYPE_CHECKING:
+    from judgetrain.scoring import BatchSize
 
 __all__ = ["AUTO_CHUNK_CUDA", "merge_rank_files", "process_state", "rank_file", "run_as_module", "run_sharded"]
 
@@ -160,7 +163,7 @@ def run_sharded(
     model: str,
     adapter: str | None,
     dtype: str | None,
-    batch_size: int | str,
+    batch_size: BatchSize,
     desc: str,
     progress: bool,
     overwrite: bool = False,
@@ -225,7 +228,7 @@ def run_sharded(
 
 
 def _load_scorer(state: Any, load: Callable[[str | None], Any] | None, model: Any, adapter: Any, dtype: Any,
-                 batch_size: int) -> Any:
+                 batch_size: BatchSize) -> Any:
     """This process's scorer: ``load(device)``, else ``Scorer.from_pretrained`` (on the
     process's device under several processes or a GPU; the scorer's default on one CPU)."""
     device = str(state.device) if state.num_processes > 1 or state.device.type != "cpu" else None
@@ -265,7 +268,7 @@ def _take(ds: Any, indices: Sequence[int]) -> list[Any]:
     return list(ds.select(indices)) if hasattr(ds, "select") else [ds[i] for i in indices]
 
 
-def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: Callable, batch_size: int | str,
+def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: Callable, batch_size: BatchSize,
                  explicit: bool, rank: int, world: int, desc: str, progress: bool, unit: str) -> int:
     """Score this process's items into its predictions file, a flushed chunk at a time
     (``batch_size``: the caller's chunk itself when ``explicit``, else the scorer's batch size)."""

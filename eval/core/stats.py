@@ -154,7 +154,7 @@ def disagreement(a_answers: Sequence[Any], b_answers: Sequence[Any]) -> float:
 
 def _pair(a: str, xa: list[Any], b: str, xb: list[Any]) -> tuple[str, str, float, int]:
     arms = _answers({a: xa, b: xb}, 2)
-    changed = sum(x != y for x, y in zip(arms[0][1], arms[1][1]))
+    changed = sum(x != y for x, y in zip(arms[0][1], arms[1][1], strict=True))
     return a, b, changed / len(xa), changed
 
 
@@ -174,7 +174,7 @@ def any_change_rate(answers: Mapping[str, Sequence[Any]]) -> float:
     """Fraction of items whose answer is not the same under every arm (§2.2: "the
     answer changes at least once" over the three phases). Needs at least two arms."""
     arms = _answers(answers, 2)
-    per_item = zip(*(values for _, values in arms))
+    per_item = zip(*(values for _, values in arms), strict=True)
     return sum(any(x != row[0] for x in row[1:]) for row in per_item) / len(arms[0][1])
 
 
@@ -236,7 +236,7 @@ def wilcoxon_signed_rank(x: Sequence[float], y: Sequence[float]) -> float:
 
     if len(x) != len(y) or not len(x):
         raise StatsError(f"wilcoxon_signed_rank needs aligned, non-empty x and y (got {len(x)} and {len(y)})")
-    if all(float(u) == float(v) for u, v in zip(x, y)):
+    if all(float(u) == float(v) for u, v in zip(x, y, strict=True)):
         return 1.0
     return float(wilcoxon(x, y, alternative="two-sided").pvalue)
 
@@ -545,7 +545,7 @@ def ltt_splits(scores: Sequence[float], errors: Sequence[bool], alpha: float, de
     if not rows:  # a calibration half smaller than the walk's start certifies nothing, on every split
         rows = [{"threshold": None, "coverage": 0.0, "risk": None, "violated": False} for _ in range(n_splits)]
     thresholds = [r["threshold"] for r in rows if r["threshold"] is not None]
-    out = {"alpha": alpha, "delta": delta, "n": len(s), "n_calibration": len(s) // 2, "n_test": len(s) - len(s) // 2,
+    out: dict[str, Any] = {"alpha": alpha, "delta": delta, "n": len(s), "n_calibration": len(s) // 2, "n_test": len(s) - len(s) // 2,
            "n_splits": n_splits, "coverage": float(np.mean([r["coverage"] for r in rows])),
            "violation_rate": float(np.mean([r["violated"] for r in rows])),
            "violations": int(sum(r["violated"] for r in rows)), "certified_splits": len(thresholds),

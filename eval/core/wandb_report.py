@@ -34,7 +34,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from judgetrain.config import ConfigError
 from judgetrain.errors import UserError
@@ -96,7 +96,7 @@ def run_config(info: Mapping[str, Any]) -> dict[str, Any]:
     return clean(config)
 
 
-def wandb_mode() -> str | None:
+def wandb_mode() -> Literal["offline"] | None:
     """``"offline"`` when no key is configured and ``WANDB_MODE`` is unset (training's rule),
     else ``None``: wandb's own choice (online with a key, or what ``WANDB_MODE`` says)."""
     from judgetrain.wandb_mode import offline_without_a_key
@@ -187,7 +187,7 @@ def _record_rows(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], ima
     for n, r in enumerate(rows):
         k = where.get(r["id"])
         post, top = _posterior(r.get("choices"), r.get("probs"))
-        prompt = r.get("prompt") or (_prompt_text(prompts[k]["prompt"]) if k is not None else None)
+        prompt = r.get("prompt") or (_prompt_text(prompts[k]["prompt"]) if prompts is not None and k is not None else None)
         frames = ds[k]["images"] if k is not None and n < image_rows else []
         strip = filmstrip(frames)
         out.append([r["id"], r.get("task"), r.get("source"), None, _text(r.get("label")), _text(r.get("prediction")),
@@ -253,7 +253,7 @@ def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
         raise FileNotFoundError(f"{run_dir} holds no {METRICS}; run `judgetrain eval report {run_dir}` first")
     metrics = flat_metrics(json.loads((run_dir / METRICS).read_text()))
     limit = image_rows_limit() if image_rows is None else image_rows
-    table = wandb.Table(columns=ITEM_COLUMNS, data=item_rows(rows, info, limit))
+    table = wandb.Table(columns=list(ITEM_COLUMNS), data=item_rows(rows, info, limit))
     mode, folder = wandb_mode(), Path(os.environ.get("WANDB_DIR") or run_dir)
     folder.mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT)

@@ -96,10 +96,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgetrain import records
-from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 
 from ..core.args import EvalArgs, parse_batch_size
 from ..core.markdown import fmt, pct, rate
@@ -108,6 +109,9 @@ from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_id
 from ..core.sharded import process_state, run_sharded
 from .metrics import MIRAGE_DOMAINS, SUBSETS, compute_judge_metrics
 from .report import report
+
+if TYPE_CHECKING:
+    from judgetrain.scoring import BatchSize
 
 __all__ = [
     "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate", "judge_metrics", "main", "make_parser", "model_scorer", "predict",
@@ -255,7 +259,7 @@ def select(dataset: Any, *, tasks: Sequence[str] | None = None, layouts: Sequenc
     return idx[:limit] if limit is not None else idx
 
 
-def model_scorer(model: Any, processor: Any, batch_size: int | str = "auto") -> Any:
+def model_scorer(model: Any, processor: Any, batch_size: BatchSize = "auto") -> Any:
     """A :class:`~judgetrain.scoring.Scorer` of a model already in memory, scoring after the
     model's own prefill as ``eval judge`` does: what closes the thinking block a reasoning
     checkpoint's chat template opens (:func:`judgetrain.scoring.prompts.template_prefill`), else none."""
@@ -270,7 +274,7 @@ def model_scorer(model: Any, processor: Any, batch_size: int | str = "auto") -> 
 
 def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score", *, tasks: Sequence[str] | None = None,
                   layouts: Sequence[str] | None = None, subsets: Sequence[str] | None = None, limit: int | None = None,
-                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, batch_size: int | str = "auto",
+                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, batch_size: BatchSize = "auto",
                   explanations: bool = False, progress: bool = False) -> dict[str, Any]:
     """The metrics dict of ``judgetrain eval judge`` for a model already in memory.
 
@@ -380,7 +384,7 @@ def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
 def evaluate(model: str, data: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
     """Evaluate the judge records of ``data[split]`` into run folder ``out``; ``fields`` are
     the other :class:`JudgeEvalConfig` fields (``split``, ``mode``, ``tasks``, …). See :func:`run`."""
-    return run(JudgeEvalConfig(model=str(model), data=data, out=out, **fields))
+    return run(JudgeEvalConfig(model=str(model), data=Path(data), out=Path(out), **fields))
 
 
 def run(cfg: JudgeEvalConfig) -> dict[str, Any]:

@@ -65,14 +65,7 @@ EXTRA = "pip install 'judgetrain[explain]'"
 # file, which nltk's reader opens first; this is that file (lexnames(5WN)): the
 # 45 lexicographer file names, their numbers and syntactic categories
 # (1 noun, 2 verb, 3 adjective, 4 adverb).
-_LEXNAMES = (
-    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body noun.cognition "
-    "noun.communication noun.event noun.feeling noun.food noun.group noun.location noun.motive noun.object "
-    "noun.person noun.phenomenon noun.plant noun.possession noun.process noun.quantity noun.relation noun.shape "
-    "noun.state noun.substance noun.time verb.body verb.change verb.cognition verb.communication verb.competition "
-    "verb.consumption verb.contact verb.creation verb.emotion verb.motion verb.perception verb.possession "
-    "verb.social verb.stative verb.weather adj.ppl"
-).split()
+_LEXNAMES = ["adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact", "noun.attribute", "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling", "noun.food", "noun.group", "noun.location", "noun.motive", "noun.object", "noun.person", "noun.phenomenon", "noun.plant", "noun.possession", "noun.process", "noun.quantity", "noun.relation", "noun.shape", "noun.state", "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition", "verb.communication", "verb.competition", "verb.consumption", "verb.contact", "verb.creation", "verb.emotion", "verb.motion", "verb.perception", "verb.possession", "verb.social", "verb.stative", "verb.weather", "adj.ppl"]
 _CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 _WORD = re.compile(r"\w+")
 
@@ -187,7 +180,8 @@ def meteor(generated: str, reference: str, wordnet_root: str | os.PathLike | Non
     """METEOR of ``generated`` against one ``reference`` (nltk defaults, local WordNet)."""
     from nltk.translate.meteor_score import meteor_score
 
-    return float(meteor_score([words(reference)], words(generated), wordnet=wordnet(wordnet_root)))
+    root = None if wordnet_root is None else os.fspath(wordnet_root)  # a str: the reader is cached per folder
+    return float(meteor_score([words(reference)], words(generated), wordnet=wordnet(root)))
 
 
 @lru_cache(maxsize=1)
@@ -236,13 +230,13 @@ def explanation_scores(generated: Sequence[str], references: Sequence[str], *,
     """
     if len(generated) != len(references):
         raise ValueError(f"{len(generated)} generated texts for {len(references)} references")
-    for i, (g, r) in enumerate(zip(generated, references)):
+    for i, (g, r) in enumerate(zip(generated, references, strict=True)):
         if not words(g) or not words(r):
             raise ValueError(f"pair {i}: an empty {'generated text' if not words(g) else 'reference'}; explanation "
                              "metrics are computed on valid non-empty explanations only")
     cosines = cosine_similarities(generated, references)
     out = []
-    for g, r, cos in zip(generated, references, cosines):
+    for g, r, cos in zip(generated, references, cosines, strict=True):
         d = length_difference(g, r)
         out.append({"bleu": bleu(g, r), **rouge(g, r), "meteor": meteor(g, r, wordnet_root), "cosine": cos,
                     "len_diff": d, "len_abs_diff": abs(d), "len_generated": len(words(g)), "len_reference": len(words(r))})
@@ -253,7 +247,7 @@ def mean_scores(scores: Sequence[dict[str, float]]) -> dict[str, Any]:
     """``{"n", <metric>: mean over pairs}`` of :func:`explanation_scores` output;
     with no pairs ``n`` is 0 and every metric ``None`` (absent, not zero)."""
     if not scores:
-        return {"n": 0, **{k: None for k in _SCORE_KEYS}}
+        return {"n": 0, **dict.fromkeys(_SCORE_KEYS)}
     return {"n": len(scores), **{k: math.fsum(s[k] for s in scores) / len(scores) for k in _SCORE_KEYS}}
 
 

@@ -65,7 +65,8 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, (list, tuple)):
         vals = [_number(v) for v in value]
-        return None if not vals or any(v is None for v in vals) else math.fsum(vals) / len(vals)
+        nums = [v for v in vals if v is not None]
+        return None if not vals or len(nums) < len(vals) else math.fsum(nums) / len(nums)
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -100,7 +101,7 @@ def pointwise_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     valid = [r for r in rows if r.get("valid", True) and _number(r.get("prediction")) is not None]
     for name, key in REFERENCES.items():
         pairs = [(_number(r["prediction"]), _number(r.get(key))) for r in valid]
-        kept = [(p, q) for p, q in pairs if q is not None]
+        kept = [(p, q) for p, q in pairs if p is not None and q is not None]  # p: valid rows have one
         agreement = _agreement([p for p, _ in kept], [q for _, q in kept])
         agreement["unreadable"] = sum(1 for r in valid if r.get(key) is not None and _number(r.get(key)) is None)
         cell[name] = agreement
@@ -136,13 +137,11 @@ def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ``exact_match_valid_ci95``, ``invalid_rate_ci95``, ``by_position_share_ci95``."""
     from .ordering import ordering_metrics
 
-    def ints(text: str | None) -> list[int] | None:  # "2, 4, 1, 3" or the lettered "B-D-A-C" (A = 1)
-        if text is None:
-            return None
+    def ints(text: Any) -> list[int]:  # "2, 4, 1, 3" or the lettered "B-D-A-C" (A = 1)
         letters = re.findall(r"[A-Za-z]", str(text))
         return [ord(c.upper()) - ord("A") + 1 for c in letters] if letters else [int(x) for x in re.findall(r"\d+", str(text))]
 
-    preds = [ints(r["prediction"]) if r.get("valid", True) else None for r in rows]
+    preds = [ints(r["prediction"]) if r.get("valid", True) and r["prediction"] is not None else None for r in rows]
     golds = [ints(r["label"]) for r in rows]
     cell = ordering_metrics(preds, golds)
     n = len(rows)

@@ -39,7 +39,7 @@ def kendall_tau(pred: Sequence[int], gold: Sequence[int]) -> float:
 def position_accuracy(pred: Sequence[int], gold: Sequence[int]) -> float:
     """Share of chronological ranks at which ``pred`` names the right image."""
     _check_pair(pred, gold)
-    return sum(a == b for a, b in zip(pred, gold)) / len(gold)
+    return sum(a == b for a, b in zip(pred, gold, strict=True)) / len(gold)
 
 
 def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequence[int]]) -> dict:
@@ -50,7 +50,7 @@ def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequ
     ``chance_exact_match`` = mean of 1/n! (a uniform random guess)."""
     if len(preds) != len(golds):
         raise ValueError(f"{len(preds)} predictions for {len(golds)} gold orderings")
-    valid = [(p, g) for p, g in zip(preds, golds) if p is not None]
+    valid = [(p, g) for p, g in zip(preds, golds, strict=True) if p is not None]
     n = len(golds)
 
     def mean(xs):
@@ -61,7 +61,7 @@ def ordering_metrics(preds: Sequence[Sequence[int] | None], golds: Sequence[Sequ
         "n": n,
         "n_valid": len(valid),
         "n_invalid": n - len(valid),
-        "exact_match": mean(exact_match(p, g) for p, g in zip(preds, golds)),
+        "exact_match": mean(exact_match(p, g) for p, g in zip(preds, golds, strict=True)),
         "exact_match_valid": mean(exact_match(p, g) for p, g in valid),
         "kendall_tau": mean(kendall_tau(p, g) for p, g in valid),
         "position_accuracy": mean(position_accuracy(p, g) for p, g in valid),

@@ -71,7 +71,7 @@ def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) ->
         d = dist[name]
         shares = [d["counts"][str(s)] / d["n"] for s in SCORES]
         xs = [s + (k - (len(names) - 1) / 2) * width for s in SCORES]
-        ax.bar(xs, shares, width=width, color=colors.get(name, None), label=f"{name} (n={d['n']}, {100 * d['share_1_2']:.0f}% in {{1,2}})")
+        ax.bar(xs, shares, width=width, color=colors.get(name), label=f"{name} (n={d['n']}, {100 * d['share_1_2']:.0f}% in {{1,2}})")
     ax.set_xticks(list(SCORES))
     ax.set_xlabel("score")
     ax.set_ylabel("share of items")

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..core import stats
-from .views import parse_arms, pool as pool_posteriors
+from .views import parse_arms
+from .views import pool as pool_posteriors
 
 __all__ = ["arm_answers", "arm_specs", "collect_rows", "per_question_answers"]
 

@@ -16,11 +16,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 from judgetrain.identity import sha256_file
 from judgetrain.video import SAMPLERS
 
-from ..core.args import EvalArgs
+from ..core.args import EvalArgs, parse_batch_size
 from ..core.prefill import RunPrefill, run_prefill
 from ..core.runs import run_info
 from .views import NAMED_ARMS, parse_arms, parse_origins
@@ -122,7 +123,7 @@ def evaluate(model: str, manifest: str | os.PathLike, out: str | os.PathLike, **
             raise TypeError("evaluate() got both orderings= and its old name n_orderings=; pass orderings= only")
         fields["orderings"] = fields.pop("n_orderings")
     fields.pop("command", None)  # run.json records the command line itself
-    return run(PhaseFusionConfig(model=str(model), manifest=manifest, out=out, **fields))
+    return run(PhaseFusionConfig(model=str(model), manifest=Path(manifest), out=Path(out), **fields))
 
 
 def media_identity(manifest: str | os.PathLike, questions: list[Any]) -> dict[str, str]:
@@ -163,7 +164,6 @@ class _Questions:
         self.n_errors = 0
 
     def load(self, device: str | None) -> Any:
-        from ..core.args import parse_batch_size
         from .passes import load_scorer
 
         cfg = self.cfg
@@ -237,7 +237,7 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
     result = run_sharded(state, cfg.out, info, questions, idx, order, shard.predict, report, model=cfg.model,
                          adapter=str(cfg.adapter) if cfg.adapter else None, dtype=cfg.dtype,
-                         batch_size=cfg.batch_size, desc="PhaseFusion", progress=cfg.progress,
+                         batch_size=parse_batch_size(cfg.batch_size), desc="PhaseFusion", progress=cfg.progress,
                          overwrite=cfg.overwrite, load=shard.load, describe=shard.describe,
                          carry=("rerun_of", *_DEVICE_KEYS), finished=finished_questions, chunk=1, unit="question")
     return {"out": result["out"], "n_questions": len(idx), "n_scored": result["n_scored"] - shard.n_errors,

@@ -61,7 +61,7 @@ def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list
 
 
 def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: Mapping[str, Any],
-                shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str | None) -> list[dict]:
+                shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str) -> list[dict]:
     """The computable members on ``ids``; a member whose arms the run lacks is left out, with why."""
     out = [_margin_vs("margin_vs_msp", ids, pq.get("single"), "top-1 prob.")]
     vote = _margin_vs("margin_vs_vote", ids, pq.get("single"), VOTE_SHARE)
@@ -140,11 +140,12 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
     never tested against another arm. ``pq``: per arm, :func:`per_question_answers` at ``origins[0]``."""
     names = {a["name"] for a in arms}
     view0 = per_question_answers(col, {"grid": "phase", "pool": "single"}, origins[0]) if "fusion" in names else {}
-    shifted = None
+    shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
     if {"fusion", "union"} <= names and len(origins) > 1:
         by = {a["name"]: a for a in arms}
-        shifted = tuple({a: per_question_answers(col, by[a], o) for a in ("fusion", "union")}
-                        for o in (origins[0], origins[1]))
+        at_first, at_second = ({a: per_question_answers(col, by[a], o) for a in ("fusion", "union")}
+                               for o in (origins[0], origins[1]))
+        shifted = (at_first, at_second)
     rows = {k: row for k, row, how, _ in TABLE_S2}
     cells = {}
     for cell, ids in _ids_by_cell(col, order).items():
@@ -152,7 +153,7 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
         done = [t for t in tests if t.get("pvalue") is not None]
         if done:  # the uncomputed members at p = 1: they take their ranks but reject nothing
             reject, q = stats.benjamini_hochberg([1.0 if t.get("pvalue") is None else t["pvalue"] for t in tests], BH_ALPHA)
-            for t, qv, rj in zip(tests, q, reject):
+            for t, qv, rj in zip(tests, q, reject, strict=True):
                 if t.get("pvalue") is not None:
                     t.update(qvalue=qv, reject=rj)
         for t in tests:

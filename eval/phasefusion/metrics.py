@@ -134,15 +134,15 @@ def _table_a(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence
 
 def _tost(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[str], reference: str | None) -> list[dict]:
     names = {a["name"] for a in arms}
-    out = []
+    out: list[dict] = []
     if "fusion" not in names:
         return out
-    for other in dict.fromkeys(x for x in (reference, "union") if x in names and x != "fusion"):
+    for other in dict.fromkeys(x for x in (reference, "union") if x is not None and x in names and x != "fusion"):
         ids = _shared((pq["fusion"], pq[other]), order)
         x = [float(pq["fusion"][q]["correct"]) for q in ids]
         y = [float(pq[other][q]["correct"]) for q in ids]
         res = stats.or_none(stats.tost_paired, x, y)
-        entry = {"a": "fusion", "b": other, "n": len(ids), "margin": stats.EQUIVALENCE_MARGIN}
+        entry: dict[str, Any] = {"a": "fusion", "b": other, "n": len(ids), "margin": stats.EQUIVALENCE_MARGIN}
         if res is None or not math.isfinite(res["pvalue"]) or not res["se"] > 0:  # a t-test needs variation
             entry.update(pvalue=None, note="undefined (fewer than two items, or no variation in the paired differences)")
         else:
@@ -197,11 +197,11 @@ def _phases(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, ord
     out: dict[str, Any] = {"views": views, "n": len(ids),
                            "accuracy": {v: _accuracy_cell(pq, ids) for v, pq in per_view.items()}}
     if views >= 2 and ids:
-        consensus = {v: [pq[q]["consensus"] for q in ids] for v, pq in per_view.items()}
-        pairs = stats.pairwise_disagreement(consensus)
+        by_view = {v: [pq[q]["consensus"] for q in ids] for v, pq in per_view.items()}
+        pairs = stats.pairwise_disagreement(by_view)
         out["pairwise_disagreement"] = [{**p, "ci95": list(stats.wilson(p["changed"], p["n"]))} for p in pairs]
         out["mean_pairwise_disagreement"] = float(np.mean([p["rate"] for p in pairs]))
-        anyc = stats.any_change_rate(consensus)
+        anyc = stats.any_change_rate(by_view)
         out["any_change"] = _rate(round(anyc * len(ids)), len(ids))
     if any(a["name"] == "single" for a in arms):
         single = per_question_answers(col, {"grid": "single", "pool": "single"}, origin)

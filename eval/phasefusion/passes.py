@@ -13,12 +13,15 @@ loop that calls them is :mod:`judgetrain.eval.phasefusion`. README: "`judgetrain
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from judgetrain.mcq.frames import Decoded
 from judgetrain.mcq.views import LETTERS, Grid, mcq_prompt, orderings, to_content
+
+if TYPE_CHECKING:
+    from judgetrain.scoring import BatchSize
 
 __all__ = ["PeakMemory", "load_scorer", "score_question"]
 
@@ -153,7 +156,7 @@ def _warm_up(scorer: Any, budget: int) -> None:
     scorer.score_shared_prefix([PrefixGroup(frames, prompts, ["A", "B"])], progress=False)
 
 
-def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: int | str, prefill: str,
+def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: BatchSize, prefill: str,
                 grids: dict[str, Grid], budget: int, device: str | None = None) -> tuple[Any, PeakMemory]:
     """The scorer (warmed up, batching a question's phase grids together under ``"auto"``)
     and the peak-memory meter of its device. ``prefill``: ``"family"``, ``"none"`` or literal text;

@@ -43,7 +43,7 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
     styles = {"arithmetic": ("*", "#C44E52", 13), "geometric": ("P", "#8172B2", 9), "vote": ("D", "#55A868", 7)}
     pooled = [a for a in metrics["arms"].values()
               if a["pool"] in styles and rows.get(a["name"], {}).get("accuracy") is not None]
-    for a, x in zip(pooled, _dodged([a["attention_units"] for a in pooled])):
+    for a, x in zip(pooled, _dodged([a["attention_units"] for a in pooled]), strict=True):
         marker, color, size = styles[a["pool"]]
         y = 100 * rows[a["name"]]["accuracy"]
         ax.errorbar([x], [y], yerr=[100 * rows[a["name"]]["se"]], marker=marker, color=color, markersize=size,
@@ -112,19 +112,19 @@ def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None
         ax.set_axis_off()
         return {"labels": [], "values": [], "note": "not measured in this run"}
     vals = [100 * (v or 0.0) for _, v, _ in bars]
-    lo = [max(0.0, v - 100 * (ci[0] if ci[0] is not None else v / 100)) for v, (_, _, ci) in zip(vals, bars)]
-    hi = [max(0.0, 100 * (ci[1] if ci[1] is not None else v / 100) - v) for v, (_, _, ci) in zip(vals, bars)]
+    lo = [max(0.0, v - 100 * (ci[0] if ci[0] is not None else v / 100)) for v, (_, _, ci) in zip(vals, bars, strict=True)]
+    hi = [max(0.0, 100 * (ci[1] if ci[1] is not None else v / 100) - v) for v, (_, _, ci) in zip(vals, bars, strict=True)]
     xs = list(range(len(bars)))
     ax.bar(xs, vals, yerr=[lo, hi], color=color, capsize=3, ecolor="#888888", error_kw={"elinewidth": 1})
     # a bar at 0 has no height: a marker on the axis and the printed value show it is there
-    ax.scatter([x for x, v in zip(xs, vals) if v == 0], [0.0] * vals.count(0.0), marker="_", s=400, color=color,
+    ax.scatter([x for x, v in zip(xs, vals, strict=True) if v == 0], [0.0] * vals.count(0.0), marker="_", s=400, color=color,
                linewidths=3, zorder=3, clip_on=False)
     labels = [f"{v:.1f}%" for v in vals]
-    for x, v, h, text in zip(xs, vals, hi, labels):
+    for x, v, text in zip(xs, vals, labels, strict=True):
         ax.annotate(text, (x, v), xytext=(3, 2), textcoords="offset points", ha="left", va="bottom", fontsize=7)
     ax.set_xticks(xs, [b[0] for b in bars], fontsize=7)
     ax.set_ylabel("% of questions (95% CI, Wilson)")
-    top = max(10.0, min(100.0, max(v + h for v, h in zip(vals, hi)) * 1.15))
+    top = max(10.0, min(100.0, max(v + h for v, h in zip(vals, hi, strict=True)) * 1.15))
     ax.set_ylim(0, top)
     note = None
     if not any(vals):

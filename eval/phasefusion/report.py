@@ -48,7 +48,7 @@ def _p(x: float | None) -> str:
 
 
 def _ci(ci: Sequence[float | None] | None) -> str:
-    if not ci or ci[0] is None:
+    if not ci or ci[0] is None or ci[1] is None:
         return "–"
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
@@ -194,7 +194,7 @@ def _md_certified(cs: Mapping[str, Any]) -> list[str]:
           f"({', '.join(f'`{c}`' for c in cs['cells'])}).\n\n"]
     md.append("| arm | signal |" + "".join(f" α={a:.2f} viol. % | α={a:.2f} cov. % |" for a in cs["alphas"]) + " n per cell |\n")
     md.append("|---|---|" + "---:|---:|" * len(cs["alphas"]) + "---|\n")
-    by = {}
+    by: dict[tuple[str, str], dict[float, dict[str, Any]]] = {}
     for r in cs["rows"]:
         by.setdefault((r["arm"], r["signal"]), {})[r["alpha"]] = r
     for (arm, signal), per_alpha in by.items():
@@ -363,7 +363,7 @@ def _num(x: float | None) -> str:
 
 
 def _memory_words(metrics: Mapping[str, Any]) -> str:
-    kinds = {c.get("memory_kind") for c in metrics["cost"].values() if isinstance(c, dict) and c.get("memory_kind")}
+    kinds = {c["memory_kind"] for c in metrics["cost"].values() if isinstance(c, dict) and c.get("memory_kind")}
     words = {"cuda_max_memory_allocated": "torch.cuda.max_memory_allocated over the arm's passes",
              "process_rss_peak": "peak resident set of the process during the arm's passes (CPU; reset per arm)",
              "process_rss_peak_since_start": "peak resident set of the process since it started (CPU)"}
@@ -438,7 +438,7 @@ def _write_figures(metrics: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     first = metrics["origins"][0]
     singles = [n for n, a in metrics["arms"].items() if a["pool"] == "single"]
     shown = [n for n in dict.fromkeys(["single" if "single" in singles else next(iter(singles), None), "fusion"])
-             if n in metrics["arms"]]
+             if n is not None and n in metrics["arms"]]
     per_q = {n: items for n in shown
              if (items := list(per_question_answers(col, metrics["arms"][n], first).values()))}
     if per_q:

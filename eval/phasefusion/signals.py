@@ -90,7 +90,9 @@ def reliability_signals(pq: Mapping[str, Mapping[str, Mapping[str, Any]]], order
     fused-margin rows are the margin table's (``metrics["margin"]``), on each arm's own answers.
     ``None`` without a single arm of K ≥ 2 orderings."""
     single = pq.get("single")
-    qs = [q for q in order if single and q in single]
+    if not single:
+        return None
+    qs = [q for q in order if q in single]
     if not qs or len(single[qs[0]]["answers"]) < 2:
         return None
     return {"n": len(qs), "orderings": len(single[qs[0]]["answers"]), "rows": [_auroc_row(qs, single, name) for name in SIGNALS],

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import records
-from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 
 from ..core.args import EvalArgs, parse_batch_size
 from ..core.prefill import run_prefill, scorer_loader
@@ -135,7 +136,7 @@ def _select(ds: Any, data: Path, split: str, tasks: list[str], limit: int | None
 def evaluate(model: str, data: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:
     """Score the TimeCatch records of ``data[split]`` into run folder ``out``; ``fields`` are
     the other :class:`TimeCatchEvalConfig` fields. See :func:`run`."""
-    return run(TimeCatchEvalConfig(model=str(model), data=data, out=out, **fields))
+    return run(TimeCatchEvalConfig(model=str(model), data=Path(data), out=Path(out), **fields))
 
 
 def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
@@ -154,9 +155,11 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     human_table = load_human(cfg.human) if cfg.human else None
     splits = records.load(cfg.data)
     chosen = _choose_split(cfg, list(splits), state.is_main_process)
-    ds, idx, order = _select(splits, cfg.data, cfg.split, cfg.tasks, cfg.limit)
+    split = cfg.split
+    assert split is not None  # _choose_split sets it when --split was left out
+    ds, idx, order = _select(splits, cfg.data, split, cfg.tasks, cfg.limit)
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
-    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
+    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [split]), items=[order[i] for i in idx],
                     world_size=state.num_processes, prefill=prefill)
     info["data"] = str(cfg.data.resolve())
     info["split_chosen"] = chosen

@@ -116,19 +116,27 @@ def confusion(rows: Sequence[Mapping[str, Any]], task: str) -> dict[str, Any] | 
     if not sel:
         return None
     n = max(int(r["n_frames"]) for r in sel)
-    if task == "temporal_localize":
-        true = [f"{int(r['position']) + 1} and {int(r['position']) + 2}" for r in sel]
-        pred = [_pair(r["prediction"]) for r in sel]
-        labels = sorted({f"{i} and {i + 1}" for i in range(1, n)} | set(true) | set(pred), key=_pair_order)
-    else:
-        true = [int(r["position"]) + 1 for r in sel]
-        pred = [_frame(r["prediction"]) for r in sel]
-        numbers = [x for x in (*true, *pred) if x != UNPARSED]
-        labels = list(range(1, max([n, *numbers]) + 1)) + ([UNPARSED] if UNPARSED in pred else [])
+    true, pred, labels = (_pair_labels if task == "temporal_localize" else _frame_labels)(sel, n)
     index = {label: i for i, label in enumerate(labels)}
     counts = confusion_matrix([index[t] for t in true], [index[x] for x in pred], labels=list(range(len(labels)))).tolist()
     normalized = [[c / sum(row) if sum(row) else 0.0 for c in row] for row in counts]
     return {"labels": labels, "counts": counts, "normalized": normalized}
+
+
+def _pair_labels(sel: Sequence[Mapping[str, Any]], n: int) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
+    """(true, predicted, labels) of temporal localization: frame pairs, every adjacent pair of ``n`` frames a label."""
+    true = [f"{int(r['position']) + 1} and {int(r['position']) + 2}" for r in sel]
+    pred = [_pair(r["prediction"]) for r in sel]
+    return true, pred, sorted({f"{i} and {i + 1}" for i in range(1, n)} | set(true) | set(pred), key=_pair_order)
+
+
+def _frame_labels(sel: Sequence[Mapping[str, Any]], n: int) -> tuple[Sequence[int], Sequence[int | str], Sequence[int | str]]:
+    """(true, predicted, labels) of frame localization: 1-based frames, every frame up to the largest seen a label."""
+    true = [int(r["position"]) + 1 for r in sel]
+    pred = [_frame(r["prediction"]) for r in sel]
+    numbers = [*true, *(x for x in pred if isinstance(x, int))]  # every answer but UNPARSED names a frame
+    labels: list[int | str] = [*range(1, max([n, *numbers]) + 1), *([UNPARSED] if UNPARSED in pred else [])]
+    return true, pred, labels
 
 
 def lpips_bin(value: float, width: float = LPIPS_BIN_WIDTH) -> int:

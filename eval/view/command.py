@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from judgetrain.config import ConfigError, arg, comma_list, make_parser as make_config_parser
+from judgetrain.config import ConfigError, arg, comma_list
+from judgetrain.config import make_parser as make_config_parser
 
 __all__ = ["ViewConfig", "main", "make_parser"]
 
@@ -58,6 +59,7 @@ def make_parser():
 def main(cfg: ViewConfig) -> int:
     from .page import write_view
 
+    assert cfg.out is not None  # __post_init__ defaults it to RUN/view
     index = write_view(cfg.runs, cfg.out, cfg.names, progress=cfg.progress)
     print(f"Run page: {index}", flush=True)
     return 0

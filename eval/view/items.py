@@ -18,6 +18,7 @@ README: "`judgetrain eval view`".
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ def _phasefusion_item(qid: str, entry: Mapping[str, Any]) -> dict[str, Any]:
             "extra": {"error": entry["error"]["error"]} if entry["error"] else {"question": q.get("question")}}
 
 
-def load_run(run_dir: str | Path) -> dict[str, Any]:
+def load_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """A run folder as the browser shows it: ``{"dir", "info", "evaluation", "items", "warnings", "report"}``
     (items in file order, see the module docstring). The items' frame refs of an older run
     point at its dataset's images (``("image", {"bytes", "path"})``)."""

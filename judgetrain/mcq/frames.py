@@ -62,7 +62,7 @@ def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fr
            "fps": info.fps, "duration": q.duration if q.duration is not None else info.duration_s,
            "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before,
            "batch1_timing_decodes": len(batch1)}
-    return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames)}, row, batch1)
+    return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames, strict=True)}, row, batch1)
 
 
 def _time_grid_decodes(q: Any, plan: list[tuple[Fraction, Grid, list[list[int]]]], max_side: int | None) -> dict[str, float]:

@@ -17,10 +17,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from judgetrain.errors import UserError
-from judgetrain.jsonl import inside, read_jsonl, text as text_field
+from judgetrain.jsonl import inside, read_jsonl
+from judgetrain.jsonl import text as text_field
 
 __all__ = ["ManifestError", "VideoQuestion", "check_line", "load_manifest"]
 
@@ -57,7 +58,7 @@ class VideoQuestion:
     line: int = 0
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -120,6 +121,7 @@ def check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
         problems.append(f"start: {bounds['start']} must be before end ({bounds['end']}); swap or fix them")
     if problems:
         return None, problems
+    assert options is not None  # a bad options field is one of the problems returned above
     return {"id": qid, "video": video, "question": question, "options": tuple(options), "answer": answer,
             "benchmark": benchmark, "duration": None if duration is None else float(duration), "num_frames": num_frames,
             "start": None if bounds["start"] is None else float(bounds["start"]),
@@ -146,7 +148,9 @@ def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
         raise ManifestError(f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
                             "or convert a benchmark with `--from egoschema|mvbench|videomme|nextqa`")
     root = path.parent
-    questions, problems, seen = [], [], {}
+    questions: list[VideoQuestion] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
     for item in read_jsonl(path):  # bytes split on \n only, each line decoded on its own: a bad line is one problem
         ln = item.line
         if item.problem:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..models.registry import ModelFamily
 from .batching import Batcher, BatchSize, run_batched
@@ -20,7 +20,7 @@ from .prompts import FAMILY_PREFILL, FamilyPrefill, Item, as_sequence, describe_
 from .results import Generation, GenerationOutput
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, ProcessorMixin
+    from transformers import GenerationMixin, PreTrainedModel, ProcessorMixin
 
 __all__ = ["generate"]
 
@@ -80,7 +80,9 @@ def generate(
         inputs = m.encode(texts, [it.images for it in batch])
         if not m.keeps_token_types():
             inputs.pop("mm_token_type_ids", None)
-        out = model.generate(**inputs, generation_config=config)
+        # PreTrainedModel has no generate() in transformers 5 (each generating class mixes in
+        # GenerationMixin, and a PeftModel forwards it): a model given here generates
+        out = cast("GenerationMixin", model).generate(**inputs, generation_config=config)
         new = out[:, inputs["input_ids"].shape[1]:].tolist()
         results = []
         for tokens, parse in zip(new, parsers, strict=True):

@@ -118,12 +118,12 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
     # are all one token is one row (its last position scores every choice), otherwise
     # each choice gets a row that also holds the choice's tokens but the last.
     rows: list[tuple[int, int, int | None, list[int], int]] = []
-    for b, per_variant in enumerate(choice_ids):
-        for v, ids in enumerate(per_variant):
-            if all(len(c) == 1 for c in ids):
+    for b, variant_ids in enumerate(choice_ids):
+        for v, tokens in enumerate(variant_ids):
+            if all(len(c) == 1 for c in tokens):
                 rows.append((b, v, None, rests[b][v], 1))
             else:
-                rows.extend((b, v, c, rests[b][v] + cid[:-1], len(cid)) for c, cid in enumerate(ids))
+                rows.extend((b, v, c, rests[b][v] + cid[:-1], len(cid)) for c, cid in enumerate(tokens))
     raw = [[[0.0] * len(c) for c in per_variant] for per_variant in choices]
     for chunk in _row_chunks(m, rows, batcher.rows or len(rows)):
         with continuation_pass(len(chunk)):

@@ -78,7 +78,7 @@ class GenerationOutput(Sequence[Generation]):
     def __len__(self) -> int:
         return len(self.generations)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self.generations[i]
 
     def __iter__(self) -> Iterator[Generation]:

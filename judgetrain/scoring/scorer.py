@@ -144,7 +144,9 @@ class Scorer:
                 from transformers import AutoProcessor
 
                 processor = AutoProcessor.from_pretrained(str(adapter_dir))
-        model.to(dev)
+        # transformers wraps PreTrainedModel.to in functools.wraps(nn.Module.to), whose stub types the
+        # bound call as the unbound one (the model expected where the device goes)
+        model.to(dev)  # type: ignore[arg-type]
         return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress,
                    sort_by_length=sort_by_length, share_images=share_images)
 

@@ -73,10 +73,7 @@ class SweepCallback(TrainerCallback):
         judged = self._judge_metrics(model) if any(o.is_judge for o in self.objectives) else {}
         values = []
         for o in self.objectives:
-            if o.name == "eval_loss":
-                v = (eval_metrics or {}).get("eval_loss")
-            else:
-                v = lookup_metric(judged, o.subset, o.metric)
+            v = (eval_metrics or {}).get("eval_loss") if o.name == "eval_loss" else lookup_metric(judged, o.subset, o.metric)
             values.append(float("nan") if v is None else float(v))
         return values, {"eval": eval_metrics or {}, "judge": judged}
 

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from .space import SweepError, flag_value
 from .storage import storage_from_url
@@ -33,7 +33,9 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     columns = ["trial", "state", *objectives, "steps", *params]
     rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
              *(t.params.get(k) for k in params)] for t in study.trials]
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=os.environ.get("WANDB_MODE"),
+    # WANDB_MODE passed on as given: wandb checks it (wandb.init's annotation leaves out the legacy dryrun and run)
+    mode = cast("Literal['online', 'offline', 'disabled', 'shared'] | None", os.environ.get("WANDB_MODE"))
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=mode,
                      group=study.study_name, job_type="study",
                      name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
                      reinit="finish_previous")
@@ -42,7 +44,7 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
     summary: dict[str, Any] = {f"trials/{k}": v for k, v in counts.items()}
     if counts["complete"]:
         best = study.best_trials[0] if len(objectives) > 1 else study.best_trial
-        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values)},
+        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values, strict=True)},
                         **{f"best/{k}": v for k, v in best.params.items()}})
     run.summary.update(summary)
     run_dir = Path(run.dir).parent

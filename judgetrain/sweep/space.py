@@ -50,18 +50,28 @@ class Param:
 
     def suggest(self, trial: Any) -> Any:
         if self.kind == "categorical":
-            return trial.suggest_categorical(self.name, list(self.choices))
+            return trial.suggest_categorical(self.name, self._choices())
+        low, high = self._range()
         if self.kind == "int":
-            return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
-        return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
+            return trial.suggest_int(self.name, int(low), int(high), step=int(self.step or 1), log=self.log)
+        return trial.suggest_float(self.name, low, high, log=self.log, step=self.step)
 
     def probe_values(self) -> list[Any]:
         """The values the space is checked with: every choice, or both ends of the range."""
         if self.kind == "categorical":
-            return list(self.choices)
+            return self._choices()
+        low, high = self._range()
         if self.kind == "int":
-            return [int(self.low), int(self.high)]
-        return [self.low, self.high]
+            return [int(low), int(high)]
+        return [low, high]
+
+    def _choices(self) -> list[Any]:
+        assert self.choices is not None, f"{self.name}: a categorical param has choices (SearchSpace.load)"
+        return list(self.choices)
+
+    def _range(self) -> tuple[float, float]:
+        assert self.low is not None and self.high is not None, f"{self.name}: a {self.kind} range has low and high"
+        return self.low, self.high
 
 
 _PARAM_KEYS = {"choices", "low", "high", "log", "step", "type"}
@@ -157,7 +167,7 @@ class SearchSpace:
         base = self.overrides({}) + list(extra or [])
         if not problems:
             try:
-                margs, dargs, largs, targs = parse(["--config", str(recipe), *base])
+                margs, dargs, targs = parse(["--config", str(recipe), *base])
             except (TrainConfigError, SystemExit, ValueError) as e:
                 raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
             searched = {p.name for p in self.params}
@@ -170,12 +180,12 @@ class SearchSpace:
             for p in self.params:
                 for v in p.probe_values():
                     try:
-                        margs, dargs, largs, targs = parse(["--config", str(recipe), *base, f"--{p.name}", flag_value(v)])
+                        margs, dargs, targs = parse(["--config", str(recipe), *base, f"--{p.name}", flag_value(v)])
                     except (TrainConfigError, SystemExit, ValueError) as e:
                         problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
                         continue
                     problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
-                                 for m in check_config(margs, dargs, largs, targs, world_size=world_size)
+                                 for m in check_config(margs, dargs, targs, world_size=world_size)
                                  + objective_problems(objectives or [], dargs.eval_split, targs.eval_strategy)]
         if problems:
             raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))

@@ -166,7 +166,7 @@ def train_bpe(vocab_size: int = 640) -> tuple[dict[str, int], list[tuple[str, st
     tok.train_from_iterator(tiny_corpus(), trainer)
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
-    return dict(model["vocab"]), merges  # type: ignore[arg-type]
+    return dict(model["vocab"]), merges
 
 
 def make_tokenizer(
@@ -191,13 +191,15 @@ def make_tokenizer(
     from transformers import Qwen2Tokenizer
 
     vocab, merges = train_bpe()
+    # transformers annotates merges as str | list[str] and the special tokens as str, but its BPE takes
+    # (a, b) pairs and None means "no such token", which is what the tiny tokenizer needs
     tokenizer = Qwen2Tokenizer(
         vocab=vocab,
-        merges=merges,
-        unk_token=None,
+        merges=merges,  # type: ignore[arg-type]
+        unk_token=None,  # type: ignore[arg-type]
         bos_token=None,
-        eos_token=None,
-        pad_token=None,
+        eos_token=None,  # type: ignore[arg-type]
+        pad_token=None,  # type: ignore[arg-type]
         errors="replace",
         clean_up_tokenization_spaces=False,
         split_special_tokens=False,
@@ -215,7 +217,9 @@ def make_tokenizer(
     tokenizer.pad_token = pad
     if bos is not None:
         tokenizer.bos_token = bos
-        tokenizer.add_bos_token = True  # rewrites the post-processor, which tokenizer.json keeps
+        # rewrites the post-processor, which tokenizer.json keeps; the setter is real, but mypy misses it
+        # because transformers defines it after another property's (TokenizersBackend.add_bos_token)
+        tokenizer.add_bos_token = True  # type: ignore[misc]
     tokenizer.chat_template = chat_template
     if named:
         tokenizer = _with_named_tokens(tokenizer, named)
