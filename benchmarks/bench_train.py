@@ -398,13 +398,12 @@ def longest_record(model_dir: Path, data: list[Path], limit: int | None) -> int:
 
 def resolved(recipe_path: Path, extra: list[str]):
     """judgetrain's own parse of the recipe (the values its trainer will use), with the
-    gradient accumulation that effective_batch_size implies."""
-    from judgetrain.train import parse
+    settings judgetrain derives from it on one process of unpacked records (the gradient
+    accumulation that effective_batch_size implies: the TRL arm packs nothing)."""
+    from judgetrain.train import Facts, derive, parse
 
-    model_args, data_args, lora_args, training_args = parse(["--config", str(recipe_path), *extra])
-    if data_args.effective_batch_size:
-        training_args.gradient_accumulation_steps = data_args.effective_batch_size // training_args.per_device_train_batch_size
-    return model_args, data_args, lora_args, training_args
+    model_args, data_args, training_args = parse(["--config", str(recipe_path), *extra])
+    return model_args, data_args, derive(data_args, training_args, Facts(world_size=1)).training_args
 
 
 def trl_spec(args, model_dir: Path, data: list[Path], recipe_path: Path, out: Path) -> dict:
@@ -413,15 +412,15 @@ def trl_spec(args, model_dir: Path, data: list[Path], recipe_path: Path, out: Pa
 
     from judgetrain.models import detect_family
 
-    model_args, _data_args, lora_args, training_args = resolved(recipe_path, [])
+    model_args, _data_args, training_args = resolved(recipe_path, [])
     sft = {}
     for k in SHARED_FIELDS:
         if hasattr(training_args, k):
             v = getattr(training_args, k)
             sft[k] = getattr(v, "value", v)
     family = detect_family(AutoConfig.from_pretrained(model_dir))
-    lora = {"r": lora_args.lora_r, "lora_alpha": lora_args.lora_alpha, "lora_dropout": lora_args.lora_dropout,
-            "target_modules": lora_args.lora_target_modules or family.lora_target_regex}
+    lora = {"r": model_args.lora_r, "lora_alpha": model_args.lora_alpha, "lora_dropout": model_args.lora_dropout,
+            "target_modules": model_args.lora_target_modules or family.lora_target_regex}
     return {"kind": "trl", "label": "trl", "model": str(model_dir), "dtype": model_args.dtype if model_args.dtype != "auto" else "float32",
             "datasets": [str(d) for d in data], "train_records": args.train_records, "sft": sft, "lora": lora,
             "output_dir": str(out / "runs" / "trl")}

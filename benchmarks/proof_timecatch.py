@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_data = time.perf_counter() - t0
     run = out / "run"
     train.main(["--config", str(REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"), "--model_name_or_path", str(model),
-                "--datasets", str(data), "--output_dir", str(run), "--use_lora", "false", "--freeze_vision_tower", "false",
+                "--datasets", str(data), "--output_dir", str(run), "--use_peft", "false", "--freeze_vision_tower", "false",
                 "--freeze_projector", "false", "--max_steps", "-1", "--num_train_epochs", str(args.epochs),
                 "--learning_rate", str(args.lr), "--lr_scheduler_type", "cosine", "--warmup_steps", "10",
                 "--per_device_train_batch_size", "8", "--effective_batch_size", "8", "--save_strategy", "no",

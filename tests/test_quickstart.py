@@ -34,9 +34,9 @@ def test_quickstart_builds_evaluates_trains_and_compares(tmp_path):
     # the real-model command it prints passes that recipe's batch check (16 / (4 x 1)); zero3's 8 processes would not
     printed = next(line.split() for line in done.stdout.splitlines() if "judgetrain train recipes/qwen3vl-2b" in line)
     assert printed[printed.index("--num-processes") + 1] == "1"
-    margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"),
+    margs, dargs, targs = train.parse(["--config", str(REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"),
                                               "--bf16", "false"])
-    assert train.check_config(margs, dargs, largs, targs, world_size=1) == []
+    assert train.check_config(margs, dargs, targs, world_size=1) == []
 
     # a rerun with other settings is refused before anything is rewritten; --overwrite replaces
     before = (out / "timecatch" / "build.json").read_bytes()

@@ -19,4 +19,9 @@ from judgetrain.lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     "versions": ["UpstreamChanged", "installed_version", "lock_differences"],
+    "transformers": ["InternalSaves", "count_items_in_batch", "current_accumulation", "hub_key_layout",
+                     "restated_accelerator_config", "wandb_names", "zero3_lifted"],
+    "trl": ["set_train_tokens", "train_tokens", "vision_collator"],
+    "peft": ["targets_module"],
+    "accelerate": ["default_config_file", "launch"],
 })

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import torch
 
+from judgetrain.compat.transformers import current_accumulation
 from judgetrain.train.trainer import JudgeSFTTrainer
 
 from .args import objective_problems
@@ -80,8 +81,8 @@ class ConsistencyTrainer(JudgeSFTTrainer):
             term, stats = self._consistency(captured["output"], head, text_config, inputs["labels"], pairing)
         if training and lam > 0:
             # scaled as the Trainer scales the cross-entropy: normalised over the accumulation when it passes num_items_in_batch
-            # (the Trainer sets current_gradient_accumulation_steps each step; 1 for a call outside its loop)
-            steps = getattr(self, "current_gradient_accumulation_steps", 1) if num_items_in_batch is not None else 1
+            # (the step's micro-batches, set by the Trainer's loop; 1 for a call outside it)
+            steps = current_accumulation(self) if num_items_in_batch is not None else 1
             loss = loss + lam * term / steps
         self._record(stats, "train" if training else "eval")
         return (loss, result[1]) if return_outputs else loss

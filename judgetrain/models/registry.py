@@ -425,11 +425,13 @@ def _hub_kwargs(trust_remote_code: bool, local_files_only: bool | None) -> dict[
     return kwargs
 
 
-def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None) -> PretrainedConfig:
+def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None,
+                 revision: str | None = None) -> PretrainedConfig:
     from transformers import AutoConfig
 
     with _missing_files_explained(name_or_path, "config.json", local_files_only):
-        return AutoConfig.from_pretrained(name_or_path, **_hub_kwargs(trust_remote_code, local_files_only))
+        return AutoConfig.from_pretrained(name_or_path, **_hub_kwargs(trust_remote_code, local_files_only),
+                                          **({"revision": revision} if revision else {}))
 
 
 # the weights dtypes a loader takes by name (`--dtype`); help texts list them from here
@@ -470,6 +472,7 @@ def load_model_and_processor(
     local_files_only: bool | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    revision: str | None = None,
     **processor_kwargs: Any,
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
     """Load a checkpoint's model and processor the way transformers would.
@@ -484,6 +487,8 @@ def load_model_and_processor(
             ``"flash_attention_2"``); ``None`` keeps transformers' choice.
         device_map: passed to ``from_pretrained`` when set (``"auto"``, ``"cuda:0"``, a dict).
         trust_remote_code: forwarded as given; never switched on implicitly.
+        revision: a hub id's branch, tag or commit, for the config, processor and weights alike
+            (``None``: the default branch); a local folder ignores it.
         local_files_only: forwarded when not ``None``; ``None`` leaves it to ``HF_HUB_OFFLINE``.
         min_pixels, max_pixels: per-image pixel budget for Qwen families (see
             ``ModelFamily.image_size_kwargs``), applied to the image processor only
@@ -504,9 +509,9 @@ def load_model_and_processor(
 
     path = os.fspath(name_or_path)
     torch_dtype = _resolve_dtype(dtype)
-    config = _load_config(path, trust_remote_code=trust_remote_code, local_files_only=local_files_only)
+    config = _load_config(path, trust_remote_code=trust_remote_code, local_files_only=local_files_only, revision=revision)
     chosen = _check_family(path, config, family)
-    hub_kwargs = _hub_kwargs(trust_remote_code, local_files_only)
+    hub_kwargs = {**_hub_kwargs(trust_remote_code, local_files_only), **({"revision": revision} if revision else {})}
     processor = _load_processor(path, chosen.image_size_kwargs(min_pixels, max_pixels), hub_kwargs, processor_kwargs)
     model_kwargs: dict[str, Any] = {"dtype": torch_dtype, **hub_kwargs}
     if attn_implementation is not None:

@@ -4,11 +4,14 @@
 :func:`main` is parse → model → data → trainer → train (with resume) → save
 (:mod:`~judgetrain.train.run`), wiring the package's parts, one job each:
 
-- :mod:`~judgetrain.train.args`: the recipe fields that are judgetrain's own
-  (:class:`ModelArguments`, :class:`DataArguments`, :class:`LoraArguments`);
+- :mod:`~judgetrain.train.model_args`: the model and LoRA fields, TRL's ``ModelConfig`` with
+  judgetrain's model fields (:class:`ModelArguments`); :mod:`~judgetrain.train.args`: the data
+  fields (:class:`DataArguments`);
 - :mod:`~judgetrain.train.parser`: a recipe and its overrides parsed into those and TRL's
   ``SFTConfig`` (:func:`parse`); :mod:`~judgetrain.train.checks`: every cross-field problem
-  at once (:func:`check_config`);
+  at once (:func:`check_config`); :mod:`~judgetrain.train.settings`: what follows from the
+  recipe (the gradient accumulation, …), derived once (:func:`derive`);
+  :mod:`~judgetrain.train.base_model`: the base model's identity (a hub id's commit);
 - :mod:`~judgetrain.train.data`: the records, checked against ``max_length``;
   :mod:`~judgetrain.train.packing`: padding-free packing of image records;
   :mod:`~judgetrain.train.model`: what trains (LoRA targets, frozen towers);
@@ -30,15 +33,17 @@ README: "`judgetrain train`".
 from judgetrain.lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
-    "args": ["ConfigError", "DataArguments", "LoraArguments", "ModelArguments"],
+    "args": ["RENAMED", "ConfigError", "DataArguments"],
+    "model_args": ["IDENTITY_FIELDS", "QUANTIZATION_FIELDS", "STRING_LISTS", "ModelArguments", "model_problems"],
+    "settings": ["AS_PARSED", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"],
+    "base_model": ["base_model_identity", "hub_commit"],
     "parser": ["bf16_capable", "env_world_size", "make_parser", "parse"],
     "checks": ["check_config", "consistency_problems"],
     "data": ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"],
     "model": ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable",
               "vision_is_trainable", "vllm_serving_problem"],
     "packing": ["IGNORE_INDEX", "PACKABLE_ATTENTION", "PACKABLE_FAMILIES", "PackedData", "PackingCollator", "REAL_TOKENS_KEY",
-                "family_packing_problem", "gradient_accumulation_for", "pack_bins", "packed_batch", "packed_rows", "packing_problems",
-                "prepare_packing"],
+                "family_packing_problem", "pack_bins", "packed_batch", "packed_rows", "packing_problems", "prepare_packing"],
     "resume": ["FIXED_BY_CHECKPOINT", "STEP_FIELDS", "checkpoint_to_resume", "resume_problems", "steps_from_arguments"],
     "outputs": ["COMPLETE_MARKER", "DEFAULT_WANDB_PROJECT", "PIPELINE_TAG", "RECIPE_FILE", "base_license",
                 "checkpoint_complete_callback", "configure_reporting", "find_resume_checkpoint", "global_batch", "model_card",

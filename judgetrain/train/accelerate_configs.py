@@ -151,9 +151,10 @@ def _config_file(launch: Any) -> Path | None:
     """The accelerate config the launch reads: the named one, else accelerate's default config file, else None."""
     if getattr(launch, "accelerate_config", None):
         return find_accelerate_config(launch.accelerate_config)
-    from accelerate.commands.config import default_config_file
+    from judgetrain.compat.accelerate import default_config_file
 
-    return Path(default_config_file) if Path(default_config_file).is_file() else None
+    default = default_config_file()
+    return default if default.is_file() else None
 
 
 def machines(launch: Any) -> int:

@@ -1,9 +1,12 @@
-"""The fields of a training recipe that are judgetrain's own: three argument dataclasses
-beside TRL's ``SFTConfig`` (and :class:`~judgetrain.consistency.args.ConsistencyArguments`),
-and the error that lists every problem with them.
+"""The data fields of a training recipe (:class:`DataArguments`, judgetrain's own), the recipe
+keys renamed to TRL's names (:data:`RENAMED`), and the error that lists every problem with a
+recipe. The model and LoRA fields are TRL's ``ModelConfig`` with judgetrain's model fields
+(:mod:`judgetrain.train.model_args`), the training ones TRL's ``SFTConfig`` with the consistency
+fields (:mod:`judgetrain.consistency.config`).
 
-A leaf: the parser (:mod:`judgetrain.train.parser`) and the cross-field checks
-(:mod:`judgetrain.train.checks`) read these, and nothing here reads them back.
+A leaf without TRL (the launcher reads :class:`ConfigError` before anything loads): the parser
+(:mod:`judgetrain.train.parser`) and the cross-field checks (:mod:`judgetrain.train.checks`)
+read these, and nothing here reads them back.
 README: "`judgetrain train`".
 """
 
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 
 from judgetrain import config
 from judgetrain.config import arg
-from judgetrain.models.registry import DTYPES, FAMILIES
 
-__all__ = ["ConfigError", "DataArguments", "LoraArguments", "ModelArguments"]
+__all__ = ["RENAMED", "ConfigError", "DataArguments"]
+
+# recipe keys judgetrain once spelled otherwise -> TRL's name for the same field (trl.ModelConfig)
+RENAMED = {"use_lora": "use_peft"}
 
 
 class ConfigError(config.ConfigError):
@@ -23,18 +28,6 @@ class ConfigError(config.ConfigError):
 
     def __init__(self, problems: list[str]):
         super().__init__(problems, "training configuration")
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str = arg(None, "Base model: a local folder or a hub id.")
-    family: str | None = arg(None, f"Model family ({', '.join(FAMILIES)}); default: from the config.", identity=True)
-    dtype: str = arg("auto", f"Weights dtype: {', '.join(DTYPES)}.", identity=True)
-    attn_implementation: str | None = arg(None, "eager, sdpa, flash_attention_2, …")
-    min_pixels: int | None = arg(None, "Qwen: smallest per-image pixel budget.", identity=True)
-    max_pixels: int | None = arg(None, "Qwen: largest per-image pixel budget (bounds image tokens per frame).", identity=True)
-    freeze_vision_tower: bool = arg(True, "Keep the vision encoder frozen (default).", identity=True)
-    freeze_projector: bool = arg(True, "Keep the vision-to-language projector frozen (default).", identity=True)
 
 
 @dataclass
@@ -50,17 +43,8 @@ class DataArguments:
     max_eval_samples: int | None = arg(None)
     effective_batch_size: int | None = arg(
         None, "Global batch in records, held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × "
-              "world size); with packing, / (records per packed row × per-device rows × world size), rounded.")
+              "world size); with packing, / (records per packed row × per-device rows × world size); to the nearest whole "
+              "number, halves up, at least 1 (judgetrain.train.settings; run.json records it).")
     check_lengths: bool = arg(True, "Refuse records longer than max_length (image tokens would be cut).")
     overwrite: bool = arg(False, "output_dir holds another run's checkpoints: remove them and its outputs first, and train "
                                  "anew (without it such a run is refused; the same run resumes).")
-
-
-@dataclass
-class LoraArguments:
-    use_lora: bool = arg(True, "LoRA through PEFT; false trains the language model fully.", identity=True)
-    lora_r: int = arg(16, identity=True)
-    lora_alpha: int = arg(32, identity=True)
-    lora_dropout: float = arg(0.05, identity=True)
-    lora_target_modules: str | None = arg(None, "Regex of module names; default: the family's language-model projections.", identity=True)
-    lora_modules_to_save: list[str] | None = arg(None, "Extra modules trained fully and saved with the adapter.", identity=True)

@@ -6,7 +6,8 @@ the field and the fix, before anything loads (the pattern of torchtune's
 against the model built from its config on the meta device (:mod:`judgetrain.train.model`),
 packing (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
 recorded (:mod:`judgetrain.train.resume`) and the consistency objective against the rest
-of the recipe (:mod:`judgetrain.consistency.args`). README: "`judgetrain train`".
+of the recipe (:mod:`judgetrain.consistency.args`); the model fields' own checks are
+:func:`judgetrain.train.model_args.model_problems`. README: "`judgetrain train`".
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ from pathlib import Path
 
 from judgetrain.consistency.args import objective_problems
 
-from .args import DataArguments, LoraArguments, ModelArguments
+from .args import DataArguments
 from .model import lora_target_problems
+from .model_args import STRING_LISTS, ModelArguments, model_problems
 from .packing import packing_problems
 from .resume import resume_problems
 
 __all__ = ["check_config", "consistency_problems"]
 
 
-def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args: LoraArguments, training_args, world_size: int) -> list[str]:
+def check_config(model_args: ModelArguments, data_args: DataArguments, training_args, world_size: int) -> list[str]:
     """Cross-field rules; every problem names the field and the fix. Nothing is
     loaded: ``lora_target_modules`` is matched against the model built from its
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (:mod:`judgetrain.train.resume`)."""
-    problems = _list_fields_given_as_strings(model_args, data_args, lora_args)
+    problems = _list_fields_given_as_strings(model_args, data_args) + model_problems(model_args)
     if not model_args.model_name_or_path:
         problems.append("model_name_or_path: missing; give a local model folder or a hub id")
     if not data_args.datasets:
@@ -44,7 +46,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     if training_args.bf16 and training_args.fp16:
         problems.append("bf16 and fp16 are both on; choose one")
     if data_args.effective_batch_size is not None and not getattr(training_args, "packing", False):
-        # (packed: the accumulation follows from the records per row, packing.gradient_accumulation_for)
+        # (packed: the accumulation follows from the records per row, judgetrain.train.settings)
         per_step = training_args.per_device_train_batch_size * world_size
         if data_args.effective_batch_size % per_step:
             problems.append(f"effective_batch_size: {data_args.effective_batch_size} is not a multiple of per_device_train_batch_size "
@@ -52,23 +54,19 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, lora_args
     if training_args.eval_strategy != "no" and not data_args.eval_split:
         strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
         problems.append(f"eval_strategy: {strategy} needs eval_split; set `eval_split: validation` or `eval_strategy: no`")
-    if lora_args.use_lora and (lora_args.lora_r <= 0 or lora_args.lora_alpha <= 0):
-        problems.append("lora_r / lora_alpha: must be positive")
-    if not 0 <= lora_args.lora_dropout < 1:
-        problems.append(f"lora_dropout: {lora_args.lora_dropout} must be in [0, 1)")
     if training_args.resume_from_checkpoint not in (None, "auto") and not Path(training_args.resume_from_checkpoint).is_dir():
         problems.append(f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`")
     problems += consistency_problems(data_args, training_args)
-    problems += lora_target_problems(model_args, lora_args, training_args.trust_remote_code,
-                                     getattr(training_args, "hf_deepspeed_config", None))
-    problems += resume_problems(model_args, data_args, lora_args, training_args, world_size)
+    problems += lora_target_problems(model_args, training_args.trust_remote_code)
+    problems += resume_problems(model_args, data_args, training_args, world_size)
     return problems
 
 
 def _list_fields_given_as_strings(*cfgs) -> list[str]:
     """A list field written as a plain string in the recipe (``datasets: data/prism``)
     reaches the dataclass as that string, which code iterating it reads as a list of
-    characters: refuse it, showing the list spelling."""
+    characters: refuse it, showing the list spelling. (A list field TRL keeps as a string
+    when given one value, :data:`~judgetrain.train.model_args.STRING_LISTS`, takes one.)"""
     import typing
 
     problems = []
@@ -76,6 +74,8 @@ def _list_fields_given_as_strings(*cfgs) -> list[str]:
         hints = typing.get_type_hints(type(cfg))
         for f in fields(cfg):
             value = getattr(cfg, f.name)
+            if f.name in STRING_LISTS:
+                continue
             is_list = any(typing.get_origin(t) is list for t in (hints[f.name], *typing.get_args(hints[f.name])))
             if is_list and isinstance(value, str):
                 problems.append(f"{f.name}: given as the string {value!r}, but it is a list; write `{f.name}: [{value}]` in the "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 
 from .args import ConfigError, DataArguments
 
@@ -22,6 +23,8 @@ __all__ = ["check_records", "image_expansion", "load_training_data", "prefill_re
            "with_length_column"]
 
 logger = logging.getLogger("judgetrain.train")
+# id(processor) -> {image sizes: tokens added}; an entry goes when its processor does (weakref.finalize)
+_EXPANSIONS: dict[int, dict[tuple, int]] = {}
 
 
 def load_training_data(data_args: DataArguments, seed: int):
@@ -81,7 +84,7 @@ def _keep_mask(ds, data_args: DataArguments) -> list[bool]:
         (data_args.tasks is None or t in data_args.tasks)
         and (data_args.layouts is None or lay in data_args.layouts)
         and (data_args.max_frames is None or k <= data_args.max_frames)
-        for t, lay, k in zip(tasks, layouts, n)
+        for t, lay, k in zip(tasks, layouts, n, strict=True)
     ]
 
 
@@ -162,8 +165,12 @@ def record_length(processor, row: dict) -> int:
 
 def image_expansion(processor, sizes: tuple[tuple[int, int], ...]) -> int:
     """Tokens the processor adds to a prompt when it expands one image placeholder per
-    ``(width, height)`` in ``sizes`` into the images' feature tokens; cached on the processor."""
-    cache = processor.__dict__.setdefault("_judgetrain_expansion", {})
+    ``(width, height)`` in ``sizes`` into the images' feature tokens; cached per processor for as
+    long as it lives."""
+    cache = _EXPANSIONS.get(id(processor))
+    if cache is None:
+        cache = _EXPANSIONS[id(processor)] = {}
+        weakref.finalize(processor, _EXPANSIONS.pop, id(processor), None)
     if sizes not in cache:
         from PIL import Image
 
@@ -179,11 +186,10 @@ def with_length_column(ds, lengths: list[int], training_args):
     """For ``train_sampling_strategy: group_by_length`` on unpacked records: the records
     with their lengths (images expanded) in ``length_column_name``, which the Trainer's
     ``LengthGroupedSampler`` reads instead of ``input_ids`` (image records have none).
-    The column must reach the sampler, so ``remove_unused_columns`` is turned off; TRL's
-    vision collator reads only the record's own fields."""
+    The column must reach the sampler, so :mod:`judgetrain.train.settings` turns
+    ``remove_unused_columns`` off; TRL's vision collator reads only the record's own fields."""
     if not lengths:
         raise ConfigError(["train_sampling_strategy: group_by_length needs every record's length; set `check_lengths: true` "
                            "and `max_length:`"])
-    training_args.remove_unused_columns = False
     name = training_args.length_column_name
     return (ds.remove_columns(name) if name in ds.column_names else ds).add_column(name, lengths)

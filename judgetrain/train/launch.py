@@ -128,7 +128,7 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
     a shipped config's follows the machine), the launch itself, every dataset folder and the
     output folder looked at (:func:`~judgetrain.train.run_folder.output_dir_problems`); one
     :class:`~judgetrain.config.ConfigError` listing every problem. Returns the parsed recipe
-    (model, data, LoRA and training arguments)."""
+    (model, data and training arguments)."""
     from judgetrain import records
 
     from .checks import check_config
@@ -145,7 +145,7 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
     with _environment_kept():
         try:
             with contextlib.redirect_stderr(stderr):
-                margs, dargs, largs, targs = parse(["--config", str(launch.recipe), *overrides])
+                margs, dargs, targs = parse(["--config", str(launch.recipe), *overrides])
         except SystemExit:  # argparse: a value of the wrong type; its message is the last line
             lines = [line for line in stderr.getvalue().splitlines() if line.strip()] or ["could not parse the command line"]
             raise ConfigError([f"command line: {lines[-1].split('error: ', 1)[-1]}"]) from None
@@ -153,17 +153,17 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
             if isinstance(e, ConfigError):
                 raise
             raise ConfigError([f"{launch.recipe}: {e}"]) from None
-    problems = launch_problems(launch) + check_config(margs, dargs, largs, targs, world_size=n)
+    problems = launch_problems(launch) + check_config(margs, dargs, targs, world_size=n)
     for path in dargs.datasets if isinstance(dargs.datasets, list) else []:  # a string is one of check_config's problems
         try:
             records.read_build_info(path)
         except records.IncompleteDatasetError as e:
             problems.append(f"datasets: {e}")
     if not problems:  # another run's checkpoints in output_dir: refused here, not after the processes have started
-        problems = output_dir_problems(margs, dargs, largs, targs, world_size=n)
+        problems = output_dir_problems(margs, dargs, targs, world_size=n)
     if problems:
         raise ConfigError(problems)
-    return margs, dargs, largs, targs
+    return margs, dargs, targs
 
 
 # --------------------------------------------------------------------------- launch
@@ -203,7 +203,7 @@ def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Pat
         raise ConfigError([f"{', '.join(given)}: SLURM sets them on every node ($SLURM_NNODES, $SLURM_NODEID, node 0's "
                            "address); leave them out with --slurm (--nodes N sets the machines)"])
     launch = replace(launch, num_processes=launch.num_processes or processes(slurm))
-    targs = check(replace(launch, num_machines=slurm.nodes), overrides)[3]
+    targs = check(replace(launch, num_machines=slurm.nodes), overrides)[2]
     run_dir = Path(targs.output_dir).resolve()
     options = keep_accelerate_config(accelerate_args(replace(launch, main_process_port=None)), run_dir)
     module_args = ["--config", str(launch.recipe.resolve()), *overrides]
@@ -226,14 +226,14 @@ def main(cfg: TrainCommand) -> int:
         submit_script(script, cfg.submit, cfg.job_name or script.parent.parent.name)
         return 0
     check(launch, overrides)
-    from accelerate.commands.launch import launch_command, launch_command_parser
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    from judgetrain.compat.accelerate import launch as accelerate_launch
+
     argv = command(launch, overrides)
-    parsed = launch_command_parser().parse_args(argv)
     print("launching: accelerate launch " + shlex.join(argv), flush=True)
     try:
-        launch_command(parsed)
+        accelerate_launch(argv)
     except subprocess.CalledProcessError as e:
         return _failed(e.returncode)
     except ChildFailedError as e:  # several processes (torchrun): the first one that failed

@@ -91,12 +91,12 @@ def _hub_layout(model: Any) -> None:
     LLaVA-OneVision, SigLIP's ``vision_model.`` level; its merge would then be written as
     ``vision_tower.*``, which vLLM does not load. Asking for every renaming of the model's
     mapping writes ``vision_tower.vision_model.*``, as the hub checkpoints have it, and
-    leaves a base already in that layout as it is."""
-    try:
-        from transformers.conversion_mapping import get_model_conversion_mapping
-    except ImportError:  # a transformers without conversion mappings writes its one layout
-        return
-    model._weight_conversions = get_model_conversion_mapping(model, add_legacy=False)
+    leaves a base already in that layout as it is. A transformers that no longer works so
+    fails here (``UpstreamChanged``) rather than write another layout
+    (:func:`judgetrain.compat.transformers.hub_key_layout`)."""
+    from judgetrain.compat.transformers import hub_key_layout
+
+    hub_key_layout(model)
 
 
 def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto",

@@ -1,9 +1,10 @@
-"""What trains: the PEFT LoRA configuration on a family's language-model
-projections, which vision modules join it, and which parameters train in a full
-fine-tune; whether DDP must expect parameters without a gradient; and the check
-that a recipe's ``lora_target_modules`` reaches layers LoRA can wrap, made on
-the model built from its config on the meta device (no weights loaded); and the
-warning that vLLM cannot serve an adapter that reaches the vision side.
+"""What trains: the PEFT LoRA configuration (``trl.get_peft_config`` of the recipe's model
+fields) on a family's language-model projections, which vision modules join it, and which
+parameters train in a full fine-tune; whether training reaches the vision side (which
+:mod:`judgetrain.train.settings` tells DDP); the check that a recipe's
+``lora_target_modules`` reaches layers LoRA can wrap, made on the model built from its
+config on the meta device (no weights loaded); and the warning that vLLM cannot serve an
+adapter that reaches the vision side.
 
 Used by ``judgetrain.train``. README: "`judgetrain train`".
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
 
-from .args import LoraArguments, ModelArguments
+from judgetrain.compat.peft import targets_module
+from judgetrain.compat.transformers import zero3_lifted
+
+from .model_args import ModelArguments
 
 __all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable",
            "vllm_serving_problem"]
@@ -22,46 +25,36 @@ __all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full
 logger = logging.getLogger("judgetrain.train")
 
 
-def prepare_trainable(model, family, model_args: ModelArguments, lora_args: LoraArguments, training_args):
-    """Decide what trains: return the LoRA config (``None`` without LoRA, after
-    setting ``requires_grad`` for a full fine-tune), and set
-    ``training_args.ddp_find_unused_parameters`` when the recipe leaves it unset."""
-    peft_config = lora_config(lora_args, model_args, family, model) if lora_args.use_lora else None
+def prepare_trainable(model, family, model_args: ModelArguments):
+    """Decide what trains: return the LoRA config (``None`` without LoRA, after setting
+    ``requires_grad`` for a full fine-tune); warn when vLLM could not serve the adapter."""
+    peft_config = lora_config(model_args, family, model) if model_args.use_peft else None
     if peft_config is None:
         set_full_finetune_trainable(model, model_args, family)
     problem = vllm_serving_problem(model, family, peft_config, model_args)
     if problem:
         logger.warning(problem)
-    if training_args.ddp_find_unused_parameters is None:
-        # DDP must be told when some trainable parameters may get no gradient
-        # in a step, which happens once training reaches the vision side
-        # (LoRA on vision modules, an unfrozen tower or projector). Saying so
-        # when it is not needed costs a graph walk per step and breaks
-        # reentrant activation checkpointing, so it is on only then.
-        training_args.ddp_find_unused_parameters = vision_is_trainable(model, family, peft_config, model_args)
     return peft_config
 
 
-def lora_config(lora_args: LoraArguments, model_args: ModelArguments, family, model=None):
-    """PEFT LoRA on the language model's projections; the vision tower and
-    projector join as fully trained ``modules_to_save`` only when unfrozen."""
-    from peft import LoraConfig
+def lora_config(model_args: ModelArguments, family, model=None):
+    """``trl.get_peft_config(model_args)`` (every LoRA field of TRL's ``ModelConfig``: rank,
+    alpha, dropout, ``use_rslora``, ``use_dora``, ``lora_target_parameters``, the task) with
+    two of judgetrain's: the targets default to the family's language-model projections, and
+    the vision tower and projector join as fully trained ``modules_to_save`` when unfrozen."""
+    from dataclasses import replace
 
-    to_save = list(lora_args.lora_modules_to_save or [])
+    from trl import get_peft_config
+
+    to_save = list(model_args.lora_modules_to_save or [])
     if not model_args.freeze_vision_tower:
         to_save += list(family.vision_modules)
     if not model_args.freeze_projector:
         to_save += [m for m in family.projector_modules if not any(m.startswith(v) for v in to_save)]
     if model is not None:
         to_save = _expand_module_lists(model, to_save)
-    return LoraConfig(
-        r=lora_args.lora_r,
-        lora_alpha=lora_args.lora_alpha,
-        lora_dropout=lora_args.lora_dropout,
-        target_modules=lora_args.lora_target_modules or family.lora_target_regex,
-        modules_to_save=to_save or None,
-        task_type="CAUSAL_LM",
-    )
+    return get_peft_config(replace(model_args, use_peft=True, lora_modules_to_save=to_save or None,
+                                   lora_target_modules=model_args.lora_target_modules or family.lora_target_regex))
 
 
 def _expand_module_lists(model, names: list[str]) -> list[str]:
@@ -137,36 +130,31 @@ def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> No
 # --------------------------------------------------------------------------- checking lora_target_modules before any weight loads
 
 
-def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, trust_remote_code: bool = False,
-                         zero3_config: Any = None) -> list[str]:
-    """Problems with the recipe's ``lora_target_modules`` (a regex PEFT full-matches
-    against module names): not a regex, matching no module, or matching modules LoRA
-    cannot wrap. Judged with PEFT's own matcher on the model built from its config on
-    the meta device, so nothing is loaded; [] when there is no pattern to check or the
-    config cannot be read (the model loader then says why). ``zero3_config``: the training
-    arguments' ``hf_deepspeed_config`` (None without DeepSpeed), set aside while the meta
-    model is built (:func:`_meta_model`)."""
+def lora_target_problems(model_args: ModelArguments, trust_remote_code: bool = False) -> list[str]:
+    """Problems with the recipe's ``lora_target_modules`` (one value: a regex PEFT full-matches
+    against module names; several: module names): not a regex, matching no module, or
+    matching modules LoRA cannot wrap. Judged with PEFT's own matcher on the model built from
+    its config on the meta device, so nothing is loaded; [] when there is nothing to check or
+    the config cannot be read (the model loader then says why)."""
     import re
 
-    pattern = lora_args.lora_target_modules
-    if not lora_args.use_lora or not pattern:
+    pattern = model_args.lora_target_modules
+    if not model_args.use_peft or not pattern:
         return []
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        return [f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"]
-    model = _meta_model(model_args.model_name_or_path, trust_remote_code, zero3_config)
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            return [f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"]
+    model = _meta_model(model_args.model_name_or_path, model_args.model_revision, trust_remote_code)
     if model is None:
         return []
-    from peft.tuners.tuners_utils import check_target_module_exists
-
     from judgetrain.models import detect_family, get_family
 
     family = get_family(model_args.family) if model_args.family else detect_family(model.config)
-    config = lora_config(lora_args, model_args, family, model)
+    config = lora_config(model_args, family, model)
     modules = dict(model.named_modules())
-    # a match object or True; an excluded module (modules_to_save) is falsy
-    matched = [name for name in modules if name and bool(check_target_module_exists(config, name))]
+    matched = [name for name in modules if name and targets_module(config, name)]  # a module to save is not matched
     examples = ", ".join(_example_layer_names(modules))
     if not matched:
         return [f"lora_target_modules: {pattern!r} matches no module of {model_args.model_name_or_path} (PEFT full-matches the "
@@ -180,35 +168,28 @@ def lora_target_problems(model_args: ModelArguments, lora_args: LoraArguments, t
 
 
 @functools.lru_cache(maxsize=4)  # a sweep checks its recipe once per probed value
-def _meta_model(model_name_or_path: str | None, trust_remote_code: bool, zero3_config: Any = None):
-    """The model class of ``model_name_or_path`` built from its config on the meta
-    device (module tree only, no memory); None when its config cannot be read.
-    transformers builds every model under ZeRO-3's partitioning once the training
-    arguments name a ZeRO-3 config (a process-wide setting), which a meta tensor cannot
-    take ("Cannot copy out of meta tensor"): the setting is lifted while the tree is
-    built, and ``zero3_config`` (the arguments' ``hf_deepspeed_config``) put back."""
+def _meta_model(model_name_or_path: str | None, revision: str | None, trust_remote_code: bool):
+    """The model class of ``model_name_or_path`` (at hub ``revision``) built from its config
+    on the meta device (module tree only, no memory); None when its config cannot be read.
+    transformers builds every model under ZeRO-3's partitioning once a ZeRO-3 config is
+    active (a process-wide setting), which a meta tensor cannot take: it is lifted while the
+    tree is built (:func:`judgetrain.compat.transformers.zero3_lifted`)."""
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
-    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
 
     if not model_name_or_path:
         return None
     try:
-        config = AutoConfig.from_pretrained(model_name_or_path, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(model_name_or_path, revision=revision, trust_remote_code=trust_remote_code)
     except (OSError, ValueError):
         return None
-    unset_hf_deepspeed_config()
-    try:
-        with torch.device("meta"):
-            return AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
-    finally:
-        if zero3_config is not None:
-            set_hf_deepspeed_config(zero3_config)
+    with zero3_lifted(), torch.device("meta"):
+        return AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
 
 
 def _lora_layer_types() -> tuple[type, ...]:
     import torch
-    from transformers.pytorch_utils import Conv1D
+    from transformers import Conv1D
 
     nn = torch.nn
     return (nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.MultiheadAttention, Conv1D)

@@ -53,11 +53,12 @@ PIPELINE_TAG = "image-text-to-text"
 # --------------------------------------------------------------------------- checkpoints
 
 
-def checkpoint_complete_callback(recipe: dict | None = None):
+def checkpoint_complete_callback(recipe: dict | None = None, records_per_row: float | None = None):
     """A ``TrainerCallback`` that writes into each checkpoint, once it is saved, the
     resolved ``recipe`` it was trained with (``RECIPE_FILE``; what a resume is checked
     against, ``judgetrain.train.resume``) and then ``COMPLETE_MARKER`` with the step,
-    world size, global batch and the wandb run id (when logging to wandb)."""
+    world size, global batch, packed the records a row holds on average (``records_per_row``,
+    what a resume derives its accumulation over) and the wandb run id (when logging to wandb)."""
     import yaml
     from transformers import TrainerCallback
 
@@ -73,6 +74,8 @@ def checkpoint_complete_callback(recipe: dict | None = None):
                     if recipe is not None:
                         write_text(folder / RECIPE_FILE, yaml.safe_dump(recipe, sort_keys=True))
                     marker = {"global_step": state.global_step, "world_size": args.world_size, "global_batch": global_batch(args)}
+                    if records_per_row is not None:
+                        marker["records_per_row"] = records_per_row
                     wandb = sys.modules.get("wandb")  # imported only when the run reports to it
                     if wandb is not None and wandb.run is not None:
                         marker["wandb_run_id"] = wandb.run.id  # a resume from here continues this run
@@ -130,7 +133,7 @@ def recorded_wandb_run(checkpoint: str | os.PathLike | None) -> str | None:
     return json.loads(marker.read_text()).get("wandb_run_id")
 
 
-def wandb_run_config(model_args, data_args, lora_args, family, data_info: dict, training_args) -> dict:
+def wandb_run_config(model_args, data_args, family, data_info: dict, training_args) -> dict:
     """What the Trainer's wandb callback leaves out of the run config: the recipe's data
     fields (datasets with their content hashes, family, the effective batch) and the rest
     of judgetrain's own fields under ``judgetrain``."""
@@ -145,7 +148,7 @@ def wandb_run_config(model_args, data_args, lora_args, family, data_info: dict, 
         # the recipe's (records, also when packing makes the batches rows), else what each step took
         "effective_batch_size": data_args.effective_batch_size or global_batch(args),
         "world_size": args.world_size,
-        "judgetrain": {**asdict(model_args), **asdict(data_args), **asdict(lora_args)},
+        "judgetrain": {**asdict(model_args), **asdict(data_args)},
     }
 
 
@@ -189,28 +192,31 @@ _SUMMARY_ONLY = ("train_runtime", "train_samples_per_second", "train_steps_per_s
 
 def replay_history(run, checkpoint: str | os.PathLike) -> int:
     """Log ``checkpoint``'s history (its ``trainer_state.json`` ``log_history``, each entry as
-    transformers' ``WandbCallback`` logs it: ``rewrite_logs`` names and ``train/global_step``)
+    transformers' ``WandbCallback`` logs it: its names, :func:`judgetrain.compat.transformers.wandb_names`,
+    and ``train/global_step``)
     into ``run``, an offline wandb run that continues from it. A process killed with SIGKILL
     flushes nothing of its offline run (its ``.wandb`` file can be a 7-byte header), so the
     continued run's folder holds the whole history on its own; an online run needs none (the
     server kept what was streamed). Returns the entries logged."""
-    from transformers.integrations.integration_utils import rewrite_logs
+    from judgetrain.compat.transformers import wandb_names
 
     path = Path(checkpoint) / "trainer_state.json"
     history = json.loads(path.read_text()).get("log_history", []) if path.is_file() else []
     for entry in history:
         logs = {k: v for k, v in entry.items() if k != "step" and k not in _SUMMARY_ONLY}
-        run.log({**rewrite_logs(logs), "train/global_step": entry["step"]})
+        run.log({**wandb_names(logs), "train/global_step": entry["step"]})
     if history:
         logger.info("wandb: %d logged step(s) of %s replayed into offline run %s", len(history), checkpoint, run.id)
     return len(history)
 
 
-def resolved_recipe(model_args, data_args, lora_args, training_args, argv: list[str]) -> dict:
-    """Every judgetrain field plus the training arguments' fields (SFTConfig's and the consistency
-    fields of ``judgetrain.consistency.ConsistencyConfig``) that differ from their defaults."""
+def resolved_recipe(model_args, data_args, training_args, argv: list[str]) -> dict:
+    """Every model and data field (TRL's ``ModelConfig`` with judgetrain's model fields, and
+    judgetrain's data fields) plus the training arguments' fields (SFTConfig's and the
+    consistency fields of ``judgetrain.consistency.ConsistencyConfig``) that differ from their
+    defaults: with the run's final arguments, what it derived (the gradient accumulation used)."""
     recipe: dict[str, Any] = {}
-    for obj in (model_args, data_args, lora_args):
+    for obj in (model_args, data_args):
         recipe.update(asdict(obj))
     recipe.pop("overwrite", None)  # an action on the output folder, not a setting: a rerun of the saved recipe must not wipe it
     # the training arguments' own class: SFTConfig with the consistency fields (judgetrain.consistency)
@@ -253,14 +259,15 @@ def base_license(base: str) -> dict[str, str]:
 
 
 def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
-               extra_tags: list[str] | tuple[str, ...] = ()):
+               extra_tags: list[str] | tuple[str, ...] = (), run_info: dict | None = None):
     """The run's ``huggingface_hub.ModelCard``. Metadata: ``base_model`` (as the adapter
     records it, ``adapters.stored_base``), ``library_name`` (peft for an adapter),
     ``pipeline_tag``, tags with ``base_model:adapter:BASE``, ``datasets``, the base's
-    license, and under ``judgetrain`` every dataset with its content hashes, the batch and
-    the steps. For the hub (``push_to_hub`` / ``hub_model_id`` set), local paths stay out
-    of ``base_model``, ``datasets`` and the tags, which the hub accepts only as ids; the
-    text still names them."""
+    license, and under ``judgetrain`` every dataset with its content hashes, the batch, the
+    steps and, from ``run_info`` (``run.json``'s content), a hub base's resolved commit
+    (``base_model_sha``) and the settings the run derived (``settings``). For the hub
+    (``push_to_hub`` / ``hub_model_id`` set), local paths stay out of ``base_model``,
+    ``datasets`` and the tags, which the hub accepts only as ids; the text still names them."""
     from huggingface_hub import ModelCard, ModelCardData
 
     from judgetrain.models.adapters import stored_base
@@ -271,6 +278,8 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
     for_hub = bool(args.push_to_hub or args.hub_model_id)
     base_is_local = Path(base).expanduser().exists()
     effective = global_batch(args)
+    sha = ((run_info or {}).get("identity") or {}).get("base_model", {}).get("sha")
+    derived = (run_info or {}).get("settings") or {}
     tags = ["judgetrain", "vlm-judge", family.name, *(["lora"] if lora else []), *extra_tags]
     if not (for_hub and base_is_local):
         tags.append(f"base_model:{'adapter' if lora else 'finetune'}:{base}")
@@ -284,7 +293,7 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
         model_name=(args.hub_model_id or "").split("/")[-1] or Path(out).name,
         **base_license(base),
         judgetrain={
-            "base_model": base, "family": family.name,
+            "base_model": base, "base_model_sha": sha, "family": family.name,
             "datasets": [{"path": d["path"], "builder": d["builder"], "version": d["version"], "content_hashes": d["splits"]}
                          for d in data_info["datasets"]],
             "left_out": data_info.get("left_out") or {},
@@ -295,10 +304,12 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
             "effective_batch_size": (data_info.get("packing") or {}).get("records_per_step", effective),
             "packed_rows_per_step": (data_info.get("packing") or {}).get("rows_per_step"),
             "longest_record_tokens": longest or None,
+            "settings": {name: entry["value"] for name, entry in derived.items()},
             "wandb_run_id": wandb.run.id if wandb is not None and wandb.run is not None else None,
         },
     )
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + _card_text(out, base, family, data_info, argv, trainer, longest, effective))
+    text = _card_text(out, base, family, data_info, argv, trainer, longest, effective, sha) + _settings_text(derived)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + text)
 
 
 def _batch_words(effective: int, packing: dict | None) -> str:
@@ -309,14 +320,24 @@ def _batch_words(effective: int, packing: dict | None) -> str:
             f"{packing['records_per_row']} records a row")
 
 
-def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int) -> str:
+def _settings_text(derived: dict[str, dict[str, Any]]) -> str:
+    """The settings the run derived from its recipe (judgetrain.train.settings), as a table; "" for none."""
+    if not derived:
+        return ""
+    rows = [f"| `{name}` | `{entry['value']}` | `{entry['recipe']}` | {entry['why']} |" for name, entry in derived.items()]
+    return "\n".join(["", "## Settings derived from the recipe", "", "| setting | used | recipe | why |", "| --- | --- | --- | --- |",
+                      *rows, ""])
+
+
+def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int,
+               sha: str | None = None) -> str:
     args, state = trainer.args, trainer.state
     relative = not Path(base).is_absolute() and Path(base).expanduser().exists()
     where = " (relative to the folder training ran in: load from there, or pass the base with --base)" if relative else ""
     lines = [
         f"# judgetrain judge: {family.name} fine-tuned on {len(data_info['datasets'])} dataset(s)",
         "",
-        f"- base model: `{base}` ({family.name}){where}",
+        f"- base model: `{base}` ({family.name}){where}" + (f", commit `{sha}`" if sha else ""),
         f"- steps: {state.global_step}, epochs: {state.epoch or 0:.2f}",
         f"- world size: {args.world_size}, per-device batch: {args.per_device_train_batch_size}, "
         f"gradient accumulation: {args.gradient_accumulation_steps} ({_batch_words(effective, data_info.get('packing'))})",
@@ -356,8 +377,8 @@ def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], t
 
 
 def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
-                     extra_tags: list[str] | tuple[str, ...] = (), folder: Path | None = None) -> None:
+                     extra_tags: list[str] | tuple[str, ...] = (), folder: Path | None = None, run_info: dict | None = None) -> None:
     """``README.md`` in ``folder`` (default: the run folder ``out``, which names the card):
     :func:`model_card`, written atomically."""
-    card = model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags)
+    card = model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags, run_info)
     write_text(Path(folder or out) / "README.md", str(card))

@@ -11,8 +11,8 @@ vision collator:
   epoch, is known before training starts;
 - :func:`packed_rows` is the training set seen by the Trainer: item ``i``
   names the records of row ``i``;
-- :class:`PackingCollator` runs ``trl.DataCollatorForVisionLanguageModeling``
-  on the records of a micro-batch (so text, images, labels and completion
+- :class:`PackingCollator` runs TRL's ``DataCollatorForVisionLanguageModeling``
+  (:func:`judgetrain.compat.trl.vision_collator`) on the records of a micro-batch (so text, images, labels and completion
   masks are exactly TRL's) and lays each row's records end to end. Positions
   restart at every record: plain ``0..L-1`` for 1-D RoPE, and for multimodal
   RoPE (Qwen-VL) the model's own ``get_rope_index`` per record with a text row
@@ -32,10 +32,11 @@ from __future__ import annotations
 import bisect
 import copy
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["BATCH_TOLERANCE", "PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "packed_rows", "PackingCollator", "family_packing_problem",
-           "gradient_accumulation_for", "packed_batch", "pack_bins", "packing_problems"]
+__all__ = ["BATCH_TOLERANCE", "PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "PackedData", "packed_rows", "PackingCollator",
+           "family_packing_problem", "packed_batch", "pack_bins", "packing_problems", "prepare_packing"]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
 # run alone (tests/train/test_packing.py); a family joins only with that test.
@@ -97,13 +98,6 @@ def family_packing_problem(family_name: str) -> str | None:
             "set `packing: false`")
 
 
-def gradient_accumulation_for(effective_batch_size: int, n_records: int, n_rows: int, per_device: int, world_size: int) -> int:
-    """With packing, ``effective_batch_size`` still counts records: accumulate enough
-    rows that an optimizer step sees that many records on average (at least one)."""
-    records_per_row = n_records / max(n_rows, 1)
-    return max(1, round(effective_batch_size / (records_per_row * per_device * world_size)))
-
-
 def packed_rows(split: str, rows: list[list[int]], lengths: dict[str, list[int]] | None = None):
     """The set the Trainer iterates: a ``datasets.Dataset`` with one item per packed row,
     ``{"split": split, "members": [record indices]}``; the collator fetches the records.
@@ -124,11 +118,10 @@ class PackingCollator:
     model's ``get_rope_index`` for multimodal-RoPE families, else None."""
 
     def __init__(self, processor, records: dict, *, completion_only_loss: bool = True, rope_index=None):
-        from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+        from judgetrain.compat.trl import vision_collator
 
         self.records = records
-        self.inner = DataCollatorForVisionLanguageModeling(processor=processor, max_length=None,
-                                                            completion_only_loss=completion_only_loss)
+        self.inner = vision_collator(processor, completion_only_loss=completion_only_loss)
         self.pad_id = processor.tokenizer.pad_token_id
         self.rope_index = rope_index
 
@@ -166,8 +159,8 @@ class PackingCollator:
         rows: dict[str, list] = {k: [] for k in per_token if k != "attention_mask"}
         rows["position_ids"] = []
         starts = [sum(sizes[:r]) for r in range(len(sizes))]
-        width = max(sum(lengths[s:s + n]) for s, n in zip(starts, sizes))
-        for s, n in zip(starts, sizes):
+        width = max(sum(lengths[s:s + n]) for s, n in zip(starts, sizes, strict=True))
+        for s, n in zip(starts, sizes, strict=True):
             members = range(s, s + n)
             used = sum(lengths[j] for j in members)
             for k in rows:
@@ -188,10 +181,31 @@ class PackingCollator:
 
 class PackedData:
     """What :func:`prepare_packing` hands the trainer: the packed train and eval sets, their
-    collator, a summary, and ``batch`` (:func:`packed_batch`: rows and records a step)."""
+    collator, and the counts behind them: ``records`` training records in ``rows`` rows
+    ``fill`` full on average (tokens over the rows' capacity)."""
 
-    def __init__(self, train, evaluation, collator, summary: str, batch: dict[str, Any]):
-        self.train, self.evaluation, self.collator, self.summary, self.batch = train, evaluation, collator, summary, batch
+    def __init__(self, train, evaluation, collator, *, records: int, rows: int, fill: float):
+        self.train, self.evaluation, self.collator = train, evaluation, collator
+        self.records, self.rows, self.fill = records, rows, fill
+
+    @property
+    def records_per_row(self) -> float:
+        """Training records a packed row holds on average (what the gradient accumulation is derived over)."""
+        return self.records / max(self.rows, 1)
+
+    def describe(self, training_args, world_size: int, effective_batch_size: int | None) -> dict[str, Any]:
+        """:func:`packed_batch` under the run's final arguments (their gradient accumulation),
+        logged in one line (and its ``warning``, when there is one)."""
+        rows_per_step = training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps
+        batch = packed_batch(self.records, self.rows, rows_per_step, effective_batch_size)
+        log = logging.getLogger("judgetrain.train")
+        log.info("packing: %d training records into %d rows of at most %d tokens (%.2f records a row, %.0f%% full); gradient "
+                 "accumulation %d, %d row(s) ≈ %s records a step", self.records, self.rows, training_args.max_length,
+                 self.records_per_row, 100 * self.fill, training_args.gradient_accumulation_steps, rows_per_step,
+                 batch["records_per_step"])
+        if "warning" in batch:
+            log.warning(batch["warning"])
+        return batch
 
 
 # a packed step's records may miss effective_batch_size by this fraction before the run says so
@@ -217,12 +231,12 @@ def packed_batch(n_records: int, n_rows: int, rows_per_step: int, effective_batc
 
 
 def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | None], processor, model, family_name: str,
-                    data_args, training_args, world_size: int) -> PackedData:
+                    training_args) -> PackedData:
     """Pack the train records into rows of ``max_length`` tokens (evaluation too, or one
-    record per row with ``eval_packing: false``), set ``gradient_accumulation_steps`` from
-    ``effective_batch_size`` when given, and build the collator; the training arguments
-    get TRL's settings for a custom collator (keep the row columns, skip TRL's own
-    tokenization). Raises ConfigError for a family whose packing is not verified."""
+    record per row with ``eval_packing: false``) and build the collator. What packing
+    implies for the training arguments (the gradient accumulation over the records a row
+    holds, TRL's settings for a custom collator) :mod:`judgetrain.train.settings` derives.
+    Raises ConfigError for a family whose packing is not verified."""
     from .args import ConfigError
 
     problem = family_packing_problem(family_name)
@@ -235,19 +249,7 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
         eval_rows = (pack_bins(eval_lengths, training_args.max_length) if training_args.eval_packing is not False
                      else [[i] for i in range(len(evaluation))])
         packed_eval = packed_rows("eval", eval_rows)
-    if data_args.effective_batch_size:
-        training_args.gradient_accumulation_steps = gradient_accumulation_for(
-            data_args.effective_batch_size, len(train), len(rows), training_args.per_device_train_batch_size, world_size)
-    training_args.remove_unused_columns = False
-    training_args.dataset_kwargs = {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True}
     fill = sum(train_lengths) / (len(rows) * training_args.max_length)
-    rows_per_step = training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps
-    batch = packed_batch(len(train), len(rows), rows_per_step, data_args.effective_batch_size)
-    summary = (f"packing: {len(train)} training records into {len(rows)} rows of at most {training_args.max_length} tokens "
-               f"({len(train) / len(rows):.2f} records a row, {fill:.0%} full); gradient accumulation "
-               f"{training_args.gradient_accumulation_steps}, {rows_per_step} row(s) ≈ {batch['records_per_step']} records a step")
-    if "warning" in batch:
-        logging.getLogger("judgetrain.train").warning(batch["warning"])
     from judgetrain.scoring.model import rope_index_of
 
     completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
@@ -256,4 +258,4 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     # group_by_length: the Trainer's LengthGroupedSampler reads each row's tokens, so the rows of a
     # micro-batch, padded to the longest, are of like length
     grouped = {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
-    return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, summary, batch)
+    return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, records=len(train), rows=len(rows), fill=fill)

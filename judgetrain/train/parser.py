@@ -1,6 +1,9 @@
-"""A training recipe parsed into its dataclasses: judgetrain's three
-(:mod:`judgetrain.train.args`) and TRL's ``SFTConfig`` with the consistency fields,
-through the one parser every command uses (:func:`judgetrain.config.parse`).
+"""A training recipe parsed into its dataclasses, as TRL's scripts parse theirs: TRL's
+``ModelConfig`` with judgetrain's model fields (:mod:`judgetrain.train.model_args`),
+judgetrain's :class:`~judgetrain.train.args.DataArguments` and TRL's ``SFTConfig`` with the
+consistency fields, through the one parser every command uses (:func:`judgetrain.config.parse`).
+A key judgetrain once spelled otherwise (:data:`~judgetrain.train.args.RENAMED`) fails naming
+TRL's spelling.
 
 What training adds to it is a ``prepare`` step: bf16 left at TRL's default is turned
 off where no GPU supports it (asked for there, it fails), and a launch whose process
@@ -16,7 +19,7 @@ from typing import Any
 
 from judgetrain import config
 
-from .args import ConfigError, DataArguments, LoraArguments, ModelArguments
+from .args import RENAMED, ConfigError, DataArguments
 
 __all__ = ["bf16_capable", "env_world_size", "make_parser", "parse"]
 
@@ -30,11 +33,14 @@ def _prog() -> str:
 
 
 def make_parser():
-    """The parser over the four dataclasses: ModelArguments, DataArguments, LoraArguments and
-    TRL's SFTConfig with the consistency fields (:class:`~judgetrain.consistency.config.ConsistencyConfig`)."""
+    """The parser over the three dataclasses: ModelArguments (TRL's ModelConfig with judgetrain's
+    model fields), DataArguments and TRL's SFTConfig with the consistency fields
+    (:class:`~judgetrain.consistency.config.ConsistencyConfig`)."""
     from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
 
-    return config.make_parser((ModelArguments, DataArguments, LoraArguments, ConsistencyConfig), prog=_prog())
+    from .model_args import ModelArguments
+
+    return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog())
 
 
 def bf16_capable() -> bool:
@@ -50,9 +56,10 @@ def env_world_size() -> int:
 
 
 def parse(argv: list[str] | None = None, *, configured_state: bool = False):
-    """Parse recipe + overrides into the four dataclasses with :func:`judgetrain.config.parse`
-    (recipe values become defaults, flags win, an ``env:`` mapping sets environment
-    variables, unknown keys and flags fail naming each). bf16 left at TRL's default is
+    """Parse recipe + overrides into ``(model_args, data_args, training_args)`` with
+    :func:`judgetrain.config.parse` (recipe values become defaults, flags win, an ``env:``
+    mapping sets environment variables, unknown keys and flags fail naming each, a renamed one
+    naming its new name). bf16 left at TRL's default is
     switched off where no GPU supports it; bf16 asked for there fails. ``configured_state``
     makes the Trainer reuse the process group set up by
     ``judgetrain.train.run.setup_cpu_distributed`` (it must be known when SFTConfig is built,
@@ -60,6 +67,9 @@ def parse(argv: list[str] | None = None, *, configured_state: bool = False):
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def prepare(argv: list[str], recipe: dict[str, Any]) -> None:
+        renamed = _renamed_keys(argv, recipe)
+        if renamed:
+            raise ConfigError(renamed)
         if configured_state:
             recipe["accelerator_config"] = {**(recipe.get("accelerator_config") or {}), "use_configured_state": True}
         if not bf16_capable():
@@ -69,6 +79,16 @@ def parse(argv: list[str] | None = None, *, configured_state: bool = False):
         return config.parse(make_parser(), argv, help_hint="`judgetrain train --help`", prepare=prepare)
     except config.ConfigError as e:
         raise ConfigError(e.problems) from None
+
+
+def _renamed_keys(argv: list[str], recipe: dict) -> list[str]:
+    """One problem per key or flag spelled as judgetrain once spelled it (:data:`RENAMED`)."""
+    problems = [f"unknown key {old!r}; did you mean {new!r}? ({old} is now TRL's ModelConfig field {new})"
+                for old, new in RENAMED.items() if old in recipe]
+    flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    problems += [f"unknown argument '--{old}'; did you mean '--{new}'? ({old} is now TRL's ModelConfig field {new})"
+                 for old, new in RENAMED.items() if f"--{old}" in flags or f"--{old.replace('_', '-')}" in flags]
+    return problems
 
 
 def _explicit(name: str, argv: list[str], recipe: dict) -> Any:

@@ -8,7 +8,7 @@ these would silently keep the checkpoint's value (``--learning_rate``: the
 optimizer's restored one wins) or mix two runs, while the saved recipe recorded the
 new one. Each checkpoint carries the recipe it was trained with
 (``judgetrain_recipe.yaml``, written by ``judgetrain.train.outputs``); a resume is
-compared with it. Used by ``judgetrain.train.args.check_config``.
+compared with it. Used by :func:`judgetrain.train.checks.check_config`.
 
 How often the run logs, evaluates and saves (``logging_steps``, ``eval_steps``,
 ``save_steps``) fixes nothing that trained, so a resume may change it; but
@@ -25,6 +25,8 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from .settings import gradient_accumulation
+
 __all__ = ["FIXED_BY_CHECKPOINT", "STEP_FIELDS", "checkpoint_to_resume", "resume_problems", "steps_from_arguments"]
 
 # field -> what in the checkpoint fixes it (said in the message)
@@ -35,8 +37,9 @@ FIXED_BY_CHECKPOINT = {
                     "its learning-rate scheduler state restores the schedule"),
     **dict.fromkeys(("seed", "data_seed", "datasets", "train_split", "tasks", "layouts", "mixture_weights", "max_frames",
                      "max_train_samples", "packing", "max_length"), "the steps it trained are skipped in the data by position"),
-    **dict.fromkeys(("model_name_or_path", "use_lora", "lora_r", "lora_alpha", "lora_target_modules", "lora_modules_to_save",
-                     "freeze_vision_tower", "freeze_projector"), "its adapter and optimizer hold exactly these parameters"),
+    **dict.fromkeys(("model_name_or_path", "model_revision", "use_peft", "lora_r", "lora_alpha", "lora_target_modules",
+                     "lora_target_parameters", "lora_modules_to_save", "use_dora", "use_rslora", "freeze_vision_tower",
+                     "freeze_projector"), "its adapter and optimizer hold exactly these parameters"),
     **dict.fromkeys(("consistency_objective", "consistency_lambda", "consistency_tau"),
                     "the steps it trained had this loss (judgetrain.consistency)"),
 }
@@ -78,7 +81,7 @@ def steps_from_arguments():
     return StepsFromArguments()
 
 
-def resume_problems(model_args, data_args, lora_args, training_args, world_size: int) -> list[str]:
+def resume_problems(model_args, data_args, training_args, world_size: int) -> list[str]:
     """One problem per field this resume would change although the checkpoint fixes it
     (old → new, and the fix), and one for a changed global batch; [] when not resuming
     or when the checkpoint predates the recipe it records."""
@@ -90,7 +93,7 @@ def resume_problems(model_args, data_args, lora_args, training_args, world_size:
     if checkpoint is None or not (Path(checkpoint) / RECIPE_FILE).is_file():
         return []
     old = yaml.safe_load((Path(checkpoint) / RECIPE_FILE).read_text()) or {}
-    new = resolved_recipe(model_args, data_args, lora_args, training_args, [])
+    new = resolved_recipe(model_args, data_args, training_args, [])
     problems = []
     for name, why in FIXED_BY_CHECKPOINT.items():
         before, after = old.get(name, _default(name)), new.get(name, _default(name))
@@ -104,8 +107,10 @@ def resume_problems(model_args, data_args, lora_args, training_args, world_size:
     marker = json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text()) if (Path(checkpoint) / COMPLETE_MARKER).is_file() else {}
     if "global_batch" in marker:
         per_step = training_args.per_device_train_batch_size * world_size
-        accumulation = (data_args.effective_batch_size // per_step if data_args.effective_batch_size
-                        else training_args.gradient_accumulation_steps)
+        # as the run derives it (packed, over the records a row held, which the fixed data and max_length keep)
+        accumulation = (gradient_accumulation(data_args.effective_batch_size, training_args.per_device_train_batch_size,
+                                              world_size, marker.get("records_per_row") or 1.0)
+                        if data_args.effective_batch_size else training_args.gradient_accumulation_steps)
         if per_step * accumulation != marker["global_batch"]:
             problems.append(f"effective_batch_size: {checkpoint} was trained with a global batch of {marker['global_batch']} records per "
                             f"step ({marker['world_size']} process(es)), this resume gives {per_step * accumulation} "
@@ -119,9 +124,10 @@ def _default(name: str) -> Any:
     """A field's default as the saved recipe leaves it out (SFTConfig's, or judgetrain's dataclasses')."""
     from trl import SFTConfig
 
-    from .args import DataArguments, LoraArguments, ModelArguments
+    from .args import DataArguments
+    from .model_args import ModelArguments
 
-    for cls in (SFTConfig, ModelArguments, DataArguments, LoraArguments):
+    for cls in (SFTConfig, ModelArguments, DataArguments):
         for f in fields(cls):
             if f.name == name:
                 value = f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default

@@ -3,14 +3,16 @@
     accelerate launch --config_file deepspeed_configs/zero3.yaml \\
         -m judgetrain.train --config recipes/qwen3vl-2b/timecatch-lora.yaml [--learning_rate 5e-5 …]
 
-parse → model → data → trainer → train (with resume) → save. A recipe YAML
-sets the fields of :class:`ModelArguments`, :class:`DataArguments`,
-:class:`LoraArguments` and TRL's ``SFTConfig``; command-line flags override
-it; unknown keys fail. Records go to ``SFTTrainer`` as they are (conversational
+parse → model → data → settings → trainer → train (with resume) → save. A recipe
+YAML sets the fields of ``ModelArguments`` (TRL's ``ModelConfig`` with judgetrain's
+model fields), :class:`DataArguments` and TRL's ``SFTConfig``; command-line flags
+override it; unknown keys fail. What follows from the recipe (the gradient
+accumulation, …) is derived once, in :mod:`judgetrain.train.settings`. Records go to ``SFTTrainer`` as they are (conversational
 prompt–completion), so the loss covers only the completion.
 
 The parts it wires live beside it in :mod:`judgetrain.train`: the recipe's fields in
-``args``, their parsing in ``parser`` and checks in ``checks``, the data in ``data``,
+``args`` and ``model_args``, their parsing in ``parser`` and checks in ``checks``, the
+settings derived from them in ``settings``, the data in ``data``,
 what trains in ``model``, checkpoints, reporting and the model card in ``outputs``.
 README: "`judgetrain train`".
 """
@@ -20,18 +22,19 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from judgetrain import config
 from judgetrain.io import write_text
 
-from .args import ConfigError, DataArguments, LoraArguments, ModelArguments
+from .args import ConfigError, DataArguments
 from .checks import check_config
 from .curves import plot_log_history
 from .data import check_records, load_training_data, prefill_records, training_prefill, with_length_column
-from .model import prepare_trainable
+from .model import prepare_trainable, vision_is_trainable
 from .outputs import (
     RECIPE_FILE,
     checkpoint_complete_callback,
@@ -40,10 +43,11 @@ from .outputs import (
     resolved_recipe,
     write_model_card,
 )
-from .packing import prepare_packing
+from .packing import PackedData, prepare_packing
 from .parser import env_world_size, parse
 from .resume import steps_from_arguments
-from .run_folder import AlreadyTrained, prepare_output_dir, record_finish
+from .run_folder import AlreadyTrained, prepare_output_dir, record_finish, record_settings
+from .settings import Facts, Settings, derive
 
 __all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
 
@@ -72,10 +76,10 @@ def setup_cpu_distributed() -> bool:
     if torch.cuda.is_available() or env_world_size() <= 1:
         return False
     from accelerate import PartialState
-    from accelerate.utils import parse_flag_from_env
 
     # DeepSpeed's own init (what accelerate does when ACCELERATE_USE_DEEPSPEED is set) needs cpu=False
-    PartialState(cpu=not parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"), backend="gloo")
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "y", "yes", "t", "true", "on")
+    PartialState(cpu=not deepspeed, backend="gloo")
     return True
 
 
@@ -84,47 +88,101 @@ def setup_cpu_distributed() -> bool:
 
 @dataclass
 class Run:
-    """Everything :func:`setup` wired together, ready to train."""
+    """Everything :func:`setup` wired together, ready to train: ``training_args`` are the final
+    ones (:attr:`~judgetrain.train.settings.Settings.training_args`), ``settings`` what was
+    derived for them, ``run_info`` what ``run.json`` records."""
 
     trainer: Any
     processor: Any
     family: Any
-    model_args: ModelArguments
+    model_args: Any  # judgetrain.train.model_args.ModelArguments (TRL's ModelConfig with judgetrain's model fields)
     data_args: DataArguments
-    lora_args: LoraArguments
     training_args: Any
     data_info: dict
     longest: int
     argv: list[str]
     run_info: dict = field(default_factory=dict)  # what run.json records (judgetrain.train.run_folder)
+    settings: Settings | None = None
+
+
+@dataclass
+class _Records:
+    """The training data as :func:`setup` hands it on: the records (train, the conversational
+    evaluation records callbacks get, the ones the eval loss uses), their lengths, what the model
+    card says of them, and the packed rows when packing."""
+
+    train: Any
+    evaluation: Any
+    evaluation_used: Any
+    lengths: list[int]
+    eval_lengths: list[int] | None
+    data_info: dict
+    packed: PackedData | None = None
+    length_column: bool = False
 
 
 def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> Run:
-    """parse → model → data → trainer; nothing trained yet. Each of ``callbacks`` is
-    called with the evaluation records (or None), the processor and the training
+    """parse → model → data → settings → trainer; nothing trained yet. Each of ``callbacks`` is
+    called with the evaluation records (or None), the processor and the final training
     arguments once the trainer exists; what it returns (a ``TrainerCallback``, or
     None for none) joins the trainer. ``judgetrain sweep``'s trials add theirs so."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    model_args, data_args, lora_args, training_args, run_info = _configure(argv)
+    model_args, data_args, parsed_args, run_info, configured_state = _configure(argv)
 
     from transformers import set_seed
 
     from judgetrain.consistency.trainer import trainer_class
+
+    set_seed(parsed_args.seed)
+    model, processor, family = _load_model(model_args, parsed_args)  # 1. model
+    data = _load_records(data_args, parsed_args, processor, model, family)  # 2. data
+    peft_config = prepare_trainable(model, family, model_args)
+    settings = derive(data_args, parsed_args, Facts(  # 3. settings, once
+        world_size=env_world_size(), resume_from_checkpoint=run_info["resume_from_checkpoint"],
+        vision_trains=vision_is_trainable(model, family, peft_config, model_args),
+        records_per_row=data.packed.records_per_row if data.packed else None, length_column=data.length_column,
+        configured_state=configured_state))
+    training_args = settings.training_args
+    run_info = record_settings(training_args.output_dir, run_info, settings.derived)
+    if data.packed:  # rows and records a step, for the model card
+        data.data_info["packing"] = data.packed.describe(training_args, env_world_size(), data_args.effective_batch_size)
+    recipe = resolved_recipe(model_args, data_args, training_args, argv)  # each checkpoint records it for resume
+    packed = data.packed
+    trainer = trainer_class(training_args)(  # 4. JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
+        model=model, args=settings.trainer_args, train_dataset=packed.train if packed else data.train,
+        eval_dataset=packed.evaluation if packed else data.evaluation_used, data_collator=packed.collator if packed else None,
+        processing_class=processor, peft_config=peft_config,
+        callbacks=[checkpoint_complete_callback(recipe, packed.records_per_row if packed else None), steps_from_arguments()],
+    )
+    for factory in callbacks:
+        callback = factory(data.evaluation, processor, training_args)
+        if callback is not None:
+            trainer.add_callback(callback)
+    _log_trainable(trainer)
+    longest = max(data.lengths + (data.eval_lengths or []), default=0)
+    return Run(trainer, processor, family, model_args, data_args, training_args, data.data_info, longest, argv, run_info,
+               settings)
+
+
+def _load_model(model_args, training_args):
+    """The base model (in training mode), its processor and its family, at the recipe's revision."""
     from judgetrain.models import get_family, load_model_and_processor
 
-    set_seed(training_args.seed)
-    # 1. model
     if training_args.process_index == 0:
         print(f"judgetrain train: loading {model_args.model_name_or_path}", flush=True)
     model, processor = load_model_and_processor(
         model_args.model_name_or_path, family=model_args.family, dtype=model_args.dtype,
         attn_implementation=model_args.attn_implementation,
         trust_remote_code=training_args.trust_remote_code,  # SFTConfig's field: off unless the recipe asks
-        min_pixels=model_args.min_pixels, max_pixels=model_args.max_pixels,
+        min_pixels=model_args.min_pixels, max_pixels=model_args.max_pixels, revision=model_args.model_revision,
     )
     model.train()
-    family = get_family(model_args.family) if model_args.family else _family_of(model)
-    # 2. data
+    return model, processor, get_family(model_args.family) if model_args.family else _family_of(model)
+
+
+def _load_records(data_args: DataArguments, training_args, processor, model, family) -> _Records:
+    """The training and evaluation records, checked and measured, prefilled for a reasoning
+    checkpoint, and packed (or given a length column) as the recipe asks."""
     train, evaluation, data_info = load_training_data(data_args, training_args.seed)
     # a reasoning checkpoint: the answer after the prefill every evaluation scores after (judgetrain.train.data);
     # the consistency collator renders its records' messages itself
@@ -134,54 +192,30 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
         lengths = check_records(train, processor, training_args.max_length, "train", data_args.check_lengths)
         eval_lengths = None if evaluation is None else check_records(evaluation, processor, training_args.max_length, "eval",
                                                                      data_args.check_lengths)
-    longest = max(lengths + (eval_lengths or []), default=0)
     # the eval loss's records; callbacks get the conversational `evaluation` (the judge metric adds the prefill itself)
     evaluation_used = None if training_args.eval_strategy == "no" else prefill_records(evaluation, processor, prefill)
-    packed = None
+    data = _Records(train, evaluation, evaluation_used, lengths, eval_lengths, data_info)
     if training_args.packing:
-        packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, data_args,
-                                 training_args, env_world_size())
-        logger.info(packed.summary)
-        data_info["packing"] = packed.batch  # rows and records a step, for the model card
+        data.packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, training_args)
     elif training_args.train_sampling_strategy == "group_by_length":
-        train = with_length_column(train, lengths, training_args)
-    # 3. trainer
-    peft_config = prepare_trainable(model, family, model_args, lora_args, training_args)
-    recipe = resolved_recipe(model_args, data_args, lora_args, training_args, argv)  # each checkpoint records it for resume
-    # TRL refuses `packing` for image data; the rows given to it here are packed already, by judgetrain.train.packing
-    training_args.packing = False
-    try:
-        trainer = trainer_class(training_args)(  # JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
-            model=model, args=training_args, train_dataset=packed.train if packed else train,
-            eval_dataset=packed.evaluation if packed else evaluation_used, data_collator=packed.collator if packed else None,
-            processing_class=processor, peft_config=peft_config,
-            callbacks=[checkpoint_complete_callback(recipe), steps_from_arguments()],
-        )
-    finally:
-        training_args.packing = packed is not None
-    for factory in callbacks:
-        callback = factory(evaluation, processor, training_args)
-        if callback is not None:
-            trainer.add_callback(callback)
-    _log_trainable(trainer)
-    return Run(trainer, processor, family, model_args, data_args, lora_args, training_args, data_info, longest, argv, run_info)
+        data.train, data.length_column = with_length_column(train, lengths, training_args), True
+    return data
 
 
-def _configure(argv: list[str]) -> tuple[ModelArguments, DataArguments, LoraArguments, Any, dict]:
-    """The four configurations, checked (``ConfigError`` listing every problem), with the
-    gradient accumulation that ``effective_batch_size`` implies, the output folder's rule
-    applied (:func:`~judgetrain.train.run_folder.prepare_output_dir`: refuse, overwrite or
-    resume the same run) and reporting set up; and what ``run.json`` records."""
+def _configure(argv: list[str]) -> tuple[Any, DataArguments, Any, dict, bool]:
+    """The parsed configurations (model, data, training), checked (``ConfigError`` listing every
+    problem), the output folder's rule applied (:func:`~judgetrain.train.run_folder.prepare_output_dir`:
+    refuse, overwrite or resume the same run) and reporting set up; what ``run.json`` records
+    (with the folder's verdict on resuming); and whether the Trainer reuses a process group
+    set up here."""
     cpu_distributed = setup_cpu_distributed()
-    model_args, data_args, lora_args, training_args = parse(argv, configured_state=cpu_distributed)
-    problems = check_config(model_args, data_args, lora_args, training_args, env_world_size())
+    model_args, data_args, training_args = parse(argv, configured_state=cpu_distributed)
+    problems = check_config(model_args, data_args, training_args, env_world_size())
     if problems:
         raise ConfigError(problems)
-    if data_args.effective_batch_size:
-        training_args.gradient_accumulation_steps = data_args.effective_batch_size // (training_args.per_device_train_batch_size * env_world_size())
-    run_info = prepare_output_dir(model_args, data_args, lora_args, training_args, env_world_size(), argv)
+    run_info = prepare_output_dir(model_args, data_args, training_args, env_world_size(), argv)
     configure_reporting(training_args)
-    return model_args, data_args, lora_args, training_args, run_info
+    return model_args, data_args, training_args, run_info, cpu_distributed
 
 
 def _log_trainable(trainer) -> None:
@@ -212,10 +246,11 @@ def train_and_save(run: Run) -> Path:
         peft_config.base_model_name_or_path = stored_base(run.model_args.model_name_or_path)  # into adapter_config.json
 
     def write_card(tags: list[str], folder: Path | None = None) -> None:
-        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags, folder)
+        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags, folder,
+                         run_info=run.run_info)
 
     trainer.card_writer = write_card  # checkpoints (their folders too) and push_to_hub write this card
-    wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.lora_args, run.family,
+    wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.family,
                                                           run.data_info, training_args),
                                 resume if isinstance(resume, str) else None)
     trainer.train(resume_from_checkpoint=resume)
@@ -224,7 +259,7 @@ def train_and_save(run: Run) -> Path:
         run.processor.save_pretrained(str(out))
         trainer.save_state()
         plot_log_history(trainer.state.log_history, out)  # training_loss.png (none, and a warning, before any loss)
-        recipe = resolved_recipe(run.model_args, run.data_args, run.lora_args, training_args, run.argv)
+        recipe = resolved_recipe(run.model_args, run.data_args, training_args, run.argv)
         header = f"# accelerate launch -m judgetrain.train --config {out / RECIPE_FILE}\n"
         write_text(out / RECIPE_FILE, header + yaml.safe_dump(recipe, sort_keys=True))
         write_card(list(getattr(trainer.model, "model_tags", None) or []))  # after PEFT's save rewrote README.md

@@ -2,13 +2,15 @@
 holding another run's checkpoints may do.
 
 ``run.json`` in the output folder records the run's *identity* (every recipe field that
-changes the trained weights, the base model by content, the datasets by the content hashes
-of their ``build.json``, the global batch), the command, and the checkout's git commit and
-whether it had uncommitted changes (``git_dirty``). A rerun into a folder with checkpoints
-(or a finished run's outputs):
+changes the trained weights, the base model by content or, for a hub id, by the commit its
+revision resolves to (:mod:`judgetrain.train.base_model`), the datasets by the content hashes
+of their ``build.json``, the global batch), the command, the checkout's git commit and
+whether it had uncommitted changes (``git_dirty``), and, once the run has derived them, the
+settings :mod:`judgetrain.train.settings` derived (``settings``: value, the recipe's value,
+why). A rerun into a folder with checkpoints (or a finished run's outputs):
 
 - same identity: resumes from the newest complete checkpoint, as ``--resume_from_checkpoint
-  auto`` does (and says so); when that run finished (``run.json`` says so and its weights
+  auto`` does (and says so; the run's settings then say ``auto``); when that run finished (``run.json`` says so and its weights
   are there) there is nothing to do: :class:`AlreadyTrained`, and nothing is rewritten;
 - another identity, or checkpoints without a recorded identity: refused before any model
   loads, naming each difference old → new and the ways out (another ``--output_dir``,
@@ -32,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import config
-from judgetrain.identity import differences, git_state, model_identity
+from judgetrain.identity import differences, git_state
 from judgetrain.io import write_json
 
 from .resume import FIXED_BY_CHECKPOINT
 
 __all__ = ["RUN_FILE", "TRAINING_IDENTITY", "AlreadyTrained", "clear_outputs", "output_dir_problems", "prepare_output_dir", "previous_outputs",
-           "record_finish", "run_identity"]
+           "record_finish", "record_settings", "run_identity"]
 
 logger = logging.getLogger("judgetrain.train")
 RUN_FILE = "run.json"
@@ -66,17 +68,21 @@ def _value(v: Any) -> Any:
     return config.jsonable(v.value if hasattr(v, "value") else v)
 
 
-def run_identity(model_args, data_args, lora_args, training_args, world_size: int) -> dict[str, Any]:
+def run_identity(model_args, data_args, training_args, world_size: int) -> dict[str, Any]:
     """What makes two training runs the same work: ``training`` (every identity field of the
-    recipe), ``base_model`` (:func:`~judgetrain.identity.model_identity`), ``datasets`` (per
-    dataset, in order, each split's content hash from its ``build.json``) and ``global_batch``
-    (records per optimizer step: ``effective_batch_size``, else processes × per-device batch ×
-    accumulation)."""
+    recipe), ``base_model`` (:func:`~judgetrain.train.base_model.base_model_identity`: a local
+    folder by its files, a hub id by its resolved commit), ``datasets`` (per dataset, in order,
+    each split's content hash from its ``build.json``) and ``global_batch`` (records per
+    optimizer step: ``effective_batch_size``, else processes × per-device batch × accumulation)."""
     from judgetrain import records
 
+    from .base_model import base_model_identity
+    from .model_args import IDENTITY_FIELDS
+
     training = {}
-    for cfg in (model_args, data_args, lora_args, training_args):
+    for cfg in (model_args, data_args, training_args):
         training.update(config.identity(cfg))  # judgetrain's own fields marked identity=True (and the consistency ones)
+    training.update({name: _value(getattr(model_args, name)) for name in IDENTITY_FIELDS})  # TRL's ModelConfig's
     training.update({name: _value(getattr(training_args, name)) for name in TRAINING_IDENTITY if hasattr(training_args, name)})
     datasets = []
     for path in data_args.datasets or []:
@@ -87,7 +93,8 @@ def run_identity(model_args, data_args, lora_args, training_args, world_size: in
         datasets.append({s: v.get("content_hash") for s, v in sorted(splits.items())})
     batch = data_args.effective_batch_size or (
         training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps)
-    return {"training": dict(sorted(training.items())), "base_model": model_identity(model_args.model_name_or_path),
+    return {"training": dict(sorted(training.items())),
+            "base_model": base_model_identity(model_args.model_name_or_path, model_args.model_revision),
             "datasets": datasets, "global_batch": batch}
 
 
@@ -114,7 +121,7 @@ def _recorded(output_dir: Path) -> dict | None:
         return None
 
 
-def output_dir_problems(model_args, data_args, lora_args, training_args, world_size: int) -> list[str]:
+def output_dir_problems(model_args, data_args, training_args, world_size: int) -> list[str]:
     """[] when this run may use its ``output_dir`` (empty, its own run's, ``--overwrite`` or an
     explicit ``--resume_from_checkpoint``); else one problem naming what the folder holds, each
     difference old → new and the ways out. Reads no model weights it has not hashed before."""
@@ -124,7 +131,7 @@ def output_dir_problems(model_args, data_args, lora_args, training_args, world_s
         return []
     old = _recorded(out)
     if old is not None:
-        changed = differences(old, run_identity(model_args, data_args, lora_args, training_args, world_size))
+        changed = differences(old, run_identity(model_args, data_args, training_args, world_size))
         if not changed:
             return []
         what = "another run's checkpoints; what differs (that run → this one):\n      " + "\n      ".join(changed)
@@ -152,34 +159,36 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def prepare_output_dir(model_args, data_args, lora_args, training_args, world_size: int, argv: list[str]) -> dict[str, Any]:
+def prepare_output_dir(model_args, data_args, training_args, world_size: int, argv: list[str]) -> dict[str, Any]:
     """Apply the output-folder rule before any model loads: refuse (``ConfigError``), clear the
     old run (``--overwrite``, main process only), or resume the same run from its newest
-    checkpoint (sets ``resume_from_checkpoint`` to ``auto``). The main process then writes
-    ``run.json``. Returns what it wrote."""
+    checkpoint. The main process then writes ``run.json``. Returns what it wrote, whose
+    ``resume_from_checkpoint`` is the verdict (``auto`` to resume this same run; the recipe's
+    value otherwise) that :func:`judgetrain.train.settings.derive` applies."""
     from .args import ConfigError
     from .outputs import find_resume_checkpoint
 
-    problems = output_dir_problems(model_args, data_args, lora_args, training_args, world_size)
+    problems = output_dir_problems(model_args, data_args, training_args, world_size)
     if problems:
         raise ConfigError(problems)
     out = Path(training_args.output_dir)
     if not data_args.overwrite and not training_args.resume_from_checkpoint:
         _refuse_to_redo(out)
+    resume = training_args.resume_from_checkpoint
     if data_args.overwrite and _is_main_process():
         removed = clear_outputs(out)
         if removed:
             logger.warning("--overwrite: removed the earlier run's %s from %s", ", ".join(removed), out)
-    elif not training_args.resume_from_checkpoint and previous_outputs(out):
+    elif not resume and previous_outputs(out):
         checkpoint = find_resume_checkpoint(out)
         logger.warning("output_dir %s holds this same run (identity equal): %s", out,
                        f"resuming from {checkpoint}, as --resume_from_checkpoint auto does" if checkpoint
                        else "no complete checkpoint to resume from, training from the start")
-        training_args.resume_from_checkpoint = "auto" if checkpoint else None
+        resume = "auto" if checkpoint else None
     git = git_state()
-    info = {"identity": run_identity(model_args, data_args, lora_args, training_args, world_size),
+    info = {"identity": run_identity(model_args, data_args, training_args, world_size),
             "command": [sys.executable, "-m", "judgetrain.train", *argv], "world_size": world_size,
-            "resume_from_checkpoint": training_args.resume_from_checkpoint,
+            "resume_from_checkpoint": resume,
             "git_commit": git["commit"], "git_dirty": git["dirty"], "started": dt.datetime.now(dt.timezone.utc).isoformat()}
     if _is_main_process():
         out.mkdir(parents=True, exist_ok=True)
@@ -202,6 +211,15 @@ def _refuse_to_redo(out: Path) -> None:
                              f"{old['finished']} at step {old.get('global_step')}); nothing rewritten. Pass --overwrite "
                              "to train it again, or --resume_from_checkpoint auto to continue it (README \"Resume\": "
                              "what may change).")
+
+
+def record_settings(output_dir: str | os.PathLike, info: dict[str, Any], derived: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``info`` with ``settings``, what the run derived (:attr:`judgetrain.train.settings.Settings.derived`),
+    written to ``run.json`` by the main process; returns it."""
+    info = {**info, "settings": derived}
+    if _is_main_process():
+        write_json(Path(output_dir) / RUN_FILE, info)
+    return info
 
 
 def record_finish(output_dir: str | os.PathLike, info: dict[str, Any], global_step: int) -> None:

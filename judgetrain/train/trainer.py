@@ -5,44 +5,49 @@ nothing else.
   :attr:`JudgeSFTTrainer.card_writer`) instead of TRL's. TRL calls it at every
   checkpoint and ``Trainer.push_to_hub`` calls it right before uploading the output
   folder, after PEFT's save has rewritten README.md, so the card on the hub, like
-  the one on disk, is judgetrain's. The Trainer's own saves (``save_model`` with
-  ``_internal_call``: each checkpoint folder, which ``hub_strategy: checkpoint``
-  uploads too) write it over PEFT's card in the folder they save to.
+  the one on disk, is judgetrain's. The Trainer's own saves (each checkpoint folder,
+  which ``hub_strategy: checkpoint`` uploads too; :class:`judgetrain.compat.transformers.InternalSaves`
+  tells them apart) write it over PEFT's card in the folder they save to.
 - **A global batch's loss, however it is split.** TRL's ``compute_loss`` sums the
   completion tokens' losses and divides by ``num_items_in_batch``: the completion
   tokens of the whole global batch (every accumulation step and every process), which
   makes the step's loss and gradient the token-weighted mean over the global batch,
   independent of how it is split over devices and accumulation. The Trainer counts
-  ``num_items_in_batch`` (and leaves the accumulation scaling to the loss) only when
-  ``model_accepts_loss_kwargs``, which it reads from the model class; Qwen2.5-VL and
+  ``num_items_in_batch`` (and leaves the accumulation scaling to the loss) only when the
+  model accepts loss keyword arguments, which it reads from the model class; Qwen2.5-VL and
   Qwen3-VL deny it (``accepts_loss_kwargs = False``, a statement about their own
   ``forward``, whose loss TRL does not use). Without the count TRL falls back to each
   micro-batch's own mean and the Trainer averages those: the same recipe would train
-  differently on 1, 2 or 8 GPUs. This trainer's loss accepts the count, so it says so.
+  differently on 1, 2 or 8 GPUs. This trainer's loss accepts the count, so it says so
+  (:func:`judgetrain.compat.transformers.count_items_in_batch`).
 - **Token counts of packed rows.** A packed batch has no attention mask, so TRL counts
   its tokens from ``position_ids.size(1)``: the row width for 1-D positions (one row
   of several), and the number of rows for Qwen-VL's ``(4, rows, length)`` M-RoPE
   positions. :class:`~judgetrain.train.packing.PackingCollator` therefore sends the
   number of real (non-padding) tokens as ``num_real_tokens``; this trainer takes it
   out of the model inputs and logs it as TRL's ``num_tokens``, gathered over
-  processes like TRL's own count.
+  processes like TRL's own count (:func:`judgetrain.compat.trl.set_train_tokens`).
 
 README: "`judgetrain train`".
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trl import SFTTrainer
+
+from judgetrain.compat.transformers import InternalSaves, count_items_in_batch
+from judgetrain.compat.trl import set_train_tokens, train_tokens
 
 from .packing import REAL_TOKENS_KEY
 
 __all__ = ["JudgeSFTTrainer"]
 
 
-class JudgeSFTTrainer(SFTTrainer):
+class JudgeSFTTrainer(InternalSaves, SFTTrainer):
     """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
     count of packed rows (module docstring)."""
 
@@ -51,7 +56,7 @@ class JudgeSFTTrainer(SFTTrainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # TRL's loss is normalised by num_items_in_batch for every family (module docstring): have the Trainer count it
-        self.model_accepts_loss_kwargs = True
+        count_items_in_batch(self)
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None, **kwargs: Any) -> None:
@@ -62,20 +67,18 @@ class JudgeSFTTrainer(SFTTrainer):
         elif self.is_world_process_zero():
             self.card_writer([tags] if isinstance(tags, str) else list(tags or []))
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """The Trainer's save; where the Trainer saves a checkpoint or its output folder itself,
-        judgetrain's card replaces the one PEFT's save wrote there."""
-        super().save_model(output_dir, _internal_call=_internal_call)
-        if self.card_writer is not None and _internal_call and self.is_world_process_zero():
-            self.card_writer(list(getattr(self.model, "model_tags", None) or []), Path(output_dir or self.args.output_dir))
+    def after_internal_save(self, folder: Path) -> None:
+        """Where the Trainer saved a checkpoint or its output folder itself, judgetrain's card
+        replaces the one PEFT's save wrote there."""
+        if self.card_writer is not None and self.is_world_process_zero():
+            self.card_writer(list(getattr(self.model, "model_tags", None) or []), folder)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens."""
         real = inputs.pop(REAL_TOKENS_KEY, None)
-        before = self._total_train_tokens
+        before = train_tokens(self) if real is not None else 0
         out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
         if real is not None and model.training:
             gathered = self.accelerator.gather_for_metrics(real.reshape(1).to(self.accelerator.device)).sum().item()
-            self._total_train_tokens = before + int(gathered)
-            self._metrics["train"]["num_tokens"] = [self._total_train_tokens]
+            set_train_tokens(self, before + int(gathered))
         return out

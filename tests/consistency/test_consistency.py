@@ -171,7 +171,7 @@ def test_views_are_phase_grids_times_orderings_and_each_video_is_decoded_once(vi
     metas = [json.loads(m) for m in ds["meta"]]
     assert len(ds) == 3 * 6 and info["counts"]["records"]["train"]["questions"] == 3
     assert [m["view"] for m in metas] == list(range(6)) * 3 and [m["group"] for m in metas] == ["pf-0"] * 6 + ["pf-1"] * 6 + ["pf-2"] * 6
-    for r, m in zip(ds, metas):
+    for r, m in zip(ds, metas, strict=True):
         frames = probe(clips.parent / m["video"]).n_frames
         assert m["frames"] == phase_indices(frames, 2, m["phase"], 2) and len(r["images"]) == r["n_frames"] == 2
         assert m["view"] == m["phase"] * 3 + m["ordering"] and r["id"] == f"{m['group']}:v{m['view']}"
@@ -203,8 +203,7 @@ def test_views_are_phase_grids_times_orderings_and_each_video_is_decoded_once(vi
 
 
 def test_groups_keep_every_view_and_refuse_a_cut_question(views, tiny_qwen):
-    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
-
+    from judgetrain.compat.trl import vision_collator
     from judgetrain.models import load_model_and_processor
 
     ds = records.load(views[0])["train"]
@@ -213,7 +212,7 @@ def test_groups_keep_every_view_and_refuse_a_cut_question(views, tiny_qwen):
     with pytest.raises(ViewDataError, match=r"question 'pf-2' has views \[0, 1, 2, 3, 4\] of 0..5; .*max_train_samples"):
         ViewGroups(ds.select(range(17)))
     _, processor = load_model_and_processor(str(tiny_qwen), dtype="float32")
-    collate = ViewGroupCollator(DataCollatorForVisionLanguageModeling(processor, completion_only_loss=True), processor)
+    collate = ViewGroupCollator(vision_collator(processor, completion_only_loss=True), processor)
     batch = collate([groups[1], groups[2]])
     assert batch["consistency_group"].tolist() == [0] * 6 + [1] * 6 and batch["consistency_view"].tolist() == list(range(6)) * 2
     assert batch["consistency_answer"].tolist() == [3] * 6 + [0] * 6
@@ -239,8 +238,8 @@ def trainer_pair(tiny_qwen, ds, tmp_path, **consistency):
 
     from judgetrain.models import get_family, load_model_and_processor
 
-    common = dict(output_dir=str(tmp_path), bf16=False, report_to="none", per_device_train_batch_size=2, seed=0,
-                  dataloader_num_workers=0)
+    common = {"output_dir": str(tmp_path), "bf16": False, "report_to": "none", "per_device_train_batch_size": 2, "seed": 0,
+              "dataloader_num_workers": 0}
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=get_family("qwen2.5-vl").lora_target_regex,
                       task_type="CAUSAL_LM")
     out = []
@@ -266,7 +265,7 @@ def engine_posteriors(trainer, group) -> list[list[float]]:
 
     scores = score(trainer.model, trainer.processing_class, list(group.records), batch_size=4, progress=False)
     trainer.model.train()
-    return [to_content(s.probs, json.loads(r["meta"])["perm"]) for s, r in zip(scores, group.records)]
+    return [to_content(s.probs, json.loads(r["meta"])["perm"]) for s, r in zip(scores, group.records, strict=True)]
 
 
 def test_lambda_zero_is_exactly_the_plain_sft_loss_and_gradients(views, tiny_qwen, tmp_path):

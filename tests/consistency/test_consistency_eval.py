@@ -259,7 +259,7 @@ def test_compare_shows_the_median_margin_before_and_after(study):
     assert len(margins) == len(ARMS), f"no median-margin cell per arm in the compare table: {columns}"
     assert margins == [f"margin {a}" for a in ARMS]
     (_, base, _), (_, tuned, _), (_, delta, _) = result["rows"]
-    for arm, label in zip(ARMS, margins):
+    for arm, label in zip(ARMS, margins, strict=True):
         assert arm in label
         i = columns.index(label)
         before = 100 * metrics(study["base"])["margin"][arm]["median_margin"]
@@ -283,7 +283,7 @@ def test_compare_tests_each_column_paired_against_the_base(study):
     columns = result["columns"]
     (p_row,) = result["paired"]
     assert p_row["label"] == "p js1"
-    got = dict(zip(columns, p_row["pvalues"]))
+    got = dict(zip(columns, p_row["pvalues"], strict=True))
     expected = {}
     for arm in ARMS:
         before, after = arm_answers(study["base"], arm), arm_answers(study["tuned"], arm)
@@ -291,15 +291,15 @@ def test_compare_tests_each_column_paired_against_the_base(study):
         for kind, outcome in (("acc", lambda a, g: a[0] == g), ("flip", lambda a, g: len(set(a)) > 1)):
             x = [outcome(before[q][0], before[q][2]) for q in before]
             y = [outcome(after[q][0], after[q][2]) for q in before]
-            counts = [[sum(a and b for a, b in zip(x, y)), sum(a and not b for a, b in zip(x, y))],
-                      [sum(b and not a for a, b in zip(x, y)), sum(not a and not b for a, b in zip(x, y))]]
+            counts = [[sum(a and b for a, b in zip(x, y, strict=True)), sum(a and not b for a, b in zip(x, y, strict=True))],
+                      [sum(b and not a for a, b in zip(x, y, strict=True)), sum(not a and not b for a, b in zip(x, y, strict=True))]]
             expected[f"{kind} {arm}"] = mcnemar(counts, exact=True).pvalue
         d = [margin(after[q][1]) - margin(before[q][1]) for q in before]
         assert any(d)  # the adapter moved every arm's margins (test above), so the test is defined
         expected[f"margin {arm}"] = scipy.stats.wilcoxon(d).pvalue
     assert {c: got[c] for c in expected} == pytest.approx(expected, abs=1e-12)
     assert all(got[c] is None for c in columns if c.startswith("changed "))
-    assert p_row["n"] == {c: 4 for c in expected}
+    assert p_row["n"] == dict.fromkeys(expected, 4)
 
     columns_md, rows = table(study["compare"].read_text())
     assert columns_md == columns

@@ -88,9 +88,9 @@ def test_shipped_spaces_fit_their_recipes():
     assert paper["per_device_train_batch_size"].choices == (4, 8, 16)
     space = sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml")
     assert space.fixed == {"effective_batch_size": 128, "packing": False}
-    margs, dargs, largs, targs = train.parse(["--config", str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
+    margs, dargs, targs = train.parse(["--config", str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
                                               "--bf16", "false", *space.overrides({"per_device_train_batch_size": 8})])
-    assert train.check_config(margs, dargs, largs, targs, world_size=2) == []
+    assert train.check_config(margs, dargs, targs, world_size=2) == []
     # the recipe's effective batch on 2 processes: 128 / (8 x 2)
     assert dargs.effective_batch_size // (targs.per_device_train_batch_size * 2) == 8
     with pytest.raises(sweep.SweepError, match=r"per_device_train_batch_size = 16: effective_batch_size: 128 is not a multiple"):
@@ -474,8 +474,8 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     doc = yaml.safe_load(text)
     assert {k: doc[k] for k in best.params} == best.params
     assert (doc["max_steps"], doc["model_name_or_path"]) == (6, model)  # the sweep's overrides are part of the winner
-    margs, dargs, largs, targs = train.parse(["--config", str(best_yaml)])
-    assert (largs.lora_r, largs.lora_alpha, targs.learning_rate) == (best.params["lora_r"], best.params["lora_alpha"],
+    margs, dargs, targs = train.parse(["--config", str(best_yaml)])
+    assert (margs.lora_r, margs.lora_alpha, targs.learning_rate) == (best.params["lora_r"], best.params["lora_alpha"],
                                                                      best.params["learning_rate"])
     # retrained from the written recipe alone, the winner reaches the same objective
     again = tmp_path / "retrained"

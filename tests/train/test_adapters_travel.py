@@ -219,10 +219,10 @@ def test_a_recipe_vllm_cannot_serve_warns_at_training_time_with_the_fix(project,
                             (["--lora_modules_to_save", "lm_head"], "modules_to_save: lm_head"),
                             (["--lora_target_modules", r".*visual\.blocks\.\d+\.attn\.qkv"], "puts LoRA on the vision tower"),
                             ([], None)):
-        model_args, _, lora_args, training_args = parse(["--config", str(RECIPE), *extra])
+        model_args, _, training_args = parse(["--config", str(RECIPE), *extra])
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="judgetrain.train"):
-            prepare_trainable(model, run.family, model_args, lora_args, training_args)
+            prepare_trainable(model, run.family, model_args)
         said = [r.getMessage() for r in caplog.records if "vLLM" in r.getMessage()]
         if expected is None:
             assert said == []

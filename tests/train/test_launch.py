@@ -197,7 +197,9 @@ def test_a_lora_regex_is_checked_under_zero3(tmp_path, tiny, timecatch_build):
     """The LoRA-target check builds the model on the meta device; with a ZeRO-3 config in the
     training arguments transformers partitions every model it builds, which a meta tensor
     cannot take ("Cannot copy out of meta tensor"). The check sets ZeRO-3 aside and puts it
-    back: a custom regex is judged, and ZeRO-3 is still on afterwards. One process, gloo."""
+    back: a custom regex is judged, and ZeRO-3 is still on afterwards, for as long as the
+    arguments that set it live (transformers holds the active config by weak reference). One
+    process, gloo."""
     code = f"""
 import os
 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="{_free_port()}")
@@ -208,7 +210,8 @@ from judgetrain.train import check_config, parse
 args = ["--config", {str(RECIPE)!r}, "--model_name_or_path", {str(tiny)!r}, "--datasets", {str(timecatch_build[0])!r},
         "--output_dir", {str(tmp_path / "z3")!r}, "--deepspeed", {str(REPO / "deepspeed_configs" / "zero3.json")!r}]
 good = check_config(*parse(args + ["--lora_target_modules", r".*language_model\\.layers\\.\\d+\\.self_attn\\.q_proj"]), 1)
-bad = check_config(*parse(args + ["--lora_target_modules", r".*no_such_layer"]), 1)
+parsed = parse(args + ["--lora_target_modules", r".*no_such_layer"])
+bad = check_config(*parsed, 1)
 print(good, len(bad), "matches no module" in bad[0], is_deepspeed_zero3_enabled())
 """
     done = run([sys.executable, "-c", code])

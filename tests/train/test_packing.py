@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 from PIL import Image
-from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 
+from judgetrain.compat.trl import vision_collator
 from judgetrain.models import load_model_and_processor
 from judgetrain.scoring.model import rope_index_of
 from judgetrain.train import (
@@ -22,7 +22,7 @@ from judgetrain.train import (
     REAL_TOKENS_KEY,
     ConfigError,
     PackingCollator,
-    gradient_accumulation_for,
+    gradient_accumulation,
     pack_bins,
     setup,
     train_and_save,
@@ -55,9 +55,13 @@ def test_rows_hold_every_record_once_within_max_length():
 
 
 def test_gradient_accumulation_keeps_records_per_step():
-    # 120 records in 40 rows: 3 a row; 16 records a step with 1 row a device on 2 devices -> 16 / 6 -> 3
-    assert gradient_accumulation_for(16, 120, 40, 1, 2) == 3
-    assert gradient_accumulation_for(4, 120, 40, 2, 1) == 1  # at least one
+    # 120 records in 40 rows: 3 a row; 16 records a step with 1 row a device on 2 devices -> 16 / 6 = 2.67 -> 3
+    assert gradient_accumulation(16, 1, 2, 120 / 40) == 3
+    assert gradient_accumulation(4, 2, 1, 120 / 40) == 1  # 0.67, and at least one
+    assert gradient_accumulation(1, 4, 2) == 1  # 0.125 -> at least one
+    # one rule for every part: the nearest whole number, halves up (Python's round would give 2 and 4)
+    assert gradient_accumulation(10, 1, 1, 4.0) == 3 and gradient_accumulation(18, 1, 1, 4.0) == 5
+    assert gradient_accumulation(16, 2, 2) == 4  # unpacked: the exact quotient
 
 
 # --------------------------------------------------------------------------- packed = one by one, per family
@@ -98,7 +102,7 @@ def _model_inputs(batch):
 
 def _one_by_one(model, processor):
     """Token-weighted loss and gradients of the records run alone, and each record's logits."""
-    collate = DataCollatorForVisionLanguageModeling(processor=processor, completion_only_loss=True)
+    collate = vision_collator(processor, completion_only_loss=True)
     model.zero_grad()
     total, tokens, logits = 0.0, 0, []
     for r in RECORDS:
@@ -149,7 +153,7 @@ def test_positions_restart_and_record_starts_are_not_predicted(family_models):
     assert [text[s] for s in starts] == [0, 0, 0]
     assert text == [p for n in lengths for p in range(n)]
     # the M-RoPE rows of each record are the model's own for that record alone
-    for s, n, b in zip(starts, lengths, single):
+    for s, n, b in zip(starts, lengths, single, strict=True):
         assert torch.equal(positions[1:, 0, s:s + n], b["position_ids"][1:, 0])
     assert all(packed["labels"][0, s].item() == -100 for s in starts)
     assert torch.equal(packed["input_ids"][0], torch.cat([b["input_ids"][0] for b in single]))
@@ -210,7 +214,7 @@ def test_packed_training_runs_the_steps_its_rows_imply(tmp_path, tiny_qwen3, tim
     rows = run.trainer.train_dataset
     n_records = sum(len(m) for m in rows["members"])
     assert n_records == 80 and len(rows) < n_records
-    accumulation = gradient_accumulation_for(12, 80, len(rows), 2, 1)
+    accumulation = gradient_accumulation(12, 2, 1, 80 / len(rows))
     assert run.training_args.gradient_accumulation_steps == accumulation
     out = train_and_save(run)
     micro_batches = -(-len(rows) // 2)
@@ -304,3 +308,25 @@ def test_length_grouped_packed_rows_pair_rows_of_like_length(tmp_path, tiny_qwen
     assert sorted(order) == list(range(len(rows))) and rows["length"][order[0]] == max(rows["length"])
     run.trainer.train()
     assert run.trainer.state.global_step == 2
+
+
+def test_a_packed_resume_derives_its_accumulation_over_the_records_a_row_held(tmp_path, tiny_qwen3, timecatch_build):
+    """Each packed checkpoint records the records a row held (the data and max_length it fixes keep
+    it); a resume derives the gradient accumulation over it, by the run's one rule, before any data
+    loads: the same global batch of rows resumes, another is refused."""
+    import json
+
+    from judgetrain.train import check_config, parse
+
+    out = tmp_path / "o"
+    argv = _argv(tiny_qwen3, timecatch_build[0], out, "--max_steps", "1", "--save_steps", "1", "--per_device_train_batch_size",
+                 "1", "--effective_batch_size", "24")
+    run = setup(argv)
+    rows = len(run.trainer.train_dataset)
+    train_and_save(run)
+    marker = json.loads((out / "checkpoint-1" / "judgetrain_checkpoint_complete.json").read_text())
+    assert marker["records_per_row"] == pytest.approx(80 / rows) and marker["global_batch"] == gradient_accumulation(24, 1, 1, 80 / rows)
+    resume = [*argv, "--resume_from_checkpoint", "auto"]
+    assert check_config(*parse(resume), world_size=1) == []
+    problems = check_config(*parse([*resume, "--effective_batch_size", "80"]), world_size=1)
+    assert len(problems) == 1 and problems[0].startswith(f"effective_batch_size: {out / 'checkpoint-1'} was trained with a global batch")

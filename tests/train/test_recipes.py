@@ -50,8 +50,8 @@ def test_first_line_runs_as_written_on_the_hardware_it_names(recipe):
         assert (accel["distributed_type"] == "NO") == (n == 1), "one process goes with the single-process config"
         assert accel.get("mixed_precision", "no") in ("no", "bf16") and (accel.get("mixed_precision") != "bf16" or config["bf16"])
     # the batch check (and every other one) at that world size; bf16 needs a GPU this test may not have
-    margs, dargs, largs, targs = train.parse(["--config", str(REPO / recipe), "--bf16", "false"])
-    assert train.check_config(margs, dargs, largs, targs, world_size=n) == []
+    margs, dargs, targs = train.parse(["--config", str(REPO / recipe), "--bf16", "false"])
+    assert train.check_config(margs, dargs, targs, world_size=n) == []
     if dargs.effective_batch_size:
         assert dargs.effective_batch_size // (targs.per_device_train_batch_size * n) >= 1
 
@@ -79,8 +79,8 @@ def test_a_real_size_recipe_names_its_two_node_command(recipe):
     assert accel["distributed_type"] == "DEEPSPEED"
     assert accel["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"  # torchrun on each machine
     assert world_size(LaunchArgs(accelerate_config=str(REPO / parsed.config_file), num_processes=16, num_machines=2)) == 16
-    margs, dargs, largs, targs = train.parse(["--config", str(REPO / recipe), "--bf16", "false"])
-    assert train.check_config(margs, dargs, largs, targs, world_size=16) == []
+    margs, dargs, targs = train.parse(["--config", str(REPO / recipe), "--bf16", "false"])
+    assert train.check_config(margs, dargs, targs, world_size=16) == []
 
 
 def test_the_batch_check_is_what_the_old_first_lines_failed():
@@ -89,10 +89,10 @@ def test_the_batch_check_is_what_the_old_first_lines_failed():
     recipe then had 4 records a device and no packing)."""
     recipe = REPO / "recipes" / "qwen3vl-2b" / "timecatch-lora.yaml"
     n = world_size(LaunchArgs(accelerate_config="zero3", num_processes=8))  # the 8-GPU node the config stands for
-    margs, dargs, largs, targs = train.parse(["--config", str(recipe), "--bf16", "false", "--packing", "false",
+    margs, dargs, targs = train.parse(["--config", str(recipe), "--bf16", "false", "--packing", "false",
                                               "--per_device_train_batch_size", "4"])
     assert n == 8 and any(p.startswith("effective_batch_size: 16 is not a multiple of per_device_train_batch_size (4) × world size (8)")
-                          for p in train.check_config(margs, dargs, largs, targs, world_size=n))
+                          for p in train.check_config(margs, dargs, targs, world_size=n))
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_tiny_twin_dry_runs_on_cpu_from_its_first_line(recipe, tmp_path, tiny_qw
     parsed, n, config = first_line(twin)
     assert n == 1 and re.search(r"^# Hardware: 1 × CPU", (REPO / twin).read_text(), re.M)
     real = yaml.safe_load((REPO / recipe).read_text())
-    assert (get_family(config["family"]).name, config["use_lora"]) == (get_family(real["family"]).name, real["use_lora"])
+    assert (get_family(config["family"]).name, config["use_peft"]) == (get_family(real["family"]).name, real["use_peft"])
     # what `judgetrain train TWIN` checks before launching, then one step (the tiny model and a
     # TimeCatch build stand in for the quickstart's folders; a PRISM twin trains on its detection task)
     overrides = ["--model_name_or_path", str(tiny_qwen3), "--datasets", str(timecatch_build[0]), "--output_dir", str(tmp_path / "o"),
@@ -115,7 +115,7 @@ def test_tiny_twin_dry_runs_on_cpu_from_its_first_line(recipe, tmp_path, tiny_qw
     launch.check(LaunchArgs(recipe=REPO / twin, num_processes=parsed.num_processes), overrides)
     run = train.setup(["--config", str(REPO / twin), *overrides])
     run.trainer.train()
-    assert run.trainer.state.global_step == 1 and run.lora_args.lora_r == config["lora_r"]
+    assert run.trainer.state.global_step == 1 and run.model_args.lora_r == config["lora_r"]
 
 
 def test_readme_train_examples_run_and_the_resume_is_the_run_it_follows():
@@ -129,5 +129,5 @@ def test_readme_train_examples_run_and_the_resume_is_the_run_it_follows():
     assert len(commands) >= 2 and commands[-1] == [*commands[-2], "--resume_from_checkpoint", "auto"]
     for argv in commands:
         args, overrides = launch.parse_command(argv)
-        margs, dargs, largs, targs = train.parse(["--config", str(REPO / args.recipe), *overrides, "--bf16", "false"])
-        assert train.check_config(margs, dargs, largs, targs, world_size=world_size(args)) == [], argv
+        margs, dargs, targs = train.parse(["--config", str(REPO / args.recipe), *overrides, "--bf16", "false"])
+        assert train.check_config(margs, dargs, targs, world_size=world_size(args)) == [], argv

@@ -20,9 +20,9 @@ def train_records(timecatch_build):
 
 
 def _collate(processor, rows):
-    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+    from judgetrain.compat.trl import vision_collator
 
-    collator = DataCollatorForVisionLanguageModeling(processor=processor, completion_only_loss=True)
+    collator = vision_collator(processor, completion_only_loss=True)
     return collator([dict(r) for r in rows])  # TRL rewrites what it collates, in place
 
 

@@ -19,7 +19,7 @@ import yaml
 
 from judgetrain import records
 from judgetrain.models import get_family
-from judgetrain.train import ConfigError, find_resume_checkpoint, gradient_accumulation_for, parse, setup, train_and_save
+from judgetrain.train import ConfigError, find_resume_checkpoint, gradient_accumulation, parse, setup, train_and_save
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_RECIPES = {"qwen3-vl": "qwen3vl", "qwen2.5-vl": "qwen25vl", "llava-onevision": "llava-ov"}
@@ -67,8 +67,8 @@ def test_a_prefix_of_a_field_is_not_taken_for_it(tmp_path):
 def test_flags_override_the_recipe_and_bf16_is_off_without_a_bf16_gpu(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model_name_or_path: m\ndatasets: [d]\nlearning_rate: 1.0e-4\nlora_r: 4\noutput_dir: o\n")
-    model_args, data_args, lora_args, training_args = parse(["--config", str(recipe), "--learning_rate", "5e-5"])
-    assert training_args.learning_rate == 5e-5 and lora_args.lora_r == 4 and data_args.datasets == ["d"]
+    model_args, data_args, training_args = parse(["--config", str(recipe), "--learning_rate", "5e-5"])
+    assert training_args.learning_rate == 5e-5 and model_args.lora_r == 4 and data_args.datasets == ["d"]
     assert model_args.model_name_or_path == "m"
     if not torch.cuda.is_available():
         assert training_args.bf16 is False  # TRL would default it on
@@ -215,7 +215,7 @@ def test_loss_falls_on_a_repeated_batch(tmp_path, tiny_models, data):
                          "--save_strategy", "no", "--lora_dropout", "0"))
     run.trainer.train()
     losses = [h["loss"] for h in run.trainer.state.log_history if "loss" in h]
-    assert len(losses) == 12 and all(map(lambda x: x == x, losses))  # finite
+    assert len(losses) == 12 and all(x == x for x in losses)  # finite
     # a random tiny model with frozen embeddings and head cannot fit much, but it must learn:
     # measured 6.51 -> 5.46 over these 12 steps
     assert losses[-1] < losses[0] - 0.5 and min(losses[-3:]) < min(losses[:3])
@@ -458,8 +458,8 @@ def test_every_recipe_parses_and_dry_runs_on_the_tiny_model_of_its_family(recipe
                  "--bf16", "false", "--tasks", "temporal_detect", "--max_steps", "1", "--per_device_train_batch_size", "1",
                  "--effective_batch_size", "2", "--save_strategy", "no", "--eval_strategy", "no", "--max_train_samples", "4"])
     # packed recipes: the batch counts rows and the accumulation follows the records per row
-    accumulation = gradient_accumulation_for(2, 4, len(run.trainer.train_dataset), 1, 1) if config.get("packing") else 2
-    assert run.lora_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == accumulation
+    accumulation = gradient_accumulation(2, 1, 1, 4 / len(run.trainer.train_dataset)) if config.get("packing") else 2
+    assert run.model_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == accumulation
     run.trainer.train()
     assert run.trainer.state.global_step == 1
 
@@ -468,7 +468,7 @@ def test_data_filters_and_mixture(tmp_path, data):
     from judgetrain.train import DataArguments, load_training_data
 
     full = records.load(data)["train"]
-    n_detect_a = sum(1 for t, lay in zip(full["task"], full["layout"]) if t == "temporal_detect" and lay == "A")
+    n_detect_a = sum(1 for t, lay in zip(full["task"], full["layout"], strict=True) if t == "temporal_detect" and lay == "A")
     train, evaluation, info = load_training_data(DataArguments(datasets=[str(data)], tasks=["temporal_detect"], layouts=["A"]), seed=0)
     assert len(train) == n_detect_a and set(train["task"]) == {"temporal_detect"} and set(train["layout"]) == {"A"}
     assert info["left_out"][f"{data}:train"] == len(full) - n_detect_a

@@ -1,0 +1,140 @@
+"""What judgetrain relies on in transformers beyond its documented API, each reliance with a
+contract test in ``tests/compat/test_transformers.py`` that fails naming it when a release
+changes it. Where a release no longer offers it, these raise
+:class:`~judgetrain.compat.versions.UpstreamChanged` instead of doing something else.
+README: "Upstream versions".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .versions import UpstreamChanged
+
+__all__ = ["InternalSaves", "count_items_in_batch", "current_accumulation", "hub_key_layout", "restated_accelerator_config",
+           "wandb_names", "zero3_lifted"]
+
+LIBRARY = "transformers"
+
+
+class InternalSaves:
+    """A ``Trainer`` mixin (put it before the Trainer class): :meth:`after_internal_save` runs
+    after every save the Trainer makes itself, which it marks ``save_model(...,
+    _internal_call=True)``: each checkpoint folder (before ``hub_strategy: checkpoint`` uploads
+    it) and the output folder ``push_to_hub`` uploads. A save the caller asks for
+    (``trainer.save_model(out)``) is not one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from transformers import Trainer
+
+        if "_internal_call" not in inspect.signature(Trainer.save_model).parameters:
+            raise UpstreamChanged(LIBRARY, "Trainer.save_model(_internal_call=...)",
+                                  "write judgetrain's model card into the folders the Trainer saves itself (checkpoints)")
+        super().__init__(*args, **kwargs)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call=_internal_call)  # type: ignore[misc]
+        if _internal_call:
+            self.after_internal_save(Path(output_dir or self.args.output_dir))  # type: ignore[attr-defined]
+
+    def after_internal_save(self, folder: Path) -> None:
+        """What to add to ``folder`` once the Trainer has saved into it (nothing here)."""
+
+
+def restated_accelerator_config(training_args: Any, configured_state: bool) -> dict[str, Any]:
+    """The accelerator config for training arguments built anew from ``training_args``
+    (``dataclasses.replace``): theirs, saying again whether to reuse the process group set up
+    before them (``use_configured_state``). ``TrainingArguments.__post_init__`` sets up the
+    devices, which pops that key off its ``AcceleratorConfig``; a copy would say no, and the new
+    arguments would reset the launch's accelerate state."""
+    import dataclasses
+
+    config = training_args.accelerator_config
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise UpstreamChanged(LIBRARY, "TrainingArguments.accelerator_config as an AcceleratorConfig dataclass",
+                              "build training arguments anew that reuse the launch's process group")
+    return {**dataclasses.asdict(config), "use_configured_state": configured_state}
+
+
+def count_items_in_batch(trainer: Any) -> None:
+    """Have ``trainer`` count ``num_items_in_batch`` (the loss tokens of the whole global batch)
+    and pass it to ``compute_loss``, leaving the accumulation scaling to the loss, whatever the
+    model class says of its own ``forward`` (``Trainer.model_accepts_loss_kwargs``, which
+    ``Trainer.__init__`` reads from the model's ``accepts_loss_kwargs``). Call after ``__init__``."""
+    if not hasattr(trainer, "model_accepts_loss_kwargs"):
+        raise UpstreamChanged(LIBRARY, "Trainer.model_accepts_loss_kwargs",
+                              "have the Trainer count a global batch's loss tokens (num_items_in_batch) for every model family")
+    trainer.model_accepts_loss_kwargs = True
+
+
+def current_accumulation(trainer: Any) -> int:
+    """The micro-batches of the optimizer step in progress
+    (``Trainer.current_gradient_accumulation_steps``, which the training loop sets each step:
+    ``gradient_accumulation_steps``, fewer on an epoch's short last step); 1 outside the loop."""
+    steps = getattr(trainer, "current_gradient_accumulation_steps", None)
+    if steps is None:
+        if trainer.is_in_train:
+            raise UpstreamChanged(LIBRARY, "Trainer.current_gradient_accumulation_steps",
+                                  "scale the consistency term as the Trainer scales the loss over an accumulated step")
+        return 1
+    return int(steps)
+
+
+@contextlib.contextmanager
+def zero3_lifted() -> Iterator[None]:
+    """Inside, transformers builds a model whole, not partitioned by ZeRO-3 (which a meta-device
+    model cannot take: "Cannot copy out of meta tensor"); afterwards the DeepSpeed config that
+    was active is active again, whoever set it (``TrainingArguments(deepspeed=…)`` or
+    accelerate's DeepSpeed plugin). Relies on the process-wide weak reference
+    ``transformers.integrations.deepspeed`` keeps and its ``set_``/``unset_hf_deepspeed_config``."""
+    try:
+        from transformers.integrations import deepspeed
+    except ImportError as e:
+        raise UpstreamChanged(LIBRARY, "transformers.integrations.deepspeed", "build a model on the meta device under ZeRO-3",
+                              str(e)) from None
+    names = ("_hf_deepspeed_config_weak_ref", "set_hf_deepspeed_config", "unset_hf_deepspeed_config")
+    missing = [n for n in names if not hasattr(deepspeed, n)]
+    if missing:
+        raise UpstreamChanged(LIBRARY, f"transformers.integrations.deepspeed.{missing[0]}",
+                              "build a model on the meta device under ZeRO-3 and restore the DeepSpeed config after")
+    ref = deepspeed._hf_deepspeed_config_weak_ref
+    active = ref() if ref is not None else None
+    deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        if active is not None:
+            deepspeed.set_hf_deepspeed_config(active)
+
+
+def wandb_names(logs: dict[str, Any]) -> dict[str, Any]:
+    """``logs`` (a Trainer log entry) under the names transformers' ``WandbCallback`` logs them
+    (``train/loss``, ``eval/loss``, …: ``integration_utils.rewrite_logs``)."""
+    try:
+        from transformers.integrations.integration_utils import rewrite_logs
+    except ImportError as e:
+        raise UpstreamChanged(LIBRARY, "transformers.integrations.integration_utils.rewrite_logs",
+                              "replay a checkpoint's history into wandb under WandbCallback's names", str(e)) from None
+    return rewrite_logs(logs)
+
+
+def hub_key_layout(model: Any) -> None:
+    """Make ``model.save_pretrained`` write the key layout of the family's original hub
+    checkpoints: every renaming of its conversion mapping
+    (``conversion_mapping.get_model_conversion_mapping(model, add_legacy=False)``) reversed on
+    save, not only those its loading applied (``model._weight_conversions``, which
+    ``from_pretrained`` sets and ``save_pretrained`` reverses). ``model`` must come from
+    ``from_pretrained``."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+    except ImportError as e:
+        raise UpstreamChanged(LIBRARY, "transformers.conversion_mapping.get_model_conversion_mapping",
+                              "save a merged model in the hub's key layout (what vLLM loads)", str(e)) from None
+    if not hasattr(model, "_weight_conversions"):
+        raise UpstreamChanged(LIBRARY, "PreTrainedModel._weight_conversions (set by from_pretrained, reversed by save_pretrained)",
+                              "save a merged model in the hub's key layout (what vLLM loads)")
+    model._weight_conversions = get_model_conversion_mapping(model, add_legacy=False)

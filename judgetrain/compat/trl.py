@@ -1,0 +1,47 @@
+"""What judgetrain relies on in TRL beyond its documented API, each reliance with a contract
+test in ``tests/compat/test_trl.py`` that fails naming it when a release changes it. Where a
+release no longer offers it, these raise :class:`~judgetrain.compat.versions.UpstreamChanged`.
+README: "Upstream versions".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .versions import UpstreamChanged
+
+__all__ = ["set_train_tokens", "train_tokens", "vision_collator"]
+
+LIBRARY = "trl"
+
+
+def vision_collator(processor: Any, *, completion_only_loss: bool = True, max_length: int | None = None) -> Any:
+    """TRL's own collator of image prompt–completion records, the one ``SFTTrainer`` builds for
+    them (``trl.trainer.sft_trainer.DataCollatorForVisionLanguageModeling``, which ``trl`` does
+    not export): text, images, labels and completion masks exactly as ``SFTTrainer`` trains."""
+    try:
+        from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+    except ImportError as e:
+        raise UpstreamChanged(LIBRARY, "trl.trainer.sft_trainer.DataCollatorForVisionLanguageModeling",
+                              "collate image records as SFTTrainer does (packing, consistency tuning)", str(e)) from None
+    return DataCollatorForVisionLanguageModeling(processor=processor, max_length=max_length,
+                                                 completion_only_loss=completion_only_loss)
+
+
+def _require_token_count(trainer: Any) -> None:
+    if not hasattr(trainer, "_total_train_tokens") or not hasattr(trainer, "_metrics"):
+        raise UpstreamChanged(LIBRARY, "SFTTrainer._total_train_tokens / SFTTrainer._metrics['train']['num_tokens']",
+                              "log the real tokens of packed rows as num_tokens")
+
+
+def train_tokens(trainer: Any) -> int:
+    """The training tokens an ``SFTTrainer`` has counted so far (what it logs as ``num_tokens``)."""
+    _require_token_count(trainer)
+    return int(trainer._total_train_tokens)
+
+
+def set_train_tokens(trainer: Any, total: int) -> None:
+    """Make ``total`` the training tokens ``trainer`` has counted and logs next as ``num_tokens``."""
+    _require_token_count(trainer)
+    trainer._total_train_tokens = int(total)
+    trainer._metrics["train"]["num_tokens"] = [trainer._total_train_tokens]

@@ -1,0 +1,145 @@
+"""Every training setting judgetrain derives from a recipe, in one place, once.
+
+A parsed recipe (:func:`judgetrain.train.parser.parse`) is what the user asked for, and nothing
+assigns to it afterwards. Some settings follow from it and from facts known only once the run
+has started; :func:`derive` computes all of them together, once the model and the data are
+loaded and before the Trainer is built, and returns new configuration objects
+(``dataclasses.replace``, which runs ``TrainingArguments.__post_init__`` again, so what is
+computed from these fields there, DeepSpeed's batch sizes among them, follows them):
+
+- ``gradient_accumulation_steps`` from ``effective_batch_size``, by :func:`gradient_accumulation`,
+  the one rule every part uses (the run, packing, the resume check): the nearest whole number,
+  halves up, at least 1; packed, over the records a row holds on average, known once the
+  records are packed;
+- ``resume_from_checkpoint``: ``auto`` when the output folder holds this same run, as
+  :func:`judgetrain.train.run_folder.prepare_output_dir` finds;
+- ``ddp_find_unused_parameters`` (when the recipe leaves it unset): whether training reaches
+  the vision side, where some trainable parameters may get no gradient in a step;
+- ``remove_unused_columns`` off and ``dataset_kwargs.skip_prepare_dataset`` on for packed rows,
+  whose columns the collator reads and which TRL must not tokenize, and ``remove_unused_columns``
+  off for a length column the sampler reads;
+- the copy the Trainer gets (:attr:`Settings.trainer_args`) says ``packing: false`` when
+  judgetrain packed the rows itself: TRL refuses packing for image records.
+
+:attr:`Settings.derived` says what was derived (value, the recipe's value, why): ``run.json``
+records it and the model card shows it.
+README: "`judgetrain train`".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from judgetrain.config import jsonable
+
+__all__ = ["AS_PARSED", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"]
+
+# the derived entry for what TRL's SFTTrainer is told about packing (the recipe keeps its own value)
+TRAINER_PACKING = "SFTTrainer.args.packing"
+# Facts.resume_from_checkpoint when no run folder gave a verdict: the recipe's value stands
+AS_PARSED = "as parsed"
+
+
+def gradient_accumulation(effective_batch_size: int, per_device: int, world_size: int, records_per_row: float = 1.0) -> int:
+    """Micro-batches a step accumulates so that it takes ``effective_batch_size`` records:
+    ``effective_batch_size / (records_per_row × per_device × world_size)`` to the nearest whole
+    number, halves up, and at least 1 (rows that hold many records can overshoot a small batch).
+    Unpacked, ``records_per_row`` is 1 and the checks make the division exact."""
+    exact = effective_batch_size / (records_per_row * per_device * world_size)
+    return max(1, math.floor(exact + 0.5))
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the run knows beside its recipe when it derives its settings.
+
+    ``resume_from_checkpoint``: the run folder's verdict (``run.json``'s, see
+    :func:`~judgetrain.train.run_folder.prepare_output_dir`; :data:`AS_PARSED`: the recipe's
+    value stands); ``vision_trains``: training reaches the vision tower or projector;
+    ``records_per_row``: packed, the records a row holds on average (None unpacked);
+    ``length_column``: unpacked records carry their lengths for ``group_by_length``;
+    ``configured_state``: the Trainer reuses the process group
+    :func:`judgetrain.train.run.setup_cpu_distributed` made."""
+
+    world_size: int
+    resume_from_checkpoint: str | None = AS_PARSED
+    vision_trains: bool = False
+    records_per_row: float | None = None
+    length_column: bool = False
+    configured_state: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The final training arguments (what the run used and records), the copy the Trainer gets,
+    and ``derived``: ``{field: {"value", "recipe", "why"}}`` for every setting derived."""
+
+    training_args: Any
+    trainer_args: Any
+    derived: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _accumulation(data_args, training_args, facts: Facts) -> tuple[int, str] | None:
+    effective = data_args.effective_batch_size
+    if not effective:
+        return None
+    per_device, world = training_args.per_device_train_batch_size, facts.world_size
+    steps = gradient_accumulation(effective, per_device, world, facts.records_per_row or 1.0)
+    if facts.records_per_row is None:
+        return steps, f"effective_batch_size {effective} / (per_device_train_batch_size {per_device} × {world} process(es))"
+    return steps, (f"effective_batch_size {effective} / ({facts.records_per_row:.3g} records a packed row × "
+                   f"per_device_train_batch_size {per_device} × {world} process(es)), to the nearest whole number (at least 1)")
+
+
+def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str]]:
+    """``{field: (value, why)}`` for each setting a rule derives (also where the value is the
+    recipe's own: the accumulation an ``effective_batch_size`` implies is always said)."""
+    found: dict[str, tuple[Any, str]] = {}
+    accumulation = _accumulation(data_args, training_args, facts)
+    if accumulation is not None:
+        found["gradient_accumulation_steps"] = accumulation
+    if facts.resume_from_checkpoint != AS_PARSED and facts.resume_from_checkpoint != training_args.resume_from_checkpoint:
+        found["resume_from_checkpoint"] = (facts.resume_from_checkpoint, "output_dir holds this same run (run.json's identity "
+                                           "is equal): it continues from its newest complete checkpoint, as "
+                                           "--resume_from_checkpoint auto does")
+    if training_args.ddp_find_unused_parameters is None:
+        # Saying so when it is not needed costs a graph walk per step and breaks reentrant activation checkpointing
+        found["ddp_find_unused_parameters"] = (facts.vision_trains, "training reaches the vision side, where a trainable "
+                                               "parameter may get no gradient in a step" if facts.vision_trains else
+                                               "only the language model trains: every trainable parameter gets a gradient")
+    packed = facts.records_per_row is not None
+    if (packed or facts.length_column) and training_args.remove_unused_columns:
+        found["remove_unused_columns"] = (False, "packed rows name their records in columns the collator reads" if packed
+                                          else "the length column must reach the Trainer's length-grouped sampler")
+    if packed:
+        found["dataset_kwargs"] = ({**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True},
+                                   "packed rows are collated by judgetrain.train.packing, not tokenized by TRL")
+    return found
+
+
+def _replace(training_args, facts: Facts, **changes: Any):
+    """``training_args`` with ``changes``, built anew, reusing the launch's process group as the
+    parsed ones do (:func:`judgetrain.compat.transformers.restated_accelerator_config`)."""
+    from judgetrain.compat.transformers import restated_accelerator_config
+
+    accelerator = restated_accelerator_config(training_args, facts.configured_state)
+    return dataclasses.replace(training_args, accelerator_config=accelerator, **changes)
+
+
+def derive(data_args, training_args, facts: Facts) -> Settings:
+    """The run's settings derived from its parsed ``data_args`` and ``training_args`` (neither
+    is changed) and ``facts`` (module docstring). Returns the final arguments, the Trainer's
+    copy and what was derived."""
+    changes = _changes(data_args, training_args, facts)
+    final = _replace(training_args, facts, **{k: v for k, (v, _) in changes.items()}) if changes else training_args
+    derived = {name: {"value": jsonable(value), "recipe": jsonable(getattr(training_args, name)), "why": why}
+               for name, (value, why) in changes.items()}
+    trainer_args = final
+    if facts.records_per_row is not None and final.packing:
+        trainer_args = _replace(final, facts, packing=False)
+        derived[TRAINER_PACKING] = {"value": False, "recipe": True, "why": "judgetrain packed the image records into rows "
+                                    "itself (judgetrain.train.packing); TRL refuses packing for image data"}
+    return Settings(final, trainer_args, derived)
