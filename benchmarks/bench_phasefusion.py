@@ -64,9 +64,12 @@ def _decoder_attention_seconds(model, configs, device) -> dict[str, float]:
     excluded) on one run, through ``AttentionInterface``: a wrapper around transformers'
     own SDPA attention, selected with ``set_attn_implementation`` (masks as for SDPA) and
     switched back afterwards."""
-    from transformers import AttentionInterface
+    # the imports transformers' "Attention interface" page shows for wrapping its SDPA attention and mask
+    from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import sdpa_mask
+
+    from judgetrain.compat.transformers import attention_implementation
 
     spent = [0.0]
     cuda = device.type == "cuda"
@@ -86,7 +89,7 @@ def _decoder_attention_seconds(model, configs, device) -> dict[str, float]:
 
     AttentionInterface.register("judgetrain_timed_sdpa", timed_sdpa)
     AttentionMaskInterface.register("judgetrain_timed_sdpa", sdpa_mask)
-    before = model.config._attn_implementation
+    before = attention_implementation(model)
     model.set_attn_implementation("judgetrain_timed_sdpa")
     try:
         out = {}

@@ -82,18 +82,22 @@ def make_parser(types, prog: str, description: str = "", epilog: str = "", usage
     judgetrain's field metadata (:func:`arg`) kept from argparse and no abbreviations: a
     prefix of a flag is refused, not taken for it. ``kwargs`` go to the parser
     (``add_help=False`` for a listing inside another command's help)."""
-    import copy
-    from types import MappingProxyType
-
     from trl import TrlParser
 
+    def argparse_keys(kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in kwargs.items() if k not in _OWN_METADATA}
+
     class Parser(TrlParser):
-        @staticmethod
-        def _parse_dataclass_field(parser, field):
-            # HfArgumentParser passes every metadata key to add_argument
-            field = copy.copy(field)
-            field.metadata = MappingProxyType({k: v for k, v in field.metadata.items() if k not in _OWN_METADATA})
-            TrlParser._parse_dataclass_field(parser, field)
+        # HfArgumentParser hands every metadata key of a field to add_argument (a dataclass with a
+        # heading: its group's add_argument), and argparse refuses the keys judgetrain reads itself
+        def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+            return super().add_argument(*args, **argparse_keys(kwargs))
+
+        def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+            group = super().add_argument_group(*args, **kwargs)
+            add = group.add_argument
+            group.add_argument = lambda *a, **k: add(*a, **argparse_keys(k))  # type: ignore[method-assign]
+            return group
 
     return Parser(types if isinstance(types, tuple) else (types,), prog=prog, description=description, epilog=epilog,
                   usage=usage, formatter_class=formatter_class, allow_abbrev=False, **kwargs)

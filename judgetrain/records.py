@@ -25,6 +25,7 @@ from typing import Any
 import datasets
 from datasets import Features, Image, List, Value
 
+from judgetrain.compat.datasets import dataset_dict_file, reads_through_indices
 from judgetrain.errors import UserError
 from judgetrain.io import atomic_folder, write_text
 
@@ -353,7 +354,7 @@ def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     """``ds`` with ``fingerprint`` as its datasets fingerprint (what ``state.json`` records).
     datasets derives it from the arrow cache's path, so two identical builds into two
     folders wrote different state.json files; the content hash is what identifies a split."""
-    if ds._indices is not None:  # a select/shuffle view: materialise it first
+    if reads_through_indices(ds):  # a select/shuffle view: its Arrow table is not its rows, so materialise it first
         ds = ds.flatten_indices()
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
@@ -394,7 +395,7 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
             ds.save_to_disk(str(tmp / split))
         # DatasetDict's marker last (DatasetDict.save_to_disk writes it first): a save killed
         # before this point leaves a folder that datasets.load_from_disk refuses to open
-        write_text(tmp / datasets.config.DATASETDICT_JSON_FILENAME, json.dumps({"splits": list(dataset)}))
+        write_text(tmp / dataset_dict_file(), json.dumps({"splits": list(dataset)}))
         write_text(tmp / BUILD_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info
 

@@ -99,7 +99,7 @@ def _wordnet_reader_class():
         """nltk's reader over a plain WordNet 3.0 ``dict`` folder (Debian's layout)."""
 
         def open(self, file):
-            if file == "lexnames" and not os.path.exists(os.path.join(self._root.path, "lexnames")):
+            if file == "lexnames" and not os.path.exists(os.path.join(self.root.path, "lexnames")):
                 return io.StringIO("".join(f"{i:02d}\t{n}\t{_CATEGORY[n.split('.')[0]]}\n" for i, n in enumerate(_LEXNAMES)))
             return super().open(file)
 

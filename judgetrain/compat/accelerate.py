@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .versions import UpstreamChanged
 
-__all__ = ["default_config_file", "launch"]
+__all__ = ["default_config_file", "launch", "launch_command"]
 
 LIBRARY = "accelerate"
 
@@ -41,3 +41,20 @@ def default_config_file() -> Path:
         raise UpstreamChanged(LIBRARY, "accelerate.commands.config.default_config_file",
                               "find the accelerate config a launch reads")
     return Path(config.default_config_file)
+
+
+def launch_command() -> list[str]:
+    """The command line that runs ``accelerate launch`` in a new process with this interpreter
+    (``[python, "-m", MODULE]``; append the launch's arguments): MODULE is the module of
+    accelerate's own ``accelerate-launch`` console script (its entry point,
+    ``accelerate.commands.launch:main``), which also runs as ``python -m`` (its ``__main__``
+    guard calls ``main``). The console script itself may not be on ``PATH``, or be another
+    environment's; nothing is imported here (importing accelerate loads torch)."""
+    import sys
+    from importlib.metadata import entry_points
+
+    found = [e for e in entry_points(group="console_scripts", name="accelerate-launch") if e.dist and e.dist.name == LIBRARY]
+    if not found or found[0].attr != "main":
+        raise UpstreamChanged(LIBRARY, "the accelerate-launch console script (accelerate.commands.launch:main)",
+                              "run each sweep trial as `accelerate launch` in a fresh process")
+    return [sys.executable, "-m", found[0].module]

@@ -15,8 +15,8 @@ from typing import Any
 
 from .versions import UpstreamChanged
 
-__all__ = ["InternalSaves", "count_items_in_batch", "current_accumulation", "hub_key_layout", "restated_accelerator_config",
-           "wandb_names", "zero3_lifted"]
+__all__ = ["InternalSaves", "argument_group", "attention_implementation", "cache_rows", "count_items_in_batch",
+           "current_accumulation", "hub_key_layout", "restated_accelerator_config", "wandb_names", "zero3_lifted"]
 
 LIBRARY = "transformers"
 
@@ -138,3 +138,46 @@ def hub_key_layout(model: Any) -> None:
         raise UpstreamChanged(LIBRARY, "PreTrainedModel._weight_conversions (set by from_pretrained, reversed by save_pretrained)",
                               "save a merged model in the hub's key layout (what vLLM loads)")
     model._weight_conversions = get_model_conversion_mapping(model, add_legacy=False)
+
+
+def cache_rows(cache: Any, rows: Any) -> Any:
+    """A new cache holding ``rows`` (a 1-D index tensor, repeats allowed) of a transformers
+    ``Cache``, ``cache`` left untouched, so one prompt cache can serve any number of
+    continuations. A shallow copy of the cache and of each of its layers (``Cache.layers``,
+    the per-layer key/value holders transformers does not document), then the cache's own
+    ``batch_select_indices``, whose advanced indexing gives the copy fresh key/value tensors
+    (``copy.deepcopy`` would duplicate the whole batch first)."""
+    import copy
+
+    if not isinstance(getattr(cache, "layers", None), list) or not callable(getattr(cache, "batch_select_indices", None)):
+        raise UpstreamChanged(LIBRARY, f"{type(cache).__name__}.layers (a list of per-layer caches) and "
+                              "Cache.batch_select_indices", "score every continuation of a shared prompt from one cache")
+    new = copy.copy(cache)
+    new.layers = [copy.copy(layer) for layer in cache.layers]
+    new.batch_select_indices(rows)
+    return new
+
+
+def argument_group(dataclass_type: type, title: str) -> type:
+    """``dataclass_type`` as a subclass whose fields ``HfArgumentParser`` (and so TRL's parser)
+    lists under their own heading ``title`` in ``--help``: it adds the fields of a dataclass
+    with an ``_argument_group_name`` to an argument group of that name. The subclass parses
+    as ``dataclass_type`` does."""
+    from transformers import HfArgumentParser
+
+    if "_argument_group_name" not in inspect.getsource(HfArgumentParser):
+        raise UpstreamChanged(LIBRARY, "HfArgumentParser's _argument_group_name (a dataclass's heading in --help)",
+                              "list the recipe fields in `judgetrain train --help` under the dataclass that declares them")
+    return type(dataclass_type.__name__, (dataclass_type,), {"_argument_group_name": title})
+
+
+def attention_implementation(model: Any) -> Any:
+    """The attention implementation ``model`` runs (``"sdpa"``, ``"eager"``, a name registered
+    with ``AttentionInterface``), as ``model.set_attn_implementation`` takes it back: its
+    config's ``_attn_implementation``, which transformers sets and reads but offers no public
+    getter for."""
+    config: Any = getattr(model, "config", None)
+    if not hasattr(config, "_attn_implementation"):
+        raise UpstreamChanged(LIBRARY, "PretrainedConfig._attn_implementation",
+                              "switch a model's attention implementation and back (benchmarks/bench_phasefusion.py)")
+    return config._attn_implementation

@@ -10,7 +10,7 @@ from typing import Any
 
 from .versions import UpstreamChanged
 
-__all__ = ["set_train_tokens", "train_tokens", "vision_collator"]
+__all__ = ["SFT_CONFIG_SOURCE", "set_train_tokens", "sft_config_from_source", "train_tokens", "vision_collator"]
 
 LIBRARY = "trl"
 
@@ -45,3 +45,22 @@ def set_train_tokens(trainer: Any, total: int) -> None:
     _require_token_count(trainer)
     trainer._total_train_tokens = int(total)
     trainer._metrics["train"]["num_tokens"] = [trainer._total_train_tokens]
+
+
+# where SFTConfig is declared, and where transformers declares the TrainingArguments its base
+# imports from the package face (`from transformers import TrainingArguments`)
+SFT_CONFIG_SOURCE = ("trl.trainer.sft_config", "SFTConfig", {"transformers.TrainingArguments": "transformers.training_args"})
+
+
+def sft_config_from_source() -> type:
+    """A stand-in for TRL's ``SFTConfig`` read from the installed source, nothing imported
+    (importing it loads torch): the same fields in the same order, with their defaults, help
+    and choices, for ``HfArgumentParser`` to list in ``--help``
+    (:mod:`~judgetrain.compat.dataclass_source`: TRL's base config in
+    ``trl/trainer/base_config.py`` and transformers' ``TrainingArguments`` in
+    ``transformers/training_args.py`` followed from ``trl/trainer/sft_config.py``). A value
+    the source computes (the default ``optim``) shows as its expression."""
+    from .dataclass_source import dataclass_fields, standin
+
+    module, name, exported = SFT_CONFIG_SOURCE
+    return standin(name, dataclass_fields(module, name, exported))

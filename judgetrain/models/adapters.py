@@ -209,10 +209,12 @@ def _model_type(name_or_path: str | None) -> str | None:
         return None
 
 
-def _processor_class(model_type: str) -> str | None:
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+def _processor_class(config: Any) -> str | None:
+    """The processor class ``AutoProcessor`` loads for a model of ``config``'s class, by name."""
+    from transformers import PROCESSOR_MAPPING
 
-    return PROCESSOR_MAPPING_NAMES.get(model_type)
+    found: Any = PROCESSOR_MAPPING[type(config)] if type(config) in PROCESSOR_MAPPING else None
+    return found.__name__ if found is not None else None
 
 
 def _architecture_problems(adapter: Path | None, peft_config: Any, recorded: str | None, model: Any) -> list[str]:
@@ -227,7 +229,7 @@ def _architecture_problems(adapter: Path | None, peft_config: Any, recorded: str
     if recorded_class and recorded_class != type(model).__name__:
         problems.append(f"architecture: the base is {recorded_class}, this model is {type(model).__name__}")
     saved = adapter / "processor_config.json" if adapter is not None else None
-    expected = _processor_class(config.model_type)
+    expected = _processor_class(config)
     if saved is not None and saved.is_file() and expected:
         got = json.loads(saved.read_text()).get("processor_class")
         if got and got != expected:
@@ -274,7 +276,7 @@ def check_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_pat
     peft_config = _peft_config(adapter)
     recorded = peft_config.base_model_name_or_path
     given = os.fspath(model_name_or_path) if model_name_or_path is not None else \
-        getattr(model.config, "_name_or_path", None) or None
+        getattr(model.config, "name_or_path", None) or None
     same = same_base(recorded, given)
     problems = [] if same else _architecture_problems(adapter, peft_config, recorded, model)
     shapes = _adapter_shapes(adapter)

@@ -3,13 +3,14 @@ items of similar length, longest first (the idea of lm-eval's ``Collator``, whic
 requests by descending context length, with images counted).
 
 An item's length is estimated before it is encoded (:func:`estimated_tokens`): the token
-count of its rendered text plus each image's visual tokens, which the processor works out
-from the image's size alone (``_get_num_multimodal_tokens``, the method transformers'
-processors expose for serving engines to plan with). Sorting changes only which items share
-a forward pass; every item's scores are those of a plain forward pass on it (up to float
-rounding, as for any batching), and results come back in input order. Longest first also
-means that the ``"auto"`` batch size's probe (one item) measures the most memory-hungry
-item, and that an out-of-memory error shows in the first batches, not after hours.
+count of its rendered text plus the tokens each image adds to it, measured once per image
+size by the processor itself (:func:`visual_tokens`: its public call on a one-line prompt
+with a blank image of that size), not encoded item by item. The estimate serves the order
+only: sorting changes only which items share a forward pass; every item's scores are those
+of a plain forward pass on it (up to float rounding, as for any batching), and results come
+back in input order. Longest first also means that the ``"auto"`` batch size's probe (one
+item) measures the most memory-hungry item, and that an out-of-memory error shows in the
+first batches, not after hours.
 README: "Scoring (Python)".
 """
 
@@ -19,9 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["estimated_tokens", "item_order", "longest_first", "prompts_order", "visual_tokens"]
-
-# Pixels a visual token covers when a processor cannot say (Qwen-VL's 28 x 28 merged patch).
-_FALLBACK_PIXELS_PER_TOKEN = 28 * 28
 
 
 def _image_size(image: Any) -> tuple[int, int] | None:
@@ -35,36 +33,41 @@ def _image_size(image: Any) -> tuple[int, int] | None:
     return None
 
 
-def visual_tokens(processor: Any, sizes: Sequence[tuple[int, int]]) -> list[int]:
-    """The visual tokens the processor expands each (height, width) image into, from its
-    own planning method when it has one, else one token per 28 x 28 pixels."""
-    plan = getattr(processor, "_get_num_multimodal_tokens", None)
-    if sizes and callable(plan):
-        try:
-            counts = plan(image_sizes=[list(s) for s in sizes])["num_image_tokens"]
-            if len(counts) == len(sizes):
-                return [int(c) for c in counts]
-        except (TypeError, KeyError, ValueError, AttributeError, NotImplementedError):
-            pass  # a processor whose planner needs more than sizes: estimate from pixels
-    return [max(1, h * w // _FALLBACK_PIXELS_PER_TOKEN) for h, w in sizes]
+def visual_tokens(processor: Any, size: tuple[int, int], *, among_several: bool) -> int:
+    """The tokens one image of ``size`` (height, width) adds to a prompt beyond its placeholder:
+    the processor's encoding of a one-line prompt with blank images of that size, less the
+    prompt's text alone. ``among_several``: the image shares its prompt with others (measured
+    on two), which some families encode smaller (LLaVA-OneVision: its base patch only)."""
+    from PIL import Image
+
+    from .prompts import render_prompt
+
+    n = 2 if among_several else 1
+    text = render_prompt(processor, [{"role": "user", "content": [{"type": "image"}] * n + [{"type": "text", "text": "?"}]}])
+    tokenizer = getattr(processor, "tokenizer", processor)
+    blank = Image.new("RGB", (size[1], size[0]))
+    encoded = len(processor(text=[text], images=[[blank] * n])["input_ids"][0])
+    return round((encoded - len(tokenizer([text])["input_ids"][0])) / n)
 
 
 def estimated_tokens(processor: Any, texts: Sequence[str], images: Sequence[Sequence[Any]]) -> list[int]:
     """Each item's length in tokens, estimated without encoding it: its rendered text's
-    tokens (special tokens as the processor adds them), each image's placeholder replaced by
-    its visual tokens (an image of unknown size keeps its placeholder's one). Exact for
-    Qwen-VL and InternVL; within a few tokens for Gemma (its image's begin/end markers);
-    LLaVA-OneVision's planner counts each image of a multi-image prompt at its single-image
-    (any-resolution) size, an overestimate that still grows with the images."""
+    tokens (special tokens as the processor adds them) plus what each image adds
+    (:func:`visual_tokens`, measured once per size and per one-or-several images a prompt;
+    an image of unknown size counts as its placeholder). Exact when an image's tokens depend on
+    its size and on whether it is alone in its prompt only, as for every family judgetrain
+    supports today; an estimate by design, for the order alone."""
     tokenizer = getattr(processor, "tokenizer", processor)
     text_tokens = [len(ids) for ids in tokenizer(list(texts))["input_ids"]] if texts else []
     out = []
-    cache: dict[tuple[int, int], int] = {}
+    measured: dict[tuple[tuple[int, int], bool], int] = {}
     for n_text, imgs in zip(text_tokens, images, strict=True):
         sizes = [s for s in (_image_size(im) for im in imgs) if s is not None]
-        new = sorted({s for s in sizes if s not in cache})
-        cache.update(zip(new, visual_tokens(processor, new), strict=True))
-        out.append(n_text - len(sizes) + sum(cache[s] for s in sizes))
+        keys = [(s, len(imgs) > 1) for s in sizes]
+        for key in keys:
+            if key not in measured:
+                measured[key] = visual_tokens(processor, key[0], among_several=key[1])
+        out.append(n_text + sum(measured[k] for k in keys))
     return out
 
 

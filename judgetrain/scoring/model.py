@@ -9,12 +9,12 @@ README: "Scoring (Python)".
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..compat.transformers import cache_rows
 from ..models.registry import ModelFamily, detect_family, get_family
 
 if TYPE_CHECKING:
@@ -150,17 +150,10 @@ def _model_device(model: Any) -> torch.device:
 
 
 def select_cache_rows(cache: Any, rows: torch.Tensor) -> Any:
-    """A new cache holding ``rows`` of ``cache`` (repeats allowed) and leaving ``cache`` untouched.
-
-    A shallow copy of the cache and of each layer, then ``batch_select_indices``:
-    advanced indexing allocates fresh key/value tensors for the copy, so the
-    prompt cache can serve any number of continuations. (``copy.deepcopy`` would
-    duplicate the whole batch first.)
-    """
-    new = copy.copy(cache)
-    new.layers = [copy.copy(layer) for layer in cache.layers]
-    new.batch_select_indices(rows)
-    return new
+    """A new cache holding ``rows`` of ``cache`` (repeats allowed) and leaving ``cache``
+    untouched, so the prompt cache can serve any number of continuations
+    (:func:`judgetrain.compat.transformers.cache_rows`)."""
+    return cache_rows(cache, rows)
 
 
 @contextmanager

@@ -75,6 +75,8 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.cluster import SlurmArgs
+from judgetrain.compat.accelerate import launch_command
+from judgetrain.compat.optuna import reopen_trial, trial_id
 from judgetrain.config import arg, one_of
 from judgetrain.train.accelerate_configs import NAMES
 
@@ -119,13 +121,13 @@ def _fail_orphans(study, retries: int) -> list[int]:
 
                 cancel(t.user_attrs["slurm_job"])
             try:
-                study._storage.set_trial_user_attr(t._trial_id, "fail_reason", f"controller pid {owner['pid']} died while the trial ran")
-                study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                continue  # another controller got there first
+                reopen_trial(study, trial_id(t)).set_user_attr("fail_reason", f"controller pid {owner['pid']} died while the trial ran")
+                frozen = study.tell(t.number, state=TrialState.FAIL)
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+                continue  # another controller got there first (tell: "Cannot tell a FAIL trial")
             failed.append(t.number)
             if retries:
-                RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, study._storage.get_trial(t._trial_id))
+                RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, frozen)
     return failed
 
 
@@ -270,11 +272,11 @@ TRIAL_MODULE = "judgetrain.sweep"  # its __main__ is the trial entry (trial_main
 
 
 def trial_command(cfg: SweepConfig, overrides: list[str]) -> list[str]:
-    """``python -m accelerate.commands.launch [config] -m judgetrain.sweep --config RECIPE overrides``."""
+    """``accelerate launch [config] -m judgetrain.sweep --config RECIPE overrides``, run by this
+    interpreter (:func:`judgetrain.compat.accelerate.launch_command`)."""
     from judgetrain.train.accelerate_configs import accelerate_args
 
-    return [sys.executable, "-m", "accelerate.commands.launch", *accelerate_args(cfg),
-            "-m", TRIAL_MODULE, "--config", str(cfg.recipe), *overrides]
+    return [*launch_command(), *accelerate_args(cfg), "-m", TRIAL_MODULE, "--config", str(cfg.recipe), *overrides]
 
 
 class TrialSkipped(TrialFailed):
@@ -306,7 +308,7 @@ def skip_reason(study, trial, values: dict[str, Any], size: int) -> str | None:
 def _trial_env(cfg: SweepConfig, trial) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV] = json.dumps({
-        "storage": cfg.storage, "study": cfg.study, "trial_id": trial._trial_id, "trial_number": trial.number,
+        "storage": cfg.storage, "study": cfg.study, "trial_id": trial_id(trial), "trial_number": trial.number,
         # a SLURM job runs on another machine, where this pid means nothing: the heartbeat watches the controller instead
         "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": None if cfg.slurm else os.getpid(),
         # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it

@@ -22,7 +22,7 @@ def failure_reason(rc: int, log: Path) -> str:
     # accelerate launch exits 1 when its training process dies of a signal, and says which
     died = re.findall(r"died with <Signals\.(SIG[A-Z]+)", tail)
     if rc < 0 or died:
-        name = died[-1] if died else (signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc))
+        name = died[-1] if died else {s.value: s.name for s in signal.Signals}.get(-rc, str(-rc))
         return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "") + f"; log: {log}"
     if "OutOfMemoryError" in tail or "CUDA out of memory" in tail:
         return f"out of GPU memory; log: {log}"

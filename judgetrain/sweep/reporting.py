@@ -13,6 +13,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from judgetrain.compat.optuna import reopen_trial
 from judgetrain.io import write_text
 
 from .space import RESULT_FILE, Objective, SweepError, make_pruner, objective_problems
@@ -57,7 +58,7 @@ class SweepCallback(TrainerCallback):
 
             storage = storage_from_url(self.env["storage"], heartbeat_interval=None)
             study = optuna.load_study(study_name=self.env["study"], storage=storage, pruner=make_pruner(*self.env["pruner"]))
-            self._trial = optuna.trial.Trial(study, self.env["trial_id"])
+            self._trial = reopen_trial(study, self.env["trial_id"])
         return self._trial
 
     def _judge_metrics(self, model) -> dict[str, Any]:

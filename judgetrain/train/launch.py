@@ -77,7 +77,7 @@ def make_parser():
     parser = config.make_parser(TrainCommand, prog="judgetrain train", description=__doc__.strip().splitlines()[0],
                                 epilog=EPILOG, usage=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     launcher_help = parser.format_help
-    parser.format_help = lambda: launcher_help() + "\n" + recipe_help()  # a stored copy: no torch, no TRL trainer
+    parser.format_help = lambda: launcher_help() + "\n" + recipe_help()  # TRL's fields read from source: no torch
     return parser
 
 

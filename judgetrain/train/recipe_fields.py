@@ -1,14 +1,14 @@
-"""The recipe fields ``judgetrain train --help`` lists, without importing the training stack.
+"""The recipe fields ``judgetrain train --help`` lists, without importing torch or TRL's trainer.
 
-Every recipe field comes from a dataclass: judgetrain's own (:mod:`judgetrain.train.args`,
-:mod:`judgetrain.consistency.args`) and TRL's ``SFTConfig`` with transformers'
-``TrainingArguments``, whose import loads torch and takes seconds (tens of seconds on a busy
-machine). So the listing is rendered once, at a fixed width, into ``recipe_fields.json`` beside
-this module, keyed by what it depends on: the installed TRL and transformers versions and the
-content of judgetrain's argument modules. :func:`recipe_help` prints that copy when the key
-matches and renders it live otherwise (a changed install is never shown a stale listing).
-``python -m judgetrain.train.recipe_fields --write`` rewrites the copy; a test checks that it
-equals the live rendering.
+Every recipe field comes from a dataclass of the recipe parser
+(:func:`judgetrain.train.parser.make_parser`): judgetrain's ``ModelArguments`` (TRL's
+``ModelConfig`` with judgetrain's model fields), ``DataArguments``, and TRL's ``SFTConfig``
+(transformers' ``TrainingArguments`` under it) with judgetrain's consistency fields. Importing
+``SFTConfig`` loads torch (seconds; tens of seconds on a busy machine), so its fields are read
+from the installed release's source instead
+(:func:`judgetrain.compat.trl.sft_config_from_source`): the listing is always the installed
+release's, and nothing is stored that a release could make stale. A test checks that the
+listing's fields are the recipe parser's.
 README: "`judgetrain train`".
 """
 
@@ -16,75 +16,37 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
-import json
-import sys
-from importlib import metadata
-from pathlib import Path
 
 from judgetrain import config
 
-__all__ = ["SNAPSHOT", "WIDTH", "recipe_help", "render_recipe_help", "snapshot_key", "write_snapshot"]
+__all__ = ["WIDTH", "recipe_help", "recipe_parser"]
 
-SNAPSHOT = Path(__file__).with_name("recipe_fields.json")
-WIDTH = 100  # columns of the listing: fixed, so the copy does not depend on the terminal it was made in
-# the modules whose dataclasses (and the registries their help texts name) make up the listing
-_SOURCES = ("judgetrain/train/args.py", "judgetrain/consistency/args.py", "judgetrain/consistency/config.py",
-            "judgetrain/models/registry.py", "judgetrain/train/recipe_fields.py")
+WIDTH = 100  # columns of the listing: fixed, so it does not depend on the terminal it is printed in
 
 
-def snapshot_key() -> dict[str, str]:
-    """What the listing depends on: TRL's and transformers' installed versions, and the sha256 of
-    each judgetrain module that defines recipe fields (read from disk, nothing imported)."""
-    root = Path(__file__).resolve().parents[2]  # the folder holding the judgetrain package (checkout or site-packages)
-    sources = {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in _SOURCES}
-    return {"trl": metadata.version("trl"), "transformers": metadata.version("transformers"), **sources}
-
-
-def render_recipe_help() -> str:
-    """Every recipe field (:func:`judgetrain.train.parser.make_parser`), grouped by dataclass, at
-    :data:`WIDTH` columns (imports TRL's SFTConfig: seconds)."""
-    from trl import SFTConfig
-
+def recipe_parser(training: type | None = None) -> argparse.ArgumentParser:
+    """A parser that lists every recipe field under the dataclass that declares it, at
+    :data:`WIDTH` columns (for ``--help``, not for parsing: see
+    :func:`judgetrain.train.parser.parse`). ``training``: the class of TRL's training fields;
+    by default read from TRL's source (nothing imported), tests pass ``trl.SFTConfig``."""
+    from judgetrain.compat.transformers import argument_group
+    from judgetrain.compat.trl import sft_config_from_source
     from judgetrain.consistency.args import ConsistencyArguments
 
-    from .args import DataArguments, LoraArguments, ModelArguments
+    from .args import DataArguments
+    from .model_args import ModelArguments
 
-    groups = [(ModelArguments, "recipe fields: judgetrain's ModelArguments"),
+    groups = [(ModelArguments, "recipe fields: TRL's ModelConfig with judgetrain's model fields (ModelArguments)"),
               (DataArguments, "recipe fields: judgetrain's DataArguments"),
-              (LoraArguments, "recipe fields: judgetrain's LoraArguments"),
               (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
-              (SFTConfig, "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
-    # a subclass per dataclass only to give HfArgumentParser a group title
-    titled = tuple(type(cls.__name__, (cls,), {"_argument_group_name": title}) for cls, title in groups)
+              (training or sft_config_from_source(), "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
     formatter = functools.partial(argparse.ArgumentDefaultsHelpFormatter, width=WIDTH, max_help_position=40)
-    parser = config.make_parser(titled, prog="judgetrain train", usage=argparse.SUPPRESS, add_help=False,
-                                formatter_class=formatter,
-                                description="Every field below is a recipe key (YAML) and, on the command line, an "
-                                            "override (--field value) that wins over the recipe:")
-    return parser.format_help()
+    return config.make_parser(tuple(argument_group(cls, title) for cls, title in groups), prog="judgetrain train",
+                              usage=argparse.SUPPRESS, add_help=False, formatter_class=formatter,
+                              description="Every field below is a recipe key (YAML) and, on the command line, an "
+                                          "override (--field value) that wins over the recipe:")
 
 
 def recipe_help() -> str:
-    """The listing: the stored copy when its key matches this install, else rendered live."""
-    try:
-        stored = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
-    if stored.get("key") == snapshot_key():
-        return stored["text"]
-    return render_recipe_help()
-
-
-def write_snapshot() -> Path:
-    """Render the listing live and store it with its key (:data:`SNAPSHOT`)."""
-    from judgetrain.io import write_json
-
-    write_json(SNAPSHOT, {"key": snapshot_key(), "text": render_recipe_help()})
-    return SNAPSHOT
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m judgetrain.train.recipe_fields --write  (re-renders judgetrain/train/recipe_fields.json)")
-    print(f"wrote {write_snapshot()}")
+    """The listing: every recipe field with its help text and default, TRL's read from its source."""
+    return recipe_parser().format_help()

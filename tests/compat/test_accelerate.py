@@ -57,3 +57,34 @@ def test_a_removed_launcher_is_named(monkeypatch):
     monkeypatch.delattr(importlib.import_module("accelerate.commands.launch"), "launch_command")
     with pytest.raises(UpstreamChanged, match=r"^accelerate \S+ no longer offers accelerate\.commands\.launch\.launch_command"):
         compat.launch(["-m", "zipfile"])
+
+
+def test_the_launch_command_runs_accelerate_launch_in_a_new_process(tmp_path):
+    """launch_command: ``python -m MODULE`` of accelerate's own accelerate-launch entry point is
+    `accelerate launch` in a fresh process, run by this interpreter (each sweep trial's launch):
+    it runs a module to the end, and fails with the module's exit code."""
+    import sys
+
+    config = tmp_path / "cpu.yaml"
+    config.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n"
+                      "mixed_precision: 'no'\n")
+    (tmp_path / "a.txt").write_text("judgetrain")
+    with relied_on("the accelerate-launch entry point's module (accelerate.commands.launch) run as python -m"):
+        command = compat.launch_command()
+        assert command[:2] == [sys.executable, "-m"]
+        options = ["--config_file", str(config), "--num_processes", "1"]
+        done = subprocess.run([*command, *options, "-m", "zipfile", "-c", "out.zip", "a.txt"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert zipfile.ZipFile(tmp_path / "out.zip").namelist() == ["a.txt"]
+        failed = subprocess.run([*command, *options, "-m", "zipfile", "-t", "missing.zip"], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=300)
+        assert failed.returncode != 0
+
+
+def test_a_missing_launch_entry_point_is_named(monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    with pytest.raises(UpstreamChanged, match=r"^accelerate \S+ no longer offers the accelerate-launch console script"):
+        compat.launch_command()

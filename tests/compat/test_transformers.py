@@ -196,3 +196,67 @@ def test_a_missing_conversion_mapping_fails_loudly_rather_than_write_another_lay
     del model._weight_conversions
     with pytest.raises(UpstreamChanged, match=r"PreTrainedModel\._weight_conversions"):
         compat.hub_key_layout(model)
+
+
+def test_cache_rows_continue_as_the_full_sequences_and_leave_the_cache_alone(tiny_model):
+    """cache_rows: rows of a prompt cache (repeated, reordered) continue each row exactly as a
+    forward pass over the whole sequence does, and the prompt cache keeps its rows and length
+    (what shared-prefix scoring relies on to serve every continuation from one cache)."""
+    import inspect
+
+    from judgetrain.models import load_model_and_processor
+
+    model, _ = load_model_and_processor(tiny_model("llava-onevision"), dtype="float32")
+    arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    ids, rows, nxt = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]]), torch.tensor([1, 0, 1]), torch.tensor([[3], [4], [5]])
+    with relied_on("Cache.layers (shallow-copied per layer) and Cache.batch_select_indices"), torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        cache = getattr(out, arg)
+        before = [layer.keys.clone() for layer in cache.layers]
+        continued = model(input_ids=nxt, use_cache=True, **{arg: compat.cache_rows(cache, rows)}).logits[:, -1]
+        whole = model(input_ids=torch.cat([ids[rows], nxt], 1)).logits[:, -1]
+        assert torch.allclose(continued, whole, atol=1e-5)
+        assert cache.get_seq_length() == 4 and all(torch.equal(b, layer.keys) for b, layer in zip(before, cache.layers, strict=True))
+
+
+def test_a_cache_without_layers_is_named():
+    class Renamed:
+        def batch_select_indices(self, rows):
+            pass
+
+    with pytest.raises(UpstreamChanged, match=r"^transformers \S+ no longer offers Renamed\.layers"):
+        compat.cache_rows(Renamed(), torch.tensor([0]))
+
+
+def test_an_argument_group_heads_its_fields_in_help_and_parses_as_its_dataclass():
+    """argument_group: HfArgumentParser lists the fields of a dataclass carrying
+    _argument_group_name under that heading, and parses them into an instance of it."""
+    import dataclasses
+
+    from transformers import HfArgumentParser
+
+    @dataclasses.dataclass
+    class Options:
+        rank: int = dataclasses.field(default=4, metadata={"help": "the rank"})
+
+    with relied_on("HfArgumentParser's _argument_group_name"):
+        titled = compat.argument_group(Options, "judgetrain's options")
+        parser = HfArgumentParser(titled)
+        text = parser.format_help()
+        assert "judgetrain's options:\n  --rank RANK" in text, text
+        (parsed,) = parser.parse_args_into_dataclasses(["--rank", "8"])
+        assert isinstance(parsed, Options) and parsed.rank == 8
+
+
+def test_the_attention_implementation_is_the_one_set_and_takes_back(tiny_model):
+    """attention_implementation: what the model runs, as set_attn_implementation takes it back."""
+    from judgetrain.models import load_model_and_processor
+
+    model, _ = load_model_and_processor(tiny_model("qwen3-vl"), dtype="float32", attn_implementation="eager")
+    with relied_on("PretrainedConfig._attn_implementation"):
+        before = compat.attention_implementation(model)
+        assert before == "eager"
+        model.set_attn_implementation("sdpa")
+        assert compat.attention_implementation(model) == "sdpa"
+        model.set_attn_implementation(before)
+        assert compat.attention_implementation(model) == "eager"

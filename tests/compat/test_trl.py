@@ -80,3 +80,48 @@ def test_a_removed_collator_is_named(monkeypatch):
     monkeypatch.delattr(importlib.import_module("trl.trainer.sft_trainer"), "DataCollatorForVisionLanguageModeling")
     with pytest.raises(UpstreamChanged, match=r"^trl \S+ no longer offers trl\.trainer\.sft_trainer\.DataCollatorForVision"):
         compat.vision_collator(None)
+
+
+def _listed(dataclass_type) -> list[dict]:
+    """What HfArgumentParser makes of each field: the option strings and every value --help shows."""
+    from transformers import HfArgumentParser
+
+    return [{"flags": a.option_strings, "dest": a.dest, "nargs": a.nargs, "const": a.const, "default": a.default,
+             "choices": list(a.choices) if a.choices else None, "help": a.help, "required": a.required}
+            for a in HfArgumentParser(dataclass_type)._actions if a.dest != "help"]
+
+
+def test_sft_config_read_from_source_is_the_imported_one():
+    """sft_config_from_source: the fields read from TRL's and transformers' source (nothing
+    imported) are SFTConfig's, in order, with the same defaults, help, init and, as --help shows
+    them, the same options; only what the source computes differs (the default optim, the log
+    levels' choices), and that is named (SourceField.unread)."""
+    import dataclasses
+
+    from trl import SFTConfig
+
+    from judgetrain.compat.dataclass_source import dataclass_fields
+
+    def default(f):
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+    computed = {("optim", "default"), ("log_level", "choices"), ("log_level_replica", "choices")}
+    with relied_on("SFTConfig declared in trl/trainer/sft_config.py over transformers' TrainingArguments "
+                   "(transformers/training_args.py), its fields' values as literals"):
+        read = dataclass_fields(*compat.SFT_CONFIG_SOURCE)
+        live = dataclasses.fields(SFTConfig)
+        assert [f.name for f in read] == [f.name for f in live]
+        assert {(f.name, u.split(":")[-1].strip("'")) for f in read for u in f.unread} == computed
+        for r, f in zip(read, live, strict=True):
+            assert (r.init, r.metadata.get("help")) == (f.init, f.metadata.get("help")), f.name
+            assert "default" in r.unread or default(r) == default(f), f.name
+        listed, imported = _listed(compat.sft_config_from_source()), _listed(SFTConfig)
+        assert [a["flags"] for a in listed] == [a["flags"] for a in imported]
+        differ = {(a["dest"], k) for a, b in zip(listed, imported, strict=True) for k in a if a[k] != b[k]}
+        assert differ == computed
+
+
+def test_an_sft_config_that_moved_is_named(monkeypatch):
+    monkeypatch.setattr(compat, "SFT_CONFIG_SOURCE", ("trl.trainer.sft_configuration", "SFTConfig", {}))
+    with pytest.raises(UpstreamChanged, match=r"^trl \S+ no longer offers the module trl\.trainer\.sft_configuration"):
+        compat.sft_config_from_source()

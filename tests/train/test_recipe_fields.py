@@ -1,33 +1,45 @@
 """`judgetrain train --help` lists every recipe field without importing torch or TRL's trainer
-(tests/test_commands.py checks every command's help for that): from a stored copy that must equal the live rendering for this install (regenerate it with
-`python -m judgetrain.train.recipe_fields --write`), and that is rendered live whenever its key
-(TRL's and transformers' versions, judgetrain's argument modules) does not match."""
+(tests/test_commands.py checks every command's help for that), TRL's read from the installed
+source: the listing's fields are the recipe parser's, whatever release is installed."""
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
+from pathlib import Path
 
 from judgetrain.train import recipe_fields
+from judgetrain.train.parser import make_parser
+
+# what TRL's and transformers' source computes rather than states (judgetrain.compat.dataclass_source.Unread):
+# the listing shows the expression for a default, and no choices for a choice
+COMPUTED = {("optim", "default"), ("log_level", "choices"), ("log_level_replica", "choices")}
 
 
-def test_the_stored_listing_is_the_live_one_for_this_install():
-    """The copy is regenerated whenever a judgetrain argument module changes (else this fails),
-    and what `--help` prints equals the live rendering: the copy where this install has the
-    versions it was made with, the live rendering where it has others."""
-    stored = json.loads(recipe_fields.SNAPSHOT.read_text())
-    current = recipe_fields.snapshot_key()
-    sources = [k for k in current if k.endswith(".py")]
-    assert {k: stored["key"].get(k) for k in sources} == {k: current[k] for k in sources}, \
-        "recipe_fields.json is stale: run `python -m judgetrain.train.recipe_fields --write`"
-    live = recipe_fields.render_recipe_help()
-    assert recipe_fields.recipe_help() == live
-    if stored["key"] == current:
-        assert stored["text"] == live
-    assert "--learning_rate" in live and "--lora_r" in live and "--consistency_objective" in live
+def _actions(parser) -> dict[tuple[str, ...], dict]:
+    return {tuple(a.option_strings): {"dest": a.dest, "nargs": a.nargs, "const": a.const, "default": a.default, "help": a.help,
+                                      "choices": list(a.choices) if a.choices else None, "required": a.required}
+            for a in parser._actions if a.dest != "help"}
 
 
-def test_a_listing_whose_key_does_not_match_is_rendered_live(tmp_path, monkeypatch):
-    stale = tmp_path / "recipe_fields.json"
-    stale.write_text(json.dumps({"key": {**recipe_fields.snapshot_key(), "trl": "0.0.1"}, "text": "stale"}))
-    monkeypatch.setattr(recipe_fields, "SNAPSHOT", stale)
-    assert recipe_fields.recipe_help() == recipe_fields.render_recipe_help() != "stale"
+def test_the_listing_holds_the_recipe_parsers_fields_with_their_defaults_and_help():
+    """Every option of the recipe parser (TRL's SFTConfig imported) is listed, with its default,
+    help, choices and arity; only what the source computes differs, and is shown as computed."""
+    listed, parsed = _actions(recipe_fields.recipe_parser()), _actions(make_parser())
+    assert listed.keys() == parsed.keys()
+    differ = {(a["dest"], key) for flags, a in listed.items() for key in a if a[key] != parsed[flags][key]}
+    assert differ == COMPUTED
+    optim = next(a for a in listed.values() if a["dest"] == "optim")
+    assert optim["default"] == "default_optim, as transformers computes it"
+
+
+def test_the_listing_imports_no_torch_and_heads_each_dataclass():
+    code = ("import sys\nfrom judgetrain.train.recipe_fields import recipe_help\nprint(recipe_help())\n"
+            "print(sorted(m for m in ('torch', 'trl.trainer.sft_config') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    *text, imported = done.stdout.splitlines()
+    assert imported == "[]", done.stderr[-3000:]
+    for heading in ("TRL's ModelConfig with judgetrain's model fields", "judgetrain's DataArguments",
+                    "judgetrain's ConsistencyArguments", "TRL's SFTConfig"):
+        assert any(line.startswith(f"recipe fields: {heading}") for line in text), heading
+    assert not (Path(recipe_fields.__file__).parent / "recipe_fields.json").exists()  # nothing stored to go stale

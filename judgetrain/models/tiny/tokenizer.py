@@ -143,20 +143,16 @@ def tiny_corpus() -> list[str]:
 
 def train_bpe(vocab_size: int = 640) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Train a byte-level BPE with Qwen2's exact pre-tokenizer; return (vocab, merges)."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
 
-    # Same normalizer and pre-tokenizer as Qwen2Tokenizer, which rebuilds its
-    # pipeline from vocab and merges on every load: training with another split
-    # would give merges the loaded tokenizer never applies.
+    # Qwen2Tokenizer's own normalizer and pre-tokenizer (it rebuilds its pipeline from vocab
+    # and merges on every load): training with another split would give merges the loaded
+    # tokenizer never applies. An empty Qwen2Tokenizer holds them (backend_tokenizer).
+    qwen2 = Qwen2Tokenizer(vocab={"<|endoftext|>": 0}, merges=[]).backend_tokenizer
     tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
+    tok.normalizer = qwen2.normalizer
+    tok.pre_tokenizer = qwen2.pre_tokenizer
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # every byte encodable

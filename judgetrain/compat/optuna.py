@@ -1,0 +1,40 @@
+"""What judgetrain relies on in Optuna beyond its documented API, each reliance with a contract
+test in ``tests/compat/test_optuna.py`` that fails naming it when a release changes it. Where a
+release no longer offers it, these raise :class:`~judgetrain.compat.versions.UpstreamChanged`.
+README: "Upstream versions".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .versions import UpstreamChanged
+
+__all__ = ["reopen_trial", "trial_id"]
+
+LIBRARY = "optuna"
+
+
+def trial_id(trial: Any) -> int:
+    """The storage's id of ``trial`` (a ``Trial`` or ``FrozenTrial``: ``_trial_id``), by which
+    another process opens the same trial (:func:`reopen_trial`); Optuna's public API names a
+    trial by its number only within the ``Study`` object that asked for it."""
+    if not isinstance(getattr(trial, "_trial_id", None), int):
+        raise UpstreamChanged(LIBRARY, "Trial._trial_id / FrozenTrial._trial_id (the storage's id of a trial)",
+                              "let a sweep trial's training process report to the trial its controller asked for")
+    return trial._trial_id
+
+
+def reopen_trial(study: Any, trial_id: int) -> Any:
+    """The running trial ``trial_id`` of ``study`` as a ``optuna.trial.Trial`` (what
+    ``Study.ask`` returns): ``report``, ``should_prune`` and ``set_user_attr`` write to the
+    shared storage as from the process that asked for it. Relies on ``Trial(study, trial_id)``,
+    the constructor ``Study.ask`` uses, which Optuna does not document for users."""
+    import inspect
+
+    from optuna.trial import Trial
+
+    if list(inspect.signature(Trial).parameters)[:2] != ["study", "trial_id"]:
+        raise UpstreamChanged(LIBRARY, "optuna.trial.Trial(study, trial_id)",
+                              "let a sweep trial's training process report to the trial its controller asked for")
+    return Trial(study, trial_id)
