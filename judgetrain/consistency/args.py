@@ -46,7 +46,7 @@ def objective_problems(training_args) -> list[str]:
         problems.append(f"consistency_lambda: {lam} must be a finite number ≥ 0")
     if objective == "pseudo_label" and tau is None:
         problems.append("consistency_tau: missing for pseudo_label; give the confidence gate τ in (0, 1] (paper 001: 0.7, 0.9)")
-    elif objective == "pseudo_label" and not 0 < tau <= 1:
+    elif objective == "pseudo_label" and tau is not None and not 0 < tau <= 1:
         problems.append(f"consistency_tau: {tau} must be in (0, 1]: the gate compares it with a probability")
     elif objective == "js" and tau is not None:
         problems.append("consistency_tau: applies to pseudo_label only; drop it or set `consistency_objective: pseudo_label`")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,6 +18,9 @@ from judgetrain.train.trainer import JudgeSFTTrainer
 from .args import objective_problems
 from .collator import BATCH_KEYS, ViewDataError, ViewGroupCollator, ViewGroups
 from .objectives import content_log_posteriors, js_to_mixture, pseudo_label
+
+if TYPE_CHECKING:
+    from .config import ConsistencyConfig
 
 __all__ = ["ConsistencyTrainer", "trainer_class"]
 
@@ -51,6 +55,8 @@ class ConsistencyTrainer(JudgeSFTTrainer):
     (``judgetrain build consistency-views``) as ``train_dataset``/``eval_dataset`` and a
     :class:`ConsistencyConfig` as ``args``; it then samples whole questions
     (``per_device_train_batch_size`` counts questions, each V rows)."""
+
+    args: ConsistencyConfig  # the Trainer's arguments, with the consistency fields
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -120,7 +126,9 @@ class ConsistencyTrainer(JudgeSFTTrainer):
         if self.args.consistency_objective == "js":
             per_group = js_to_mixture(logp, group, n_groups)
         else:
-            per_group, gate, _target = pseudo_label(logp, group, n_groups, float(self.args.consistency_tau))
+            tau = self.args.consistency_tau
+            assert tau is not None, "objective_problems refused pseudo_label without τ when the trainer was made"
+            per_group, gate, _target = pseudo_label(logp, group, n_groups, float(tau))
         return per_group.mean(), self._stats(logp.detach(), group, n_groups, per_group.detach(), gate, pairing)
 
     def _stats(self, logp, group, n_groups, per_group, gate, pairing) -> dict[str, torch.Tensor]:
@@ -148,7 +156,7 @@ class ConsistencyTrainer(JudgeSFTTrainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """The logging window's consistency metrics join ``logs`` (wandb, TensorBoard, …), then TRL's own."""
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model is not None and self.model.training else "eval"
         sums, prefix = self.consistency_sums[mode], "eval_" if mode == "eval" else ""
         if sums.get("questions"):
             per_question = ["term", "agreement"] + (["gate_hit_rate"] if "gate_hit_rate" in sums else [])

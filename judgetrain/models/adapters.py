@@ -131,7 +131,7 @@ def _adapter_shapes(adapter: Path) -> dict[str, tuple[int, ...]]:
         from safetensors import safe_open
 
         with safe_open(str(adapter / _WEIGHTS[0]), "pt") as f:  # the header only: no tensor is read
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (safetensors' safe_open is not a mapping: no `in`)
     if (adapter / _WEIGHTS[1]).is_file():
         import torch
 
@@ -213,7 +213,7 @@ def _processor_class(config: Any) -> str | None:
     """The processor class ``AutoProcessor`` loads for a model of ``config``'s class, by name."""
     from transformers import PROCESSOR_MAPPING
 
-    found: Any = PROCESSOR_MAPPING[type(config)] if type(config) in PROCESSOR_MAPPING else None
+    found: Any = PROCESSOR_MAPPING.get(type(config), None)
     return found.__name__ if found is not None else None
 
 

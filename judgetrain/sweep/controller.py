@@ -72,7 +72,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from judgetrain.cluster import SlurmArgs
 from judgetrain.compat.accelerate import launch_command
@@ -188,6 +188,18 @@ class SweepConfig(SlurmArgs):
         if self.recipe is not None and not self.is_best:
             self.study = self.study or self.recipe.stem
             self.out = self.out or Path("runs") / "sweeps" / self.study
+
+    @property
+    def recipe_file(self) -> Path:
+        """The sweep's recipe (a sweep, not ``best``, always has one: the parser requires it)."""
+        if self.recipe is None:
+            raise SweepError("give the recipe to sweep: `judgetrain sweep RECIPE --space SPACE`")
+        return self.recipe
+
+    @property
+    def trials_dir(self) -> Path:
+        """Where the trial folders go (``--out``, else ``runs/sweeps/STUDY``: set with the recipe)."""
+        return self.out if self.out is not None else Path("runs") / "sweeps" / str(self.study or self.recipe_file.stem)
 
     @property
     def is_best(self) -> bool:
@@ -315,7 +327,7 @@ def _trial_env(cfg: SweepConfig, trial) -> dict[str, str]:
         "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
     })
     # wandb: every trial a run in the study's group
-    env.setdefault("WANDB_RUN_GROUP", cfg.study)
+    env.setdefault("WANDB_RUN_GROUP", str(cfg.study))
     env["WANDB_JOB_TYPE"] = "trial"
     return env
 
@@ -374,7 +386,7 @@ def _objective_fn(cfg: SweepConfig, console):
                                  f"the search space {cfg.space} is exhausted; widen it or lower --trials")
             raise TrialSkipped(skip)
         skipped_in_a_row[0] = 0
-        out = (cfg.out / f"trial-{trial.number:04d}").resolve()
+        out = (cfg.trials_dir / f"trial-{trial.number:04d}").resolve()
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULT_FILE).unlink(missing_ok=True)
         overrides = trial_overrides(cfg, values)
@@ -429,7 +441,7 @@ def open_study(cfg: SweepConfig):
         study_name=cfg.study, storage=storage, load_if_exists=True,
         sampler=TrialSeededSampler(cfg.seed),
         pruner=make_pruner(cfg.pruner, cfg.warmup_steps, cfg.startup_trials),
-        directions=[o.direction for o in cfg.objectives],
+        directions=[cast("Literal['minimize', 'maximize']", o.direction) for o in cfg.objectives],  # checked by Objective
     )
     have = [d.name.lower() for d in study.directions]
     want = [o.direction for o in cfg.objectives]
@@ -439,7 +451,7 @@ def open_study(cfg: SweepConfig):
     attrs = study.user_attrs
     if "recipe" not in attrs:
         study.set_user_attr("recipe", str(cfg.recipe))
-        study.set_user_attr("recipe_yaml", cfg.recipe.read_text())
+        study.set_user_attr("recipe_yaml", cfg.recipe_file.read_text())
         study.set_user_attr("space", str(cfg.search_space.path))
         study.set_user_attr("objectives", [[o.name, o.direction] for o in cfg.objectives])
         study.set_user_attr("fixed", cfg.search_space.fixed)
@@ -494,8 +506,8 @@ def run_sweep(cfg: SweepConfig) -> Any:
     console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.search_space.validate(cfg.recipe, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
+    cfg.trials_dir.mkdir(parents=True, exist_ok=True)
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
     if orphans:
@@ -526,7 +538,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
                          f"{cfg.stop_after_failures}), so the next would too. Fix it and rerun the same command (the "
                          f"study keeps its trials):\n  {streak.reason}")
     if "wandb" in _report_to(cfg):
-        wandb_summary(study, cfg.out, [o.name for o in cfg.objectives])
+        wandb_summary(study, cfg.trials_dir, [o.name for o in cfg.objectives])
     return study
 
 
@@ -536,7 +548,7 @@ def _report_to(cfg: SweepConfig) -> list[str]:
 
     if "--report_to" in cfg.overrides:
         return [cfg.overrides[len(cfg.overrides) - 1 - cfg.overrides[::-1].index("--report_to") + 1]]
-    value = (yaml.safe_load(cfg.recipe.read_text()) or {}).get("report_to") or []
+    value = (yaml.safe_load(cfg.recipe_file.read_text()) or {}).get("report_to") or []
     return [value] if isinstance(value, str) else list(value)
 
 

@@ -55,6 +55,6 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "accelerate_configs": ["LaunchArgs", "NAMES", "accelerate_args", "config_dir", "find_accelerate_config",
                            "resolve_accelerate_config", "world_size"],
     "launch": ["TrainCommand", "check", "command", "launch_config", "parse_command"],
-    "recipe_fields": ["WIDTH", "recipe_help", "recipe_parser"],
+    "recipe_fields": ["WIDTH", "ListingFormatter", "recipe_help", "recipe_parser"],
     "merge": ["MergeConfig", "merge_adapter"],
 })

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from typing import Any
 
 from .args import ConfigError, DataArguments
 
@@ -32,7 +33,10 @@ def load_training_data(data_args: DataArguments, seed: int):
     each dataset's content hashes for the model card."""
     from judgetrain import records
 
-    trains, evals, provenance, dropped = [], [], [], {}
+    trains: list[Any] = []
+    evals: list[Any] = []
+    provenance: list[dict] = []
+    dropped: dict = {}
     for path in data_args.datasets:
         info = records.read_build_info(path)
         dd = records.load(path)
@@ -97,7 +101,9 @@ def check_records(ds, processor, max_length: int | None, name: str, check_length
     from tqdm.auto import tqdm
 
     measure = check_lengths and max_length is not None
-    lengths, too_long, no_images = [], [], []
+    lengths: list[int] = []
+    too_long: list[tuple[str, int]] = []
+    no_images: list[str] = []
     rows = ds if measure else ds.select_columns(["id", "images"])
     for row in tqdm(rows, desc=f"checking {name} records", unit="rec", disable=os.environ.get("LOCAL_RANK", "0") != "0"):
         if not row["images"]:
@@ -105,7 +111,7 @@ def check_records(ds, processor, max_length: int | None, name: str, check_length
         elif measure:
             n = record_length(processor, row)
             lengths.append(n)
-            if n > max_length:
+            if max_length is not None and n > max_length:
                 too_long.append((row["id"], n))
     if no_images:
         raise ConfigError([f"{name}: {len(no_images)} record(s) show no image (e.g. {no_images[:3]}); every training batch must carry "

@@ -206,6 +206,7 @@ def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Pat
     targs = check(replace(launch, num_machines=slurm.nodes), overrides)[2]
     run_dir = Path(targs.output_dir).resolve()
     options = keep_accelerate_config(accelerate_args(replace(launch, main_process_port=None)), run_dir)
+    assert launch.recipe is not None, "check() refuses a launch without a recipe"
     module_args = ["--config", str(launch.recipe.resolve()), *overrides]
     if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in overrides):
         module_args += ["--resume_from_checkpoint", "auto"]

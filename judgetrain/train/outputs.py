@@ -18,7 +18,7 @@ import shlex
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from judgetrain.io import write_text
 from judgetrain.wandb_mode import offline_without_a_key
@@ -179,7 +179,7 @@ def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None
         kwargs["name"] = args.run_name
     # the mode said outright: wandb reads the environment once per process, so a WANDB_MODE set after an
     # earlier run in this process (configure_reporting's offline) would otherwise not apply
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=os.environ.get("WANDB_MODE"), **kwargs)
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=cast(Any, os.environ.get("WANDB_MODE")), **kwargs)
     run.config.update(config, allow_val_change=True)  # a resumed run keeps its config; the recipe may have grown
     if checkpoint is not None and run.offline:
         replay_history(run, checkpoint)
@@ -235,7 +235,7 @@ def _yamlable(v: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=8)  # the card is rewritten at every checkpoint; the base's card is read once
-def base_license(base: str) -> dict[str, str]:
+def base_license(base: str) -> dict[str, Any]:
     """``license`` (and ``license_name`` / ``license_link``) from the base model's card: its
     folder's ``README.md``, or a hub id's card (from the cache, else the hub unless offline);
     {} when it has none or it cannot be read."""

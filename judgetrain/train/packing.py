@@ -246,6 +246,7 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     rows = pack_bins(train_lengths, training_args.max_length)
     packed_eval = None
     if evaluation is not None:
+        assert eval_lengths is not None, "the evaluation records are measured with the training ones"
         eval_rows = (pack_bins(eval_lengths, training_args.max_length) if training_args.eval_packing is not False
                      else [[i] for i in range(len(evaluation))])
         packed_eval = packed_rows("eval", eval_rows)

@@ -15,13 +15,19 @@ README: "`judgetrain train`".
 from __future__ import annotations
 
 import argparse
-import functools
 
 from judgetrain import config
 
-__all__ = ["WIDTH", "recipe_help", "recipe_parser"]
+__all__ = ["WIDTH", "ListingFormatter", "recipe_help", "recipe_parser"]
 
 WIDTH = 100  # columns of the listing: fixed, so it does not depend on the terminal it is printed in
+
+
+class ListingFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """The listing's layout: :data:`WIDTH` columns, help texts from column 40."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=WIDTH, max_help_position=40)
 
 
 def recipe_parser(training: type | None = None) -> argparse.ArgumentParser:
@@ -40,9 +46,8 @@ def recipe_parser(training: type | None = None) -> argparse.ArgumentParser:
               (DataArguments, "recipe fields: judgetrain's DataArguments"),
               (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
               (training or sft_config_from_source(), "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
-    formatter = functools.partial(argparse.ArgumentDefaultsHelpFormatter, width=WIDTH, max_help_position=40)
     return config.make_parser(tuple(argument_group(cls, title) for cls, title in groups), prog="judgetrain train",
-                              usage=argparse.SUPPRESS, add_help=False, formatter_class=formatter,
+                              usage=argparse.SUPPRESS, add_help=False, formatter_class=ListingFormatter,
                               description="Every field below is a recipe key (YAML) and, on the command line, an "
                                           "override (--field value) that wins over the recipe:")
 

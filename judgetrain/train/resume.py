@@ -131,8 +131,9 @@ def _default(name: str) -> Any:
         for f in fields(cls):
             if f.name == name:
                 value = f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
-                value = None if value is MISSING else value
-                return value.value if hasattr(value, "value") else value
+                if value is MISSING or value is None:
+                    return None
+                return value.value if hasattr(value, "value") else value  # an enum (IntervalStrategy, …): its value
     return None
 
 
