@@ -54,8 +54,18 @@ from .core.manifests import nothing_left, report_skips
 from .core.outfolder import already_built
 from .core.steps import assign_splits, build_info, config_json, each_plan, generate_splits, manifest_source, work_dirs
 
-__all__ = ["BUILDER", "LAYOUT", "TASK", "VERSION", "ConsistencyViewsConfig", "build", "gold_letter", "main", "make_parser",
-           "view_records"]
+__all__ = [
+    "BUILDER",
+    "LAYOUT",
+    "TASK",
+    "VERSION",
+    "ConsistencyViewsConfig",
+    "build",
+    "gold_letter",
+    "main",
+    "make_parser",
+    "view_records",
+]
 
 BUILDER = "consistency-views"
 VERSION = "1.0.0"
@@ -70,14 +80,18 @@ class ConsistencyViewsConfig(WorkBuildArgs):
 
     manifest: Path = arg(None, "video-MCQ manifest (JSON Lines; `judgetrain build video-mcq` writes one)", metavar="MANIFEST")
     budget: int = arg(8, "frames per view, b (paper 001 App. C: 8 frames per clip)", metavar="B")
-    phases: int = arg(3, "phase grids per question, S: grid s samples ⌊(i + s/S)·T/b⌋ (1: the left-endpoint grid only)",
-                      metavar="S")
-    orderings: int = arg(2, "option orderings per question, K: PhaseFusion's seeded orderings 0..K-1 (0 = manifest order)",
-                         metavar="K")
-    max_side: int = arg(MAX_SIDE, "longer frame side in pixels after resizing (paper 001 App. A: 360, as eval phasefusion)",
-                        metavar="PX")
-    splits: Fractions = arg(Fractions("train=0.9,validation=0.1"), "fractions per split, by question (all of a question's "
-                            "views go to one split)")
+    phases: int = arg(
+        3, "phase grids per question, S: grid s samples ⌊(i + s/S)·T/b⌋ (1: the left-endpoint grid only)", metavar="S"
+    )
+    orderings: int = arg(
+        2, "option orderings per question, K: PhaseFusion's seeded orderings 0..K-1 (0 = manifest order)", metavar="K"
+    )
+    max_side: int = arg(
+        MAX_SIDE, "longer frame side in pixels after resizing (paper 001 App. A: 360, as eval phasefusion)", metavar="PX"
+    )
+    splits: Fractions = arg(
+        Fractions("train=0.9,validation=0.1"), "fractions per split, by question (all of a question's views go to one split)"
+    )
 
     def __post_init__(self) -> None:
         self.out = Path(self.out) if self.out is not None else None
@@ -93,8 +107,10 @@ class ConsistencyViewsConfig(WorkBuildArgs):
         """Every problem at once, each naming the option and the fix."""
         problems = []
         if self.manifest is None:
-            problems.append("--manifest: missing; give a video-MCQ manifest (`judgetrain build video-mcq --out DIR --synthetic N` "
-                            "writes DIR/manifest.jsonl)")
+            problems.append(
+                "--manifest: missing; give a video-MCQ manifest (`judgetrain build video-mcq --out DIR --synthetic N` "
+                "writes DIR/manifest.jsonl)"
+            )
         for name in ("budget", "phases", "orderings"):
             if getattr(self, name) < 1:
                 problems.append(f"--{name} {getattr(self, name)}: must be at least 1")
@@ -103,8 +119,11 @@ class ConsistencyViewsConfig(WorkBuildArgs):
         bad = [s for s in self.splits if s not in ("train", "validation", "test")]
         if bad:
             problems.append(f"--splits: unknown split {bad}; use train, validation, test")
-        if not self.splits or any(v < 0 for v in self.splits.values()) or not math.isclose(sum(self.splits.values()), 1.0,
-                                                                                             abs_tol=1e-6):
+        if (
+            not self.splits
+            or any(v < 0 for v in self.splits.values())
+            or not math.isclose(sum(self.splits.values()), 1.0, abs_tol=1e-6)
+        ):
             problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1, e.g. train=0.9,validation=0.1")
         if problems:
             raise BuildError("invalid consistency-views build options:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -132,17 +151,41 @@ def view_records(plan: dict[str, Any], images_of: Any) -> list[dict[str, Any]]:
             prompt = mcq_prompt(plan["question"], options, perm, len(frames))
             for message in prompt:  # the record schema's content items carry both keys
                 message["content"] = [{"type": c["type"], "text": c.get("text")} for c in message["content"]]
-            meta = {"group": qid, "view": view, "views": len(plan["frames"]) * len(perms), "phase": s,
-                    "phases": len(plan["frames"]), "ordering": k, "orderings": len(perms), "perm": perm, "answer": answer,
-                    "options": list(options), "frames": frames, "budget": len(frames), "video": plan["video"],
-                    "manifest_line": plan["line"], "benchmark": plan["benchmark"], "extra": plan["extra"]}
-            out.append({
-                "id": f"{qid}:v{view}", "task": TASK, "images": images, "prompt": prompt,
-                "completion": [{"role": "assistant", "content": [{"type": "text", "text": letter}]}],
-                "choices": list(LETTERS[:len(options)]), "label": letter, "source": plan["benchmark"],
-                "perturbation": "none", "position": -1, "n_frames": len(frames), "layout": LAYOUT,
-                "meta": json.dumps(meta, sort_keys=True),
-            })
+            meta = {
+                "group": qid,
+                "view": view,
+                "views": len(plan["frames"]) * len(perms),
+                "phase": s,
+                "phases": len(plan["frames"]),
+                "ordering": k,
+                "orderings": len(perms),
+                "perm": perm,
+                "answer": answer,
+                "options": list(options),
+                "frames": frames,
+                "budget": len(frames),
+                "video": plan["video"],
+                "manifest_line": plan["line"],
+                "benchmark": plan["benchmark"],
+                "extra": plan["extra"],
+            }
+            out.append(
+                {
+                    "id": f"{qid}:v{view}",
+                    "task": TASK,
+                    "images": images,
+                    "prompt": prompt,
+                    "completion": [{"role": "assistant", "content": [{"type": "text", "text": letter}]}],
+                    "choices": list(LETTERS[: len(options)]),
+                    "label": letter,
+                    "source": plan["benchmark"],
+                    "perturbation": "none",
+                    "position": -1,
+                    "n_frames": len(frames),
+                    "layout": LAYOUT,
+                    "meta": json.dumps(meta, sort_keys=True),
+                }
+            )
     return out
 
 
@@ -171,8 +214,10 @@ def read_questions(manifest: Path) -> tuple[list[VideoQuestion], list[Skip]]:
     """The questions of a video-MCQ manifest, and a located :class:`Skip` for every bad line (the
     checks of :func:`judgetrain.mcq.manifest.check_line`, and a repeated id): one bad line is one skip."""
     if not manifest.is_file():
-        raise BuildError(f"--manifest {manifest}: no such manifest; build one with `judgetrain build video-mcq --out DIR "
-                         "--synthetic N` (it writes DIR/manifest.jsonl)")
+        raise BuildError(
+            f"--manifest {manifest}: no such manifest; build one with `judgetrain build video-mcq --out DIR "
+            "--synthetic N` (it writes DIR/manifest.jsonl)"
+        )
     questions: list[VideoQuestion] = []
     skips: list[Skip] = []
     seen: dict[str, int] = {}
@@ -199,20 +244,27 @@ def check_views_differ(q: VideoQuestion, n_frames: int, grids: list[list[int]]) 
     """``ViewsProblem`` when the phase grids of ``q``'s video cannot give views that differ in time:
     a video of one frame, or phase grids that all pick the same frames."""
     if n_frames < 2:
-        raise ViewsProblem(f"{q.video} has {n_frames} frame; every view would show that one frame {len(grids[0])} times; "
-                           "give a video of at least 2 frames, or drop the line")
+        raise ViewsProblem(
+            f"{q.video} has {n_frames} frame; every view would show that one frame {len(grids[0])} times; "
+            "give a video of at least 2 frames, or drop the line"
+        )
     if len(grids) > 1 and all(g == grids[0] for g in grids):
-        raise ViewsProblem(f"{q.video} has {n_frames} frames, too few for {len(grids)} different phase grids of "
-                           f"{len(grids[0])} frames (all pick frames {[i + 1 for i in grids[0]]}); give a longer video, "
-                           "lower --budget, or use --phases 1")
+        raise ViewsProblem(
+            f"{q.video} has {n_frames} frames, too few for {len(grids)} different phase grids of "
+            f"{len(grids[0])} frames (all pick frames {[i + 1 for i in grids[0]]}); give a longer video, "
+            "lower --budget, or use --phases 1"
+        )
 
 
 def _decode_skip(cfg, q: VideoQuestion, error: BaseException) -> Skip:
     """The located skip of a question whose video could not be decoded into views."""
     if isinstance(error, ViewsProblem):
         return Skip(str(cfg.manifest), q.line, f"video: {error}", q.id)
-    what = str(error) if isinstance(error, (VideoDecodeError, ManifestError, OSError)) else \
-        f"{q.video}: {type(error).__name__}: {error}"
+    what = (
+        str(error)
+        if isinstance(error, (VideoDecodeError, ManifestError, OSError))
+        else f"{q.video}: {type(error).__name__}: {error}"
+    )
     return Skip(str(cfg.manifest), q.line, f"video: {what}; fix or replace the file, or drop the line", q.id)
 
 
@@ -225,7 +277,9 @@ def _by_video(questions: list[VideoQuestion]) -> list[VideoQuestion]:
     return sorted(questions, key=lambda q: (first[str(q.video)], q.line))
 
 
-def decode_questions(questions: list[VideoQuestion], cfg: ConsistencyViewsConfig, work: Path) -> tuple[list[dict], list[Skip], dict]:
+def decode_questions(
+    questions: list[VideoQuestion], cfg: ConsistencyViewsConfig, work: Path
+) -> tuple[list[dict], list[Skip], dict]:
     """Plan every question's phase grids and decode its frames (each video once for the union its
     questions need) into ``work/frames/<question>/<index>.png``; returns the plans (manifest order),
     the questions skipped and why, and the decoding counts."""
@@ -248,9 +302,21 @@ def decode_questions(questions: list[VideoQuestion], cfg: ConsistencyViewsConfig
                 raise BuildError(str(skip)) from None
             skips.append(skip)
             continue
-        plans.append({"id": q.id, "line": q.line, "question": q.question, "options": list(q.options), "answer": q.answer,
-                      "benchmark": q.benchmark, "video": str(q.video.relative_to(cfg.manifest.parent.resolve())),
-                      "extra": q.extra, "frames": frames, "orderings": cfg.orderings, "folder": str(folder)})
+        plans.append(
+            {
+                "id": q.id,
+                "line": q.line,
+                "question": q.question,
+                "options": list(q.options),
+                "answer": q.answer,
+                "benchmark": q.benchmark,
+                "video": str(q.video.relative_to(cfg.manifest.parent.resolve())),
+                "extra": q.extra,
+                "frames": frames,
+                "orderings": cfg.orderings,
+                "folder": str(folder),
+            }
+        )
     plans.sort(key=lambda p: p["line"])
     counts = {"decode_passes": cache.decodes, "videos": len({str(q.video) for q in questions}), "resumed_questions": resumed}
     return plans, skips, counts
@@ -261,8 +327,13 @@ _DONE = "frames.json"  # written after a question's PNGs, so a killed build deco
 
 def _frames_key(q: VideoQuestion, cfg) -> dict:
     """What a question's decoded frames depend on: its video (path and size) and the sampling settings."""
-    return {"video": str(q.video), "bytes": q.video.stat().st_size, "budget": cfg.budget, "phases": cfg.phases,
-            "max_side": cfg.max_side}
+    return {
+        "video": str(q.video),
+        "bytes": q.video.stat().st_size,
+        "budget": cfg.budget,
+        "phases": cfg.phases,
+        "max_side": cfg.max_side,
+    }
 
 
 def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[list[int]] | None:
@@ -278,7 +349,7 @@ def _decoded_before(folder: Path, q: VideoQuestion, cfg) -> list[list[int]] | No
 def _decode_into(folder: Path, q: VideoQuestion, cfg, cache, grids) -> list[list[int]]:
     """Decode ``q``'s phase grids, write each frame as ``folder/<index>.png`` and mark the folder done."""
     decoded = decode_question(q, cache, grids, [Fraction(0)], cfg.budget, latency_lines=0)
-    (_origin, _grid, frames), = decoded.plan
+    ((_origin, _grid, frames),) = decoded.plan
     check_views_differ(q, decoded.row["n_frames"], frames)
     folder.mkdir(parents=True, exist_ok=True)
     for i, image in decoded.images.items():
@@ -314,18 +385,38 @@ def build(cfg: ConsistencyViewsConfig) -> dict:
         print(f"warning: skipped {s}", file=sys.stderr)
     skips += failed
     if not plans:
-        raise nothing_left(cfg.manifest, "question", len(questions), skips,
-                           f"{manifest}: no question could be decoded ({len(skips)} skipped)")
+        raise nothing_left(
+            cfg.manifest, "question", len(questions), skips, f"{manifest}: no question could be decoded ({len(skips)} skipped)"
+        )
     split_of = assign_splits([(p["id"], p["benchmark"]) for p in plans], cfg.splits, cfg.seed, SPLIT_SALT)
     by_split = {name: [{**p, "split": name} for p in plans if split_of[p["id"]] == name] for name in cfg.splits}
     cfg_json = config_json(cfg, "manifest")
     dataset = generate_splits(generate_records, by_split, cfg_json, work, [*cfg.splits], BUILDER)
-    protocol = {"views_per_question": cfg.views, "phases": cfg.phases, "orderings": cfg.orderings, "budget": cfg.budget,
-                "origin": "0", "view_index": "phase * orderings + ordering", "task": TASK, "layout": LAYOUT}
-    counts = {"records": record_counts(dataset), "questions": {"manifest": len(questions), "kept": len(plans),
-                                                               "skipped": len(skips)}, "decoding": decoding}
-    info = build_info(BUILDER, VERSION, cfg, cfg_json, protocol=protocol, sources=[manifest_source(manifest)], counts=counts,
-                      skipped=[asdict(s) for s in skips])
+    protocol = {
+        "views_per_question": cfg.views,
+        "phases": cfg.phases,
+        "orderings": cfg.orderings,
+        "budget": cfg.budget,
+        "origin": "0",
+        "view_index": "phase * orderings + ordering",
+        "task": TASK,
+        "layout": LAYOUT,
+    }
+    counts = {
+        "records": record_counts(dataset),
+        "questions": {"manifest": len(questions), "kept": len(plans), "skipped": len(skips)},
+        "decoding": decoding,
+    }
+    info = build_info(
+        BUILDER,
+        VERSION,
+        cfg,
+        cfg_json,
+        protocol=protocol,
+        sources=[manifest_source(manifest)],
+        counts=counts,
+        skipped=[asdict(s) for s in skips],
+    )
     return save_build(dataset, out, info, cfg, work)
 
 
@@ -333,11 +424,16 @@ def build(cfg: ConsistencyViewsConfig) -> dict:
 
 
 def make_parser():
-    return builder_parser(ConsistencyViewsConfig, "consistency-views",
-                          "Build consistency-tuning records (paper 001 App. C): every video-MCQ question as S phase grids × "
-                          "K option orderings, one record per view, the gold letter mapped into each view's order.",
-                          ["--manifest data/vmcq/manifest.jsonl --out data/vmcq-views   # after `build video-mcq --out data/vmcq`",
-                           "--manifest data/vmcq/manifest.jsonl --out data/vmcq-views-8 --budget 8 --phases 3 --orderings 2"])
+    return builder_parser(
+        ConsistencyViewsConfig,
+        "consistency-views",
+        "Build consistency-tuning records (paper 001 App. C): every video-MCQ question as S phase grids × "
+        "K option orderings, one record per view, the gold letter mapped into each view's order.",
+        [
+            "--manifest data/vmcq/manifest.jsonl --out data/vmcq-views   # after `build video-mcq --out data/vmcq`",
+            "--manifest data/vmcq/manifest.jsonl --out data/vmcq-views-8 --budget 8 --phases 3 --orderings 2",
+        ],
+    )
 
 
 def main(cfg: ConsistencyViewsConfig) -> int:
@@ -346,9 +442,11 @@ def main(cfg: ConsistencyViewsConfig) -> int:
     info = build(cfg)
     console = Console()
     q = info["counts"]["questions"]
-    console.print(f"consistency views: {q['kept']} of {q['manifest']} question(s), {info['protocol']['views_per_question']} "
-                  f"view(s) each; {info['counts']['decoding']['decode_passes']} decoding pass(es) over "
-                  f"{info['counts']['decoding']['videos']} video(s)")
+    console.print(
+        f"consistency views: {q['kept']} of {q['manifest']} question(s), {info['protocol']['views_per_question']} "
+        f"view(s) each; {info['counts']['decoding']['decode_passes']} decoding pass(es) over "
+        f"{info['counts']['decoding']['videos']} video(s)"
+    )
     console.print(split_table("Gold letter per split (all views)", "gold letter", info["counts"]["records"], "gold_letter"))
     finish_summary(console, info, Path(cfg.out))
     return 0

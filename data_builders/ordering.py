@@ -116,7 +116,7 @@ def parse_ordering(text: str, n: int) -> list[int] | None:
         return None
     text = re.sub(r"[*_`]", "", text)
     markers = list(_MARKER.finditer(text))
-    tail = text[markers[-1].end():] if markers else text
+    tail = text[markers[-1].end() :] if markers else text
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
     if not lines:
         return None
@@ -141,8 +141,9 @@ def select_steps(n_steps: int, k: int) -> list[int]:
     return [(2 * i * (n_steps - 1) + (k - 1)) // (2 * (k - 1)) for i in range(k)]
 
 
-def probe_record(proc: Procedure, *, seed: int, n_images: int, labels: str = "letters", image_size: int = IMAGE_SIZE,
-                 load=image_bytes) -> dict:
+def probe_record(
+    proc: Procedure, *, seed: int, n_images: int, labels: str = "letters", image_size: int = IMAGE_SIZE, load=image_bytes
+) -> dict:
     """The ordering record of one procedure: ``labels`` ``letters``
     (App. G: "Image A:" …, answer ``B-D-A-C``) or ``numbers`` ("Image 1:" …, answer
     ``2, 4, 1, 3``); images resized to ``image_size`` px square (0: as they are).
@@ -160,20 +161,39 @@ def probe_record(proc: Procedure, *, seed: int, n_images: int, labels: str = "le
     parts = []
     for name, rank in zip(names, shown, strict=True):
         parts += [("text", f"Image {name}:"), ("image", str(proc.images[steps[rank]]))]
-    instruction = LETTERED_INSTRUCTION.format(n=k, first=names[0], last=names[-1],
-                                              example=format_ordering(list(range(k, 0, -1)), True)) \
-        if letters else ORDERING_INSTRUCTION.format(n=k)
+    instruction = (
+        LETTERED_INSTRUCTION.format(n=k, first=names[0], last=names[-1], example=format_ordering(list(range(k, 0, -1)), True))
+        if letters
+        else ORDERING_INSTRUCTION.format(n=k)
+    )
     parts.append(("text", instruction))
     label = format_ordering(answer, letters)
     meta = {
-        "procedure_id": proc.id, "category": proc.category, "title": proc.title,
-        "steps_used": steps, "shown_order": shown, "gold_order": answer, "labels": labels, "image_size": image_size,
-        "step_texts": [proc.texts[s] for s in steps], "procedure_steps": proc.n,
+        "procedure_id": proc.id,
+        "category": proc.category,
+        "title": proc.title,
+        "steps_used": steps,
+        "shown_order": shown,
+        "gold_order": answer,
+        "labels": labels,
+        "image_size": image_size,
+        "step_texts": [proc.texts[s] for s in steps],
+        "procedure_steps": proc.n,
     }
     return layout_record(
-        parts, resized(load, image_size), id=records.make_id(BUILDER, seed, proc.source, proc.id, k, prefix="order-"),
-        task="ordering", answer=label, choices=[], label=label, source=proc.source, perturbation="shuffle",
-        position=next(p for p, rank in enumerate(shown) if p != rank), n_frames=k, layout=LAYOUT, meta=meta,
+        parts,
+        resized(load, image_size),
+        id=records.make_id(BUILDER, seed, proc.source, proc.id, k, prefix="order-"),
+        task="ordering",
+        answer=label,
+        choices=[],
+        label=label,
+        source=proc.source,
+        perturbation="shuffle",
+        position=next(p for p, rank in enumerate(shown) if p != rank),
+        n_frames=k,
+        layout=LAYOUT,
+        meta=meta,
     )
 
 
@@ -182,7 +202,13 @@ def _generate(items_json: str, cfg_json: str):
 
     cfg = json.loads(cfg_json)
     for d in tqdm(json.loads(items_json), desc=BUILDER, unit="seq", disable=not cfg["progress"]):
-        proc = Procedure(d["id"], d["category"], [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"], strict=True)], d["title"], d["source"])
+        proc = Procedure(
+            d["id"],
+            d["category"],
+            [Step(t, Path(p)) for t, p in zip(d["texts"], d["images"], strict=True)],
+            d["title"],
+            d["source"],
+        )
         yield probe_record(proc, seed=cfg["seed"], n_images=cfg["n_images"], labels=cfg["labels"], image_size=cfg["image_size"])
 
 
@@ -190,13 +216,19 @@ def _generate(items_json: str, cfg_json: str):
 class OrderingConfig(WorkBuildArgs):
     """``judgetrain build ordering-probe``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
-                                metavar="N")
+    synthetic: int | None = arg(
+        None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})", metavar="N"
+    )
     procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
-    n_images: int = arg(DEFAULT_N_IMAGES, "images per instance, evenly spaced steps (4 as in the paper; 0 = every step)", metavar="K")
+    n_images: int = arg(
+        DEFAULT_N_IMAGES, "images per instance, evenly spaced steps (4 as in the paper; 0 = every step)", metavar="K"
+    )
     synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
-    labels: str = arg("letters", "how the shown images are named: letters (A, B, …; answer B-D-A-C, paper 002 App. G) "
-                                 "or numbers (1, 2, …; answer 2, 4, 1, 3)")
+    labels: str = arg(
+        "letters",
+        "how the shown images are named: letters (A, B, …; answer B-D-A-C, paper 002 App. G) "
+        "or numbers (1, 2, …; answer 2, 4, 1, 3)",
+    )
     image_size: int = arg(IMAGE_SIZE, "resize every image to PX x PX (App. G: 448); 0 keeps each image's own size", metavar="PX")
 
     def __post_init__(self) -> None:
@@ -212,7 +244,9 @@ class OrderingConfig(WorkBuildArgs):
         if self.labels == "letters" and max(self.n_images, 0) > 26:
             problems.append(f"--n-images {self.n_images}: letters name at most 26 images; use --labels numbers")
         if self.n_images != 0 and self.n_images < 2:
-            problems.append(f"--n-images {self.n_images}: give at least 2 images per instance (the paper uses 4), or 0 for every step")
+            problems.append(
+                f"--n-images {self.n_images}: give at least 2 images per instance (the paper uses 4), or 0 for every step"
+            )
         if problems:
             raise BuildError("invalid ordering-probe build options:\n" + "\n".join(f"  - {p}" for p in problems))
 
@@ -228,9 +262,14 @@ PROTOCOL = {
 def record_counts(ds) -> dict:
     """``build.json``'s ``counts.records``: the test split's total, images per instance, sources and first moved positions."""
     cols = ds.select_columns(["n_frames", "source", "position"]).to_dict()
-    return {SPLIT: {"total": len(ds), "n_images": {str(k): v for k, v in sorted(Counter(cols["n_frames"]).items())},
-                    "source": dict(sorted(Counter(cols["source"]).items())),
-                    "first_moved_position": {str(k): v for k, v in sorted(Counter(cols["position"]).items())}}}
+    return {
+        SPLIT: {
+            "total": len(ds),
+            "n_images": {str(k): v for k, v in sorted(Counter(cols["n_frames"]).items())},
+            "source": dict(sorted(Counter(cols["source"]).items())),
+            "first_moved_position": {str(k): v for k, v in sorted(Counter(cols["position"]).items())},
+        }
+    }
 
 
 def build(cfg: OrderingConfig) -> dict:
@@ -242,20 +281,56 @@ def build(cfg: OrderingConfig) -> dict:
         return done
     out, work = work_dirs(cfg)
     min_steps = max(2, cfg.n_images)
-    manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
-                                                   size=cfg.synthetic_size, progress=cfg.progress, strict=cfg.strict, min_steps=min_steps)
-    items = [{"id": p.id, "category": p.category, "title": p.title, "source": p.source, "texts": p.texts,
-              "images": [str(x) for x in p.images]} for p in sorted(kept, key=lambda p: (p.source, p.id))]
+    manifest, kept, short, skips = load_procedures(
+        cfg.procedures,
+        cfg.synthetic or DEFAULT_SYNTHETIC,
+        work,
+        seed=cfg.seed,
+        size=cfg.synthetic_size,
+        progress=cfg.progress,
+        strict=cfg.strict,
+        min_steps=min_steps,
+    )
+    items = [
+        {
+            "id": p.id,
+            "category": p.category,
+            "title": p.title,
+            "source": p.source,
+            "texts": p.texts,
+            "images": [str(x) for x in p.images],
+        }
+        for p in sorted(kept, key=lambda p: (p.source, p.id))
+    ]
     cfg_json = config_json(cfg, "procedures")
     items_json = json.dumps(items, sort_keys=True)
-    ds = arrow_split(_generate, fresh_arrow_cache(work), records.make_id(BUILDER, cfg_json, items_json),
-                     items_json=items_json, cfg_json=cfg_json)
-    counts = {"records": record_counts(ds),
-              "sequences": {"kept": len(kept), "too_short": len(short), "skipped": len(skips),
-                            "per_category": dict(sorted(Counter(p.category for p in kept).items()))}}
-    info = build_info(BUILDER, VERSION, cfg, cfg_json, protocol={"n_images": cfg.n_images or "all steps", **PROTOCOL},
-                      sources=procedure_sources(manifest, kept + short), counts=counts, filtered=too_short(short, min_steps),
-                      skipped=[asdict(s) for s in skips])
+    ds = arrow_split(
+        _generate,
+        fresh_arrow_cache(work),
+        records.make_id(BUILDER, cfg_json, items_json),
+        items_json=items_json,
+        cfg_json=cfg_json,
+    )
+    counts = {
+        "records": record_counts(ds),
+        "sequences": {
+            "kept": len(kept),
+            "too_short": len(short),
+            "skipped": len(skips),
+            "per_category": dict(sorted(Counter(p.category for p in kept).items())),
+        },
+    }
+    info = build_info(
+        BUILDER,
+        VERSION,
+        cfg,
+        cfg_json,
+        protocol={"n_images": cfg.n_images or "all steps", **PROTOCOL},
+        sources=procedure_sources(manifest, kept + short),
+        counts=counts,
+        filtered=too_short(short, min_steps),
+        skipped=[asdict(s) for s in skips],
+    )
     return save_build(datasets.DatasetDict({SPLIT: ds}), out, info, cfg, work)
 
 
@@ -263,10 +338,12 @@ def build(cfg: OrderingConfig) -> dict:
 
 
 def make_parser():
-    return builder_parser(OrderingConfig, "ordering-probe",
-                          "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
-                          ["--out data/ordering --synthetic 12",
-                           "--out data/ordering-all --synthetic 12 --n-images 0   # every step"])
+    return builder_parser(
+        OrderingConfig,
+        "ordering-probe",
+        "Build the chronological-ordering probe (paper 002 App. G): shuffled procedure images, answer their order.",
+        ["--out data/ordering --synthetic 12", "--out data/ordering-all --synthetic 12 --n-images 0   # every step"],
+    )
 
 
 def print_summary(info: dict, out: Path) -> None:

@@ -28,8 +28,17 @@ from .core.common import Skip
 from .core.images import check_image
 from .core.manifests import nothing_left, read_manifest_lines, report_skips
 
-__all__ = ["CATEGORIES", "DEFAULT_SOURCE", "Procedure", "SOURCE", "Step", "load_procedures", "read_procedures",
-           "render_procedure", "write_procedures"]
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_SOURCE",
+    "Procedure",
+    "SOURCE",
+    "Step",
+    "load_procedures",
+    "read_procedures",
+    "render_procedure",
+    "write_procedures",
+]
 
 SOURCE = "synthetic-procedures"
 DEFAULT_SOURCE = "procedures"
@@ -38,19 +47,41 @@ CATEGORIES = ("pizza", "layered-drink", "block-tower", "polygon-drawing", "plant
 DEFAULT_STEPS_RANGE = (4, 8)
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 BLOCK_COLORS = {
-    "red": (200, 40, 40), "blue": (45, 80, 215), "green": (40, 150, 60), "yellow": (240, 205, 40),
-    "purple": (135, 50, 190), "orange": (240, 135, 30), "cyan": (40, 200, 210), "brown": (130, 80, 35),
+    "red": (200, 40, 40),
+    "blue": (45, 80, 215),
+    "green": (40, 150, 60),
+    "yellow": (240, 205, 40),
+    "purple": (135, 50, 190),
+    "orange": (240, 135, 30),
+    "cyan": (40, 200, 210),
+    "brown": (130, 80, 35),
 }
 LIQUIDS = {
-    "grenadine": (190, 20, 45), "orange juice": (250, 150, 30), "lemonade": (245, 230, 110),
-    "blue curaçao": (30, 110, 220), "milk": (250, 250, 245), "cola": (70, 35, 20),
-    "mint syrup": (60, 190, 90), "grape juice": (110, 40, 120),
+    "grenadine": (190, 20, 45),
+    "orange juice": (250, 150, 30),
+    "lemonade": (245, 230, 110),
+    "blue curaçao": (30, 110, 220),
+    "milk": (250, 250, 245),
+    "cola": (70, 35, 20),
+    "mint syrup": (60, 190, 90),
+    "grape juice": (110, 40, 120),
 }
 TOPPINGS = ("pepperoni slices", "black olives", "basil leaves", "mushrooms", "green peppers")
-TOPPING_NAMES = {"pepperoni slices": "pepperoni", "black olives": "olive", "basil leaves": "basil", "mushrooms": "mushroom",
-                 "green peppers": "pepper"}
+TOPPING_NAMES = {
+    "pepperoni slices": "pepperoni",
+    "black olives": "olive",
+    "basil leaves": "basil",
+    "mushrooms": "mushroom",
+    "green peppers": "pepper",
+}
 POLYGONS = {4: "square", 5: "pentagon", 6: "hexagon", 7: "heptagon", 8: "octagon", 9: "nonagon", 10: "decagon"}
-FLOWER_COLORS = {"red": (215, 40, 50), "yellow": (245, 210, 40), "pink": (240, 120, 170), "purple": (140, 70, 200), "white": (250, 250, 250)}
+FLOWER_COLORS = {
+    "red": (215, 40, 50),
+    "yellow": (245, 210, 40),
+    "pink": (240, 120, 170),
+    "purple": (140, 70, 200),
+    "white": (250, 250, 250),
+}
 
 
 # --------------------------------------------------------------------------- the manifest
@@ -104,8 +135,9 @@ def read_procedures(path: str | os.PathLike) -> tuple[list[Procedure], list[Skip
     object, a missing or mistyped field, a path outside the manifest's folder, a missing or
     unreadable image, a duplicate id — becomes a :class:`Skip` naming the manifest and line
     (``field: problem; fix``); nothing raises except a missing manifest."""
-    return read_manifest_lines(path, _procedure, what="procedure manifest", noun="procedure",
-                               id_hint="a non-empty string naming the procedure")
+    return read_manifest_lines(
+        path, _procedure, what="procedure manifest", noun="procedure", id_hint="a non-empty string naming the procedure"
+    )
 
 
 def _procedure(row: dict, sid: str, path: Path, line: int) -> Procedure:
@@ -135,8 +167,9 @@ def _procedure(row: dict, sid: str, path: Path, line: int) -> Procedure:
     return Procedure(sid, category, steps, title.strip(), source, str(path), line, total)
 
 
-def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: int, size: int, progress: bool, strict: bool,
-                    min_steps: int) -> tuple[Path, list[Procedure], list[Procedure], list[Skip]]:
+def load_procedures(
+    manifest: Path | None, synthetic: int, work: Path, *, seed: int, size: int, progress: bool, strict: bool, min_steps: int
+) -> tuple[Path, list[Procedure], list[Procedure], list[Skip]]:
     """The builders' source step: read ``manifest``, or first write ``synthetic``
     procedures under ``work/synthetic`` and read those. Returns (manifest, kept,
     too short (< ``min_steps`` steps), skipped). Skips are printed; under
@@ -148,8 +181,13 @@ def load_procedures(manifest: Path | None, synthetic: int, work: Path, *, seed: 
     kept = [p for p in procedures if p.n >= min_steps]
     short = [p for p in procedures if p.n < min_steps]
     if not kept:
-        raise nothing_left(manifest, "procedure", len(procedures), skips,
-                           f"no procedure with {min_steps}+ steps in {manifest} ({len(short)} too short, {len(skips)} skipped)")
+        raise nothing_left(
+            manifest,
+            "procedure",
+            len(procedures),
+            skips,
+            f"no procedure with {min_steps}+ steps in {manifest} ({len(short)} too short, {len(skips)} skipped)",
+        )
     return Path(manifest), kept, short, skips
 
 
@@ -167,12 +205,26 @@ def _plan(category: str, n: int, rng: np.random.Generator) -> dict:
     if category == "pizza":
         toppings = [TOPPINGS[i] for i in rng.choice(len(TOPPINGS), size=n - 4, replace=False)]
         p["toppings"] = toppings
-        p["cheese"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 28)) * 36, rng.uniform(0, 2 * math.pi, 28), strict=True)]
-        p["spots"] = [[(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0.05, 1, 6)) * 34, rng.uniform(0, 2 * math.pi, 6), strict=True)]
-                      for _ in toppings]
-        p["burn"] = [(float(r), float(a)) for r, a in zip(np.sqrt(rng.uniform(0, 1, 10)) * 36, rng.uniform(0, 2 * math.pi, 10), strict=True)]
-        texts = ["Roll the dough out into a round pizza base.", "Spread tomato sauce over the base.",
-                 "Sprinkle grated cheese over the sauce."]
+        p["cheese"] = [
+            (float(r), float(a))
+            for r, a in zip(np.sqrt(rng.uniform(0, 1, 28)) * 36, rng.uniform(0, 2 * math.pi, 28), strict=True)
+        ]
+        p["spots"] = [
+            [
+                (float(r), float(a))
+                for r, a in zip(np.sqrt(rng.uniform(0.05, 1, 6)) * 34, rng.uniform(0, 2 * math.pi, 6), strict=True)
+            ]
+            for _ in toppings
+        ]
+        p["burn"] = [
+            (float(r), float(a))
+            for r, a in zip(np.sqrt(rng.uniform(0, 1, 10)) * 36, rng.uniform(0, 2 * math.pi, 10), strict=True)
+        ]
+        texts = [
+            "Roll the dough out into a round pizza base.",
+            "Spread tomato sauce over the base.",
+            "Sprinkle grated cheese over the sauce.",
+        ]
         texts += [f"Add the {t}." for t in toppings]
         texts.append("Bake the pizza until the crust is golden brown.")
         names = [TOPPING_NAMES[t] for t in toppings]
@@ -286,7 +338,9 @@ def _draw_layered_drink(c: _Canvas, p: dict, k: int, n: int) -> None:
         y1 = bottom - j * layer
         d.rectangle(box(left, y1 - layer, right, y1), fill=LIQUIDS[p["liquids"][j]])
     w = max(1, round(3 * s))
-    d.line([(left * s, top * s), (left * s, bottom * s), (right * s, bottom * s), (right * s, top * s)], fill=(90, 90, 100), width=w)
+    d.line(
+        [(left * s, top * s), (left * s, bottom * s), (right * s, bottom * s), (right * s, top * s)], fill=(90, 90, 100), width=w
+    )
 
 
 def _draw_block_tower(c: _Canvas, p: dict, k: int, n: int) -> None:
@@ -299,8 +353,12 @@ def _draw_block_tower(c: _Canvas, p: dict, k: int, n: int) -> None:
     for j in range(k + 1):
         w, shift = p["widths"][j], p["shifts"][j]
         y1 = ground - j * height
-        d.rectangle(box(64 + shift - w / 2, y1 - height, 64 + shift + w / 2, y1), fill=BLOCK_COLORS[p["colors"][j]],
-                    outline=(30, 30, 30), width=max(1, round(s)))
+        d.rectangle(
+            box(64 + shift - w / 2, y1 - height, 64 + shift + w / 2, y1),
+            fill=BLOCK_COLORS[p["colors"][j]],
+            outline=(30, 30, 30),
+            width=max(1, round(s)),
+        )
 
 
 def _draw_polygon_drawing(c: _Canvas, p: dict, k: int, n: int) -> None:
@@ -361,8 +419,12 @@ def _draw_clock(c: _Canvas, p: dict, k: int, n: int) -> None:
 
 # every category's drawing of the state after step k (0-based) of n
 _DRAWERS = {
-    "pizza": _draw_pizza, "layered-drink": _draw_layered_drink, "block-tower": _draw_block_tower,
-    "polygon-drawing": _draw_polygon_drawing, "plant-growth": _draw_plant_growth, "clock": _draw_clock,
+    "pizza": _draw_pizza,
+    "layered-drink": _draw_layered_drink,
+    "block-tower": _draw_block_tower,
+    "polygon-drawing": _draw_polygon_drawing,
+    "plant-growth": _draw_plant_growth,
+    "clock": _draw_clock,
 }
 
 
@@ -378,7 +440,9 @@ def _draw_state(p: dict, k: int, size: int) -> Image.Image:
     return img
 
 
-def render_procedure(seed: int, index: int, *, size: int = 128, steps_range=DEFAULT_STEPS_RANGE) -> tuple[dict, list[Image.Image]]:
+def render_procedure(
+    seed: int, index: int, *, size: int = 128, steps_range=DEFAULT_STEPS_RANGE
+) -> tuple[dict, list[Image.Image]]:
     """Synthetic procedure ``index`` of ``seed``: ``(info, images)`` where info
     holds ``id`` (``proc-<index:05d>``), ``category`` (``CATEGORIES[index % 6]``),
     ``title`` and ``texts`` (one per step), and ``images`` are RGB ``size``² PIL
@@ -401,8 +465,9 @@ def render_procedure(seed: int, index: int, *, size: int = 128, steps_range=DEFA
     return info, [_draw_state(p, k, size) for k in range(n)]
 
 
-def write_procedures(out_dir: str | os.PathLike, n: int, seed: int = 0, *, size: int = 128,
-                     steps_range=DEFAULT_STEPS_RANGE, progress: bool = True) -> Path:
+def write_procedures(
+    out_dir: str | os.PathLike, n: int, seed: int = 0, *, size: int = 128, steps_range=DEFAULT_STEPS_RANGE, progress: bool = True
+) -> Path:
     """Write ``n`` synthetic procedures to ``out_dir/images/<id>/step-<k>.png``
     and ``out_dir/manifest.jsonl`` (the manifest format of this module, with
     ``source`` = :data:`SOURCE`). Resumable: a procedure folder whose
@@ -431,10 +496,15 @@ def write_procedures(out_dir: str | os.PathLike, n: int, seed: int = 0, *, size:
                 for k, im in enumerate(images):
                     im.save(tmp / f"step-{k:02d}.png")
                 (tmp / "procedure.json").write_text(json.dumps(info, sort_keys=True))
-        rows.append({
-            "id": pid, "category": info["category"], "title": info["title"], "source": SOURCE,
-            "steps": [{"text": t, "image": f"images/{pid}/step-{k:02d}.png"} for k, t in enumerate(info["texts"])],
-        })
+        rows.append(
+            {
+                "id": pid,
+                "category": info["category"],
+                "title": info["title"],
+                "source": SOURCE,
+                "steps": [{"text": t, "image": f"images/{pid}/step-{k:02d}.png"} for k, t in enumerate(info["texts"])],
+            }
+        )
     manifest = out_dir / "manifest.jsonl"
     write_rows(manifest, rows)
     return manifest

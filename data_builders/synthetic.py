@@ -33,24 +33,29 @@ SOURCE_FRAMES = "synthetic-frames"
 
 # CLEVRER's palette and shape names, so descriptions read like the papers'.
 COLORS = {
-    "gray": (87, 87, 87), "red": (173, 35, 35), "blue": (42, 75, 215),
-    "green": (29, 105, 20), "brown": (129, 74, 25), "purple": (129, 38, 192),
-    "cyan": (41, 208, 208), "yellow": (235, 215, 40),
+    "gray": (87, 87, 87),
+    "red": (173, 35, 35),
+    "blue": (42, 75, 215),
+    "green": (29, 105, 20),
+    "brown": (129, 74, 25),
+    "purple": (129, 38, 192),
+    "cyan": (41, 208, 208),
+    "yellow": (235, 215, 40),
 }
 SHAPES = ("ball", "cube", "cylinder")
 
 WORLD_WIDTH = 4.0
-SUBSTEP_HZ = 120          # physics rate; 15 substeps per frame at 8 fps
-GRAVITY = 6.0             # units/s^2: a drop from the top takes ~1 s
+SUBSTEP_HZ = 120  # physics rate; 15 substeps per frame at 8 fps
+GRAVITY = 6.0  # units/s^2: a drop from the top takes ~1 s
 RESTITUTION_WALL = 0.98
 RESTITUTION_PAIR = 0.96
 # Floor "kicks": a rebound never leaves slower than these, so objects never
 # settle and frames 1.5 s apart always differ (energy lost to restitution is
 # paid back at the floor, like a slightly bouncy trampoline).
-MIN_REBOUND_VY = float(np.sqrt(2 * GRAVITY * 0.9))   # rebounds to >= 0.9 units
+MIN_REBOUND_VY = float(np.sqrt(2 * GRAVITY * 0.9))  # rebounds to >= 0.9 units
 MIN_FLOOR_VX = 0.8
-MAX_SPEED = 8.0           # keeps a light object hit by a heavy one from tunnelling
-CONTACT_SLACK = 0.05      # a contact episode ends once the gap exceeds this
+MAX_SPEED = 8.0  # keeps a light object hit by a heavy one from tunnelling
+CONTACT_SLACK = 0.05  # a contact episode ends once the gap exceeds this
 MAX_DESCRIBED_EVENTS = 3  # CLEVRER descriptions name two or three events
 DEFAULT_DURATION_RANGE_S = (7.0, 13.0)
 _BORDER_PX = 3
@@ -88,13 +93,13 @@ class PhysicsClip:
 
 @dataclass(frozen=True)
 class Scene:
-    names: tuple[str, ...]       # "<colour> <shape>", distinct within a clip
+    names: tuple[str, ...]  # "<colour> <shape>", distinct within a clip
     shapes: tuple[str, ...]
     colors: tuple[tuple[int, int, int], ...]
-    radius: np.ndarray           # (n,) world units; collision circles
-    pos: np.ndarray              # (n, 2) initial centres
-    vel: np.ndarray              # (n, 2) initial velocities
-    height: float                # box height in world units
+    radius: np.ndarray  # (n,) world units; collision circles
+    pos: np.ndarray  # (n, 2) initial centres
+    vel: np.ndarray  # (n, 2) initial velocities
+    height: float  # box height in world units
 
 
 def make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int | None = None) -> Scene:
@@ -110,15 +115,20 @@ def make_scene(rng: np.random.Generator, size: tuple[int, int], n_objects: int |
     pos = np.zeros((n, 2))
     for i in range(n):  # rejection sampling: start apart, in the upper part of the box
         for _ in range(1000):
-            p = np.array([rng.uniform(radius[i], WORLD_WIDTH - radius[i]),
-                          rng.uniform(0.35 * height, height - radius[i])])
+            p = np.array([rng.uniform(radius[i], WORLD_WIDTH - radius[i]), rng.uniform(0.35 * height, height - radius[i])])
             if all(np.hypot(*(p - pos[j])) > radius[i] + radius[j] + 0.05 for j in range(i)):
                 break
         pos[i] = p
-    vel = np.stack([rng.choice([-1.0, 1.0], size=n) * rng.uniform(1.2, 3.0, size=n),
-                    rng.uniform(-1.0, 2.0, size=n)], axis=1)
-    return Scene(tuple(f"{c} {s}" for c, s in picked), tuple(s for _, s in picked),
-                  tuple(COLORS[c] for c, _ in picked), radius, pos, vel, height)
+    vel = np.stack([rng.choice([-1.0, 1.0], size=n) * rng.uniform(1.2, 3.0, size=n), rng.uniform(-1.0, 2.0, size=n)], axis=1)
+    return Scene(
+        tuple(f"{c} {s}" for c, s in picked),
+        tuple(s for _, s in picked),
+        tuple(COLORS[c] for c, _ in picked),
+        radius,
+        pos,
+        vel,
+        height,
+    )
 
 
 def simulate(scene: Scene, times: Sequence[float] | np.ndarray, trace: list | None = None):
@@ -129,7 +139,7 @@ def simulate(scene: Scene, times: Sequence[float] | np.ndarray, trace: list | No
     substep; an event at ``time_s`` happened at substep ``round(time_s * SUBSTEP_HZ)``.
     """
     dt = 1.0 / SUBSTEP_HZ
-    r, mass = scene.radius, scene.radius ** 2
+    r, mass = scene.radius, scene.radius**2
     pos, vel = scene.pos.copy(), scene.vel.copy()
     rsum = r[:, None] + r[None, :]
     upper = np.triu(np.ones_like(rsum, dtype=bool), 1)
@@ -148,7 +158,7 @@ def simulate(scene: Scene, times: Sequence[float] | np.ndarray, trace: list | No
         vel[:, 1] -= GRAVITY * dt
         pos += vel * dt
         diff = pos[:, None, :] - pos[None, :, :]
-        dist = np.sqrt((diff ** 2).sum(-1))
+        dist = np.sqrt((diff**2).sum(-1))
         touching = (dist < rsum) & upper
         if touching.any() or in_contact.any():
             for i, j in zip(*np.nonzero(touching & ~in_contact), strict=True):
@@ -180,8 +190,8 @@ def simulate(scene: Scene, times: Sequence[float] | np.ndarray, trace: list | No
                     vel[i, 0] = np.copysign(MIN_FLOOR_VX, vel[i, 0])
         if low[:, 1].any() or on_floor.any():
             on_floor = low[:, 1] | (on_floor & (pos[:, 1] - r <= CONTACT_SLACK))
-        speed2 = (vel ** 2).sum(1)
-        if (speed2 > MAX_SPEED ** 2).any():
+        speed2 = (vel**2).sum(1)
+        if (speed2 > MAX_SPEED**2).any():
             vel *= np.minimum(1.0, MAX_SPEED / np.sqrt(speed2))[:, None]
         if trace is not None:
             trace.append((k, pos.copy()))
@@ -198,6 +208,7 @@ def describe_events(events: Sequence[Event]) -> str:
     floor bounce of each object ("Red ball will bounce off the floor, …"), same
     order and cap; with no event at all: "No objects will collide."
     """
+
     def first_per(kind, key):
         seen, picked = set(), []
         for e in sorted(events, key=lambda e: e.time_s):
@@ -250,8 +261,9 @@ def _draw(img: Image.Image, scene: Scene, pos: np.ndarray) -> np.ndarray:
     return np.asarray(img)
 
 
-def _scene_clip(seed_parts: tuple, times: np.ndarray, size: tuple[int, int], n_objects: int | None = None,
-                trace: list | None = None):
+def _scene_clip(
+    seed_parts: tuple, times: np.ndarray, size: tuple[int, int], n_objects: int | None = None, trace: list | None = None
+):
     """Simulate now, render lazily: returns (scene, positions at ``times``, events, iterator of HxWx3 uint8 frames)."""
     if min(size) < 48:
         raise ValueError(f"size={size}: width and height must be at least 48 pixels, e.g. (160, 120).")
@@ -290,8 +302,9 @@ class PhysicsRun:
         return self.n_frames / self.fps
 
 
-def run_physics(seed_parts: tuple, n_frames: int, *, fps: int = 8, size=(160, 120),
-                n_objects: int | None = None) -> tuple[PhysicsRun, Iterator[np.ndarray]]:
+def run_physics(
+    seed_parts: tuple, n_frames: int, *, fps: int = 8, size=(160, 120), n_objects: int | None = None
+) -> tuple[PhysicsRun, Iterator[np.ndarray]]:
     """Simulate the scene seeded by ``seed_parts`` (hashed with :func:`derive_seed`) for
     ``n_frames`` frames at ``fps``; return its :class:`PhysicsRun` and a lazy iterator
     of the rendered HxWx3 uint8 frames. ``n_objects`` None draws 2..5 objects."""
@@ -311,8 +324,9 @@ def _clip_duration(seed: int, index: int, duration_range_s, long_fraction=0.0, l
     return float(lo + u * (hi - lo))
 
 
-def simulate_clip(seed: int, index: int, *, duration_s: float | None = None, fps: int = 8,
-                  size=(160, 120)) -> tuple[PhysicsClip, Iterator[np.ndarray]]:
+def simulate_clip(
+    seed: int, index: int, *, duration_s: float | None = None, fps: int = 8, size=(160, 120)
+) -> tuple[PhysicsClip, Iterator[np.ndarray]]:
     """Simulate clip ``index`` of ``seed``; return its metadata and a lazy frame iterator.
 
     ``duration_s`` None draws it from ``DEFAULT_DURATION_RANGE_S`` (deterministic
@@ -324,8 +338,14 @@ def simulate_clip(seed: int, index: int, *, duration_s: float | None = None, fps
         duration_s = _clip_duration(seed, index, DEFAULT_DURATION_RANGE_S)
     n_frames = max(1, int(round(duration_s * fps)))
     scene, _, events, frames = _scene_clip(("physics", seed, index), np.arange(n_frames) / fps, tuple(size))
-    clip = PhysicsClip(id=f"physics-{index:05d}", description=describe_events(events), events=events,
-                       n_objects=len(scene.names), duration_s=n_frames / fps, fps=fps)
+    clip = PhysicsClip(
+        id=f"physics-{index:05d}",
+        description=describe_events(events),
+        events=events,
+        n_objects=len(scene.names),
+        duration_s=n_frames / fps,
+        fps=fps,
+    )
     return clip, frames
 
 
@@ -334,9 +354,18 @@ def _write_manifest(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def write_physics_videos(out_dir, n: int, seed: int = 0, *, fps: int = 8, size=(160, 120),
-                         duration_range_s=(7.0, 13.0), long_fraction: float = 0.0,
-                         long_duration_range_s=(15.0, 25.0), progress: bool = True) -> Path:
+def write_physics_videos(
+    out_dir,
+    n: int,
+    seed: int = 0,
+    *,
+    fps: int = 8,
+    size=(160, 120),
+    duration_range_s=(7.0, 13.0),
+    long_fraction: float = 0.0,
+    long_duration_range_s=(15.0, 25.0),
+    progress: bool = True,
+) -> Path:
     """Write ``n`` clips to ``out_dir/videos/<id>.mp4`` and ``out_dir/manifest.jsonl``.
 
     Manifest lines: ``id``, ``video`` (relative to the manifest's folder),
@@ -360,13 +389,22 @@ def write_physics_videos(out_dir, n: int, seed: int = 0, *, fps: int = 8, size=(
         path = out_dir / "videos" / f"{clip.id}.mp4"
         if not (path.is_file() and path.stat().st_size > 0):
             encode_mp4(path, frames, fps, codec)
-        rows.append({"id": clip.id, "video": f"videos/{path.name}", "source": SOURCE_VIDEO,
-                     "description": clip.description, "fps": fps, "duration": clip.duration_s})
+        rows.append(
+            {
+                "id": clip.id,
+                "video": f"videos/{path.name}",
+                "source": SOURCE_VIDEO,
+                "description": clip.description,
+                "fps": fps,
+                "duration": clip.duration_s,
+            }
+        )
     return _write_manifest(out_dir / "manifest.jsonl", rows)
 
 
-def write_frame_folders(out_dir, n: int, seed: int = 0, *, size=(160, 120), frames_range=(4, 8),
-                        frame_interval_s: float = 1.5, progress: bool = True) -> Path:
+def write_frame_folders(
+    out_dir, n: int, seed: int = 0, *, size=(160, 120), frames_range=(4, 8), frame_interval_s: float = 1.5, progress: bool = True
+) -> Path:
     """Write ``n`` PNG sequences to ``out_dir/frames/<id>/000.png…`` and ``out_dir/manifest.jsonl``.
 
     Each sequence has between ``frames_range[0]`` and ``frames_range[1]`` frames
@@ -394,6 +432,12 @@ def write_frame_folders(out_dir, n: int, seed: int = 0, *, size=(160, 120), fram
             with atomic_folder(folder) as tmp:
                 for name, arr in zip(names, frames, strict=True):
                     Image.fromarray(arr).save(tmp / name)
-        rows.append({"id": clip_id, "frames": [f"frames/{clip_id}/{name}" for name in names],
-                     "source": SOURCE_FRAMES, "description": describe_events(events)})
+        rows.append(
+            {
+                "id": clip_id,
+                "frames": [f"frames/{clip_id}/{name}" for name in names],
+                "source": SOURCE_FRAMES,
+                "description": describe_events(events),
+            }
+        )
     return _write_manifest(out_dir / "manifest.jsonl", rows)

@@ -126,10 +126,18 @@ def position_table(rows: Sequence[Mapping[str, Any]], kind: str) -> dict[str, An
         by_pos.setdefault(int(r["position"]), []).append(r)
     cells = {_label(kind, p): classification_cell(by_pos[p]) for p in sorted(by_pos)}
     correct, n_valid = sum(c["correct"] for c in cells.values()), sum(c["n_valid"] for c in cells.values())
-    return {"positions": list(cells), "cells": cells,
-            "w_avg": {"accuracy": _weighted(cells, "accuracy", "n_valid"), "f1": _weighted(cells, "f1", "n_valid"),
-                      "n": sum(c["n"] for c in cells.values()), "n_valid": n_valid, "correct": correct,
-                      "accuracy_ci95": ci95(correct, n_valid)}}
+    return {
+        "positions": list(cells),
+        "cells": cells,
+        "w_avg": {
+            "accuracy": _weighted(cells, "accuracy", "n_valid"),
+            "f1": _weighted(cells, "f1", "n_valid"),
+            "n": sum(c["n"] for c in cells.values()),
+            "n_valid": n_valid,
+            "correct": correct,
+            "accuracy_ci95": ci95(correct, n_valid),
+        },
+    }
 
 
 def prism_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -139,8 +147,10 @@ def prism_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         sel = type1_rows(rows, kind)
         if sel:
             layouts = sorted({str(r["layout"]) for r in sel})
-            out[kind] = {"all": position_table(sel, kind),
-                         "by_layout": {lay: position_table([r for r in sel if str(r["layout"]) == lay], kind) for lay in layouts}}
+            out[kind] = {
+                "all": position_table(sel, kind),
+                "by_layout": {lay: position_table([r for r in sel if str(r["layout"]) == lay], kind) for lay in layouts},
+            }
     return out
 
 
@@ -158,9 +168,16 @@ def timecatch_positions(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             by_frame.setdefault(int(r["position"]) + 1, []).append(r)
         cells = {str(k): accuracy_cell(by_frame[k]) for k in sorted(by_frame)}
         correct = sum(c["correct"] for c in cells.values())
-        out[task] = {"positions": list(cells), "cells": cells,
-                     "w_avg": {"accuracy": _weighted(cells, "accuracy", "n"), "n": len(sel), "correct": correct,
-                               "ci95": ci95(correct, len(sel))}}
+        out[task] = {
+            "positions": list(cells),
+            "cells": cells,
+            "w_avg": {
+                "accuracy": _weighted(cells, "accuracy", "n"),
+                "n": len(sel),
+                "correct": correct,
+                "ci95": ci95(correct, len(sel)),
+            },
+        }
     return out
 
 
@@ -182,10 +199,15 @@ def _wilson(rows: Sequence[Mapping[str, Any]], hit) -> list[float] | None:
 
 
 # the rates of first_option_bias, each with the rows it counts ("valid", "gf": gold first, "gs": gold second)
-_FIRST_RATES = (("first_rate", "valid", "first"), ("first_rate_gold_first", "gf", "first"),
-                ("first_rate_gold_second", "gs", "first"), ("a_rate_gold_first", "gf", "A"),
-                ("a_rate_gold_second", "gs", "A"), ("accuracy_gold_first", "gf", "correct"),
-                ("accuracy_gold_second", "gs", "correct"))
+_FIRST_RATES = (
+    ("first_rate", "valid", "first"),
+    ("first_rate_gold_first", "gf", "first"),
+    ("first_rate_gold_second", "gs", "first"),
+    ("a_rate_gold_first", "gf", "A"),
+    ("a_rate_gold_second", "gs", "A"),
+    ("accuracy_gold_first", "gf", "correct"),
+    ("accuracy_gold_second", "gs", "correct"),
+)
 
 
 def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -207,20 +229,30 @@ def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
     correct_gf = sum(r["prediction"] == r["label"] for r in gf)
     correct_gs = sum(r["prediction"] == r["label"] for r in gs)
     out: dict[str, Any] = {
-        "n": len(sel), "n_valid": len(valid), "n_gold_first": len(gf), "n_gold_second": len(gs),
-        "chose_first": len(first), "first_rate": len(first) / len(valid), "first_rate_ci95": [float(ci.low), float(ci.high)],
-        "binomial_p": float(test.pvalue), "excess_first": len(first) / len(valid) - 0.5,
+        "n": len(sel),
+        "n_valid": len(valid),
+        "n_gold_first": len(gf),
+        "n_gold_second": len(gs),
+        "chose_first": len(first),
+        "first_rate": len(first) / len(valid),
+        "first_rate_ci95": [float(ci.low), float(ci.high)],
+        "binomial_p": float(test.pvalue),
+        "excess_first": len(first) / len(valid) - 0.5,
         "first_rate_gold_first": _rate(gf, lambda r: r["prediction"] == _first_shown(r)),
         "first_rate_gold_second": _rate(gs, lambda r: r["prediction"] == _first_shown(r)),
         "a_rate_gold_first": _rate(gf, lambda r: r["prediction"] == "A"),
         "a_rate_gold_second": _rate(gs, lambda r: r["prediction"] == "A"),
         "accuracy_gold_first": correct_gf / len(gf) if gf else None,
         "accuracy_gold_second": correct_gs / len(gs) if gs else None,
-        "accuracy_gap": None, "fisher_p": None,
+        "accuracy_gap": None,
+        "fisher_p": None,
     }
     groups = {"valid": valid, "gf": gf, "gs": gs}
-    hits = {"first": lambda r: r["prediction"] == _first_shown(r), "A": lambda r: r["prediction"] == "A",
-            "correct": lambda r: r["prediction"] == r["label"]}
+    hits = {
+        "first": lambda r: r["prediction"] == _first_shown(r),
+        "A": lambda r: r["prediction"] == "A",
+        "correct": lambda r: r["prediction"] == r["label"],
+    }
     out["wilson95"] = {key: _wilson(groups[g], hits[h]) for key, g, h in _FIRST_RATES}
     if gf and gs:
         out["accuracy_gap"] = out["accuracy_gold_first"] - out["accuracy_gold_second"]
@@ -330,8 +362,15 @@ def wavg_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
         vals = [c.get(metric) for c in cells]
         xs = [i + (s - (len(series) - 1) / 2) * width for i in range(len(named))]
         yerr = wilson_yerr(vals, [c.get("accuracy_ci95") for c in cells], 100) if metric == "accuracy" else None
-        ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2,
-               label=label.replace("accuracy", "Acc").replace("f1", "F1"))
+        ax.bar(
+            xs,
+            [100 * (v or 0.0) for v in vals],
+            width=width,
+            color=color,
+            yerr=yerr,
+            capsize=2,
+            label=label.replace("accuracy", "Acc").replace("f1", "F1"),
+        )
     _percent_bars_axes(ax, [n for n, _ in named], "W_avg (%)", "W_avg over positions (PRISM Type-1; Acc with Wilson 95%)", 4)
     return fig
 
@@ -341,8 +380,11 @@ def plot_wavg(named: Sequence[tuple[str, Mapping[str, Any] | None]], path: str |
     return save_if_drawn(wavg_figure(named), path)
 
 
-_FIRST_BARS = (("first_rate", "all", "#4C72B0"), ("first_rate_gold_first", "gold first", "#55A868"),
-               ("first_rate_gold_second", "gold second", "#C44E52"))
+_FIRST_BARS = (
+    ("first_rate", "all", "#4C72B0"),
+    ("first_rate_gold_first", "gold first", "#55A868"),
+    ("first_rate_gold_second", "gold second", "#C44E52"),
+)
 
 
 def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
@@ -361,8 +403,9 @@ def first_option_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
         yerr = wilson_yerr(vals, [(fo.get("wilson95") or {}).get(key) for _, fo in shown], 100)
         ax.bar(xs, [100 * (v or 0.0) for v in vals], width=width, color=color, yerr=yerr, capsize=2, label=label)
     ticks = [f"{n}\nn={fo['n_valid']} ({fo['n_gold_first']}/{fo['n_gold_second']}), p={fo['binomial_p']:.2g}" for n, fo in shown]
-    _percent_bars_axes(ax, ticks, "P(choose first-shown sequence) (%)",
-                       "First-option bias: Wilson 95% error bars; binomial test of P = 1/2", 3)
+    _percent_bars_axes(
+        ax, ticks, "P(choose first-shown sequence) (%)", "First-option bias: Wilson 95% error bars; binomial test of P = 1/2", 3
+    )
     return fig
 
 
@@ -409,42 +452,94 @@ def _first_rate(f: Mapping[str, Any], key: str, n_key: str) -> str:
 
 
 def _first_option_markdown(fo: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    md = ("\n## First-option bias (paper 002 F.3)\n\n"
-          "P(first): share of valid answers choosing the sequence shown first; binomial p: exact two-sided test of "
-          "P(first) = 1/2 (an order-blind judge on balanced presentation), with its exact (Clopper–Pearson) 95% "
-          f"interval. {RATE_NOTE} Gap: accuracy gold first − gold second, in points; Fisher p: presentation "
-          "order × correct.\n\n")
+    md = (
+        "\n## First-option bias (paper 002 F.3)\n\n"
+        "P(first): share of valid answers choosing the sequence shown first; binomial p: exact two-sided test of "
+        "P(first) = 1/2 (an order-blind judge on balanced presentation), with its exact (Clopper–Pearson) 95% "
+        f"interval. {RATE_NOTE} Gap: accuracy gold first − gold second, in points; Fisher p: presentation "
+        "order × correct.\n\n"
+    )
     gf, gs = ("n_gold_first", "n_gold_second")
     md += rows_markdown(
-        ("run", "gold first / second", "P(first)", "exact 95% CI", "binomial p", "P(first ∣ gold first)",
-         "P(first ∣ gold second)", "P(A ∣ gold first)", "P(A ∣ gold second)", "Acc gold first", "Acc gold second", "gap",
-         "Fisher p"),
-        [[n, f"{f[gf]} / {f[gs]}", _first_rate(f, "first_rate", "n_valid"),
-          f"{pct(f['first_rate_ci95'][0])}–{pct(f['first_rate_ci95'][1])}", fmt(f["binomial_p"], 4),
-          _first_rate(f, "first_rate_gold_first", gf), _first_rate(f, "first_rate_gold_second", gs),
-          _first_rate(f, "a_rate_gold_first", gf), _first_rate(f, "a_rate_gold_second", gs),
-          _first_rate(f, "accuracy_gold_first", gf), _first_rate(f, "accuracy_gold_second", gs),
-          "–" if f["accuracy_gap"] is None else f"{100 * f['accuracy_gap']:+.1f}", fmt(f["fisher_p"], 4)] for n, f in fo])
+        (
+            "run",
+            "gold first / second",
+            "P(first)",
+            "exact 95% CI",
+            "binomial p",
+            "P(first ∣ gold first)",
+            "P(first ∣ gold second)",
+            "P(A ∣ gold first)",
+            "P(A ∣ gold second)",
+            "Acc gold first",
+            "Acc gold second",
+            "gap",
+            "Fisher p",
+        ),
+        [
+            [
+                n,
+                f"{f[gf]} / {f[gs]}",
+                _first_rate(f, "first_rate", "n_valid"),
+                f"{pct(f['first_rate_ci95'][0])}–{pct(f['first_rate_ci95'][1])}",
+                fmt(f["binomial_p"], 4),
+                _first_rate(f, "first_rate_gold_first", gf),
+                _first_rate(f, "first_rate_gold_second", gs),
+                _first_rate(f, "a_rate_gold_first", gf),
+                _first_rate(f, "a_rate_gold_second", gs),
+                _first_rate(f, "accuracy_gold_first", gf),
+                _first_rate(f, "accuracy_gold_second", gs),
+                "–" if f["accuracy_gap"] is None else f"{100 * f['accuracy_gap']:+.1f}",
+                fmt(f["fisher_p"], 4),
+            ]
+            for n, f in fo
+        ],
+    )
     md += "\nBy layout:\n\n"
-    md += rows_markdown(("run", "layout", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
-                        [[n, lay, _first_rate(x, "first_rate", "n_valid"), fmt(x["binomial_p"], 4),
-                          _first_rate(x, "accuracy_gold_first", gf), _first_rate(x, "accuracy_gold_second", gs)]
-                         for n, f in fo for lay, x in f["by_layout"].items() if x])
+    md += rows_markdown(
+        ("run", "layout", "P(first)", "binomial p", "Acc gold first", "Acc gold second"),
+        [
+            [
+                n,
+                lay,
+                _first_rate(x, "first_rate", "n_valid"),
+                fmt(x["binomial_p"], 4),
+                _first_rate(x, "accuracy_gold_first", gf),
+                _first_rate(x, "accuracy_gold_second", gs),
+            ]
+            for n, f in fo
+            for lay, x in f["by_layout"].items()
+            if x
+        ],
+    )
     return md
 
 
 def _ordering_markdown(od: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    md = ("\n## Chronological-ordering probe (paper 002 App. G)\n\n"
-          "Answers by position: items answered in the label order (1, 2, …, n: the order shown) or its reverse. "
-          f"{RATE_NOTE}\n\n")
+    md = (
+        "\n## Chronological-ordering probe (paper 002 App. G)\n\n"
+        "Answers by position: items answered in the label order (1, 2, …, n: the order shown) or its reverse. "
+        f"{RATE_NOTE}\n\n"
+    )
     return md + rows_markdown(
         ("run", "exact match", "invalid rate", "label order", "reverse", "by position (share)"),
-        [[n, rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
-          rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]), str(o["label_order"]), str(o["reverse_label_order"]),
-          rate(o["by_position_share"], o.get("by_position_share_ci95"), o["n"])] for n, o in od])
+        [
+            [
+                n,
+                rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
+                rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]),
+                str(o["label_order"]),
+                str(o["reverse_label_order"]),
+                rate(o["by_position_share"], o.get("by_position_share_ci95"), o["n"]),
+            ]
+            for n, o in od
+        ],
+    )
 
 
-def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, out: str | os.PathLike | None = None) -> dict[str, Any]:
+def bias(
+    runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, out: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """Analyse the runs' predictions and write ``bias.json``, ``bias.md`` and figures to ``out``
     (default: the run folder when there is one run). Returns the ``bias.json`` contents."""
     paths = [Path(r) for r in runs]
@@ -472,10 +567,14 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
     named_pos = [(n, a.get("prism_positions")) for n, a in analyses.items()]
     if plot_positions(named_pos, out / "bias_positions.png", "PRISM Type-1 by position"):
         figures.append(("PRISM Type-1 accuracy by position (model × position)", "bias_positions.png"))
-    by_layout = [(f"{n} · {lay}" if len(analyses) > 1 else lay,
-                  {k: {"all": v["by_layout"][lay]} for k, v in (a.get("prism_positions") or {}).items() if lay in v["by_layout"]})
-                 for n, a in analyses.items()
-                 for lay in sorted({lay for v in (a.get("prism_positions") or {}).values() for lay in v["by_layout"]})]
+    by_layout = [
+        (
+            f"{n} · {lay}" if len(analyses) > 1 else lay,
+            {k: {"all": v["by_layout"][lay]} for k, v in (a.get("prism_positions") or {}).items() if lay in v["by_layout"]},
+        )
+        for n, a in analyses.items()
+        for lay in sorted({lay for v in (a.get("prism_positions") or {}).values() for lay in v["by_layout"]})
+    ]
     if plot_positions(by_layout, out / "bias_positions_by_layout.png", "PRISM Type-1 by layout and position"):
         figures.append(("PRISM Type-1 accuracy by layout and position", "bias_positions_by_layout.png"))
     if plot_wavg(named_pos, out / "bias_wavg.png"):
@@ -485,8 +584,12 @@ def bias(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, 
     if plot_timecatch([(n, a.get("timecatch_positions")) for n, a in analyses.items()], out / "bias_timecatch_positions.png"):
         figures.append(("TimeCatch accuracy by true position", "bias_timecatch_positions.png"))
 
-    result = no_nan({"runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded, strict=False)},
-                      "figures": [f for _, f in figures]})
+    result = no_nan(
+        {
+            "runs": {n: {"path": str(p), **analyses[n]} for n, (p, _, _) in zip(names, loaded, strict=False)},
+            "figures": [f for _, f in figures],
+        }
+    )
     write_json(out / BIAS_JSON, result)
     write_text(out / BIAS_REPORT, _markdown(result, named_pos, by_layout, figures, paths, names, out))
     return result
@@ -497,18 +600,24 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
     md = ["# Positional bias\n\n", "".join(f"- {n}: `{r['path']}` ({r['n']} predictions)\n" for n, r in runs.items())]
     if any(p for _, p in named_pos):
         md.append("\n## PRISM Type-1 by position (paper 002 Tables S4, S17a, S19)\n\n")
-        md.append("Accuracy over valid answers / macro-F1 (valid answers); W_avg weights positions by their valid answers "
-                  f"(for accuracy: correct of valid over all positions). {RATE_NOTE}\n")
+        md.append(
+            "Accuracy over valid answers / macro-F1 (valid answers); W_avg weights positions by their valid answers "
+            f"(for accuracy: correct of valid over all positions). {RATE_NOTE}\n"
+        )
         md.append(_position_markdown(named_pos, "run"))
         md.append("\n## By layout (Tables S17b, S20)\n")
         md.append(_position_markdown(by_layout, "layout"))
     tc = [(n, r["timecatch_positions"]) for n, r in runs.items() if r.get("timecatch_positions")]
     if tc:
         md.append("\n## TimeCatch by true position of the anomaly\n\n")
-        md.append("Accuracy on the anomalous records by 1-based frame of the anomaly (swap: the earlier frame). "
-                  f"{RATE_NOTE}\n\n")
-        md.append(_grid_markdown([((n, task), t) for n, tasks in tc for task, t in tasks.items()], ("run", "task"),
-                                 lambda c: rate(c["accuracy"], c.get("ci95"), c["n"])))
+        md.append(f"Accuracy on the anomalous records by 1-based frame of the anomaly (swap: the earlier frame). {RATE_NOTE}\n\n")
+        md.append(
+            _grid_markdown(
+                [((n, task), t) for n, tasks in tc for task, t in tasks.items()],
+                ("run", "task"),
+                lambda c: rate(c["accuracy"], c.get("ci95"), c["n"]),
+            )
+        )
     fo = [(n, r["first_option"]) for n, r in runs.items() if r.get("first_option")]
     if fo:
         md.append(_first_option_markdown(fo))
@@ -529,8 +638,9 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
 class BiasConfig:
     """``judgetrain eval bias``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    runs: list[Path] = arg(help="run folders (the --out of `eval judge` or `eval timecatch`); also the leading bare words",
-                           positional=True)
+    runs: list[Path] = arg(
+        help="run folders (the --out of `eval judge` or `eval timecatch`); also the leading bare words", positional=True
+    )
     names: list[str] | None = arg(None, "display names, one per run (space- or comma-separated; default: model names)")
     out: Path | None = arg(None, "output folder (default: the run folder when there is one run)")
 
@@ -553,14 +663,16 @@ class BiasConfig:
 
 def make_parser():
     return make_config_parser(
-        BiasConfig, "judgetrain eval bias",
+        BiasConfig,
+        "judgetrain eval bias",
         "Positional bias of judge or TimeCatch runs from their predictions.jsonl: accuracy and macro-F1 per outlier / swap "
         "position (PRISM Type-1) with W_avg, TimeCatch accuracy per true position, first-option bias with a binomial "
         "test, and the ordering probe's answers-by-position signature.",
         "examples:\n"
         "  judgetrain eval bias results/ov                      # writes bias.md, bias.json and PNGs into the run\n"
         "  judgetrain eval bias results/ov results/q25 --names ov,qwen2.5 --out results/bias\n"
-        "\nresults/ov and results/q25: the judge runs of `judgetrain eval judge --help`'s examples.\n")
+        "\nresults/ov and results/q25: the judge runs of `judgetrain eval judge --help`'s examples.\n",
+    )
 
 
 def main(cfg: BiasConfig) -> int:
@@ -573,12 +685,15 @@ def main(cfg: BiasConfig) -> int:
             parts.append(f"{kind} W_avg acc {rate(w['accuracy'], w.get('accuracy_ci95'), w['n_valid'])} %")
         if r.get("first_option"):
             f = r["first_option"]
-            parts.append(f"first-option rate {_first_rate(f, 'first_rate', 'n_valid')} % "
-                         f"(binomial p = {fmt(f['binomial_p'], 4)})")
+            parts.append(
+                f"first-option rate {_first_rate(f, 'first_rate', 'n_valid')} % (binomial p = {fmt(f['binomial_p'], 4)})"
+            )
         if r.get("ordering"):
             o = r["ordering"]
-            parts.append(f"ordering exact {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} %, "
-                         f"by position {rate(o['by_position_share'], o.get('by_position_share_ci95'), o['n'])} %")
+            parts.append(
+                f"ordering exact {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} %, "
+                f"by position {rate(o['by_position_share'], o.get('by_position_share_ci95'), o['n'])} %"
+            )
         print(f"{name}: " + ("; ".join(parts) or "nothing to analyse"), flush=True)
     print(f"Bias report in {Path(out) / BIAS_REPORT} (data in {Path(out) / BIAS_JSON})", flush=True)
     return 0

@@ -29,8 +29,18 @@ from typing import Any
 
 from judgetrain.errors import UserError, did_you_mean
 
-__all__ = ["ConfigError", "arg", "comma_list", "identity", "jsonable", "make_parser", "one_of", "parse", "read_config_file",
-           "split_config_flag"]
+__all__ = [
+    "ConfigError",
+    "arg",
+    "comma_list",
+    "identity",
+    "jsonable",
+    "make_parser",
+    "one_of",
+    "parse",
+    "read_config_file",
+    "split_config_flag",
+]
 
 
 class ConfigError(UserError, ValueError):
@@ -76,8 +86,16 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 _OWN_METADATA = ("identity", "positional", "passthrough")
 
 
-def make_parser(types, prog: str, description: str = "", epilog: str = "", usage: str | None = None, *,
-                formatter_class: type[argparse.HelpFormatter] = _HelpFormatter, **kwargs: Any):
+def make_parser(
+    types,
+    prog: str,
+    description: str = "",
+    epilog: str = "",
+    usage: str | None = None,
+    *,
+    formatter_class: type[argparse.HelpFormatter] = _HelpFormatter,
+    **kwargs: Any,
+):
     """A :class:`trl.TrlParser` over ``types`` (a dataclass or a tuple of them), with
     judgetrain's field metadata (:func:`arg`) kept from argparse and no abbreviations: a
     prefix of a flag is refused, not taken for it. ``kwargs`` go to the parser
@@ -99,8 +117,16 @@ def make_parser(types, prog: str, description: str = "", epilog: str = "", usage
             group.add_argument = lambda *a, **k: add(*a, **argparse_keys(k))  # type: ignore[method-assign]
             return group
 
-    return Parser(types if isinstance(types, tuple) else (types,), prog=prog, description=description, epilog=epilog,
-                  usage=usage, formatter_class=formatter_class, allow_abbrev=False, **kwargs)
+    return Parser(
+        types if isinstance(types, tuple) else (types,),
+        prog=prog,
+        description=description,
+        epilog=epilog,
+        usage=usage,
+        formatter_class=formatter_class,
+        allow_abbrev=False,
+        **kwargs,
+    )
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -133,7 +159,7 @@ def split_config_flag(argv: list[str]) -> tuple[list[str], Path | None]:
             if i + 1 >= len(argv):
                 raise ConfigError(["--config: give a YAML file"])
             path = argv[i + 1]
-            del argv[i:i + 2]
+            del argv[i : i + 2]
             return argv, Path(path)
         if a.startswith("--config="):
             del argv[i]
@@ -159,8 +185,14 @@ def _positional_to_flags(parser, argv: list[str]) -> list[str]:
     return flags + bare + argv
 
 
-def parse(parser, argv: list[str], *, defaults: dict[str, Any] | None = None, help_hint: str = "--help",
-          prepare: Callable[[list[str], dict[str, Any]], None] | None = None) -> tuple:
+def parse(
+    parser,
+    argv: list[str],
+    *,
+    defaults: dict[str, Any] | None = None,
+    help_hint: str = "--help",
+    prepare: Callable[[list[str], dict[str, Any]], None] | None = None,
+) -> tuple:
     """The dataclasses of ``parser`` from ``argv``: ``--config FILE.yaml`` values become
     defaults, flags win, ``defaults`` (set by code, e.g. a launcher) sit under both.
     Leading bare words fill the fields marked ``positional=True``. Unknown config keys and
@@ -198,12 +230,17 @@ def _leftover_problems(rest: list[str], parser, help_hint: str) -> list[str]:
     """One problem per command-line flag the parser did not take, and one for the bare words
     that follow no flag (a word after an unknown flag is taken for its value)."""
     flags = [o for a in parser._actions for o in a.option_strings]
-    problems = [f"unknown argument {w!r}{did_you_mean(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"
-                for w in rest if w.startswith("-")]
+    problems = [
+        f"unknown argument {w!r}{did_you_mean(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"
+        for w in rest
+        if w.startswith("-")
+    ]
     stray = [w for i, w in enumerate(rest) if not w.startswith("-") and (i == 0 or not rest[i - 1].startswith("-"))]
     if stray:
-        problems.append(f"unknown argument {' '.join(stray)!r}: not used. A flag takes `--field value`; only a list field "
-                        f"takes several values (`--field a b`), and only where {help_hint} shows `[FIELD ...]`")
+        problems.append(
+            f"unknown argument {' '.join(stray)!r}: not used. A flag takes `--field value`; only a list field "
+            f"takes several values (`--field a b`), and only where {help_hint} shows `[FIELD ...]`"
+        )
     return problems
 
 

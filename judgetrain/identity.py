@@ -29,8 +29,18 @@ from typing import Any
 from judgetrain.io import write_text
 
 __all__ = [
-    "ANNOTATION_SUFFIXES", "CACHE_ENV", "MODEL_FILES", "adapter_identity", "cache_dir", "differences", "files_identity",
-    "folder_hashes", "git_state", "model_identity", "path_identity", "sha256_file",
+    "ANNOTATION_SUFFIXES",
+    "CACHE_ENV",
+    "MODEL_FILES",
+    "adapter_identity",
+    "cache_dir",
+    "differences",
+    "files_identity",
+    "folder_hashes",
+    "git_state",
+    "model_identity",
+    "path_identity",
+    "sha256_file",
 ]
 
 CACHE_ENV = "JUDGETRAIN_CACHE"
@@ -106,8 +116,10 @@ def path_identity(path: str | os.PathLike) -> dict[str, Any]:
         return {"sha256": sha256_file(path)}
     if (path / "build.json").is_file():  # judgetrain.records.BUILD_FILE (records loads `datasets`)
         info = json.loads((path / "build.json").read_text())
-        return {"builder": info.get("builder"),
-                "splits": {s: v.get("content_hash") for s, v in sorted(info.get("splits", {}).items())}}
+        return {
+            "builder": info.get("builder"),
+            "splits": {s: v.get("content_hash") for s, v in sorted(info.get("splits", {}).items())},
+        }
     if path.is_dir():
         h = hashlib.sha256()
         for p in sorted(q for q in path.rglob("*") if q.is_file()):
@@ -155,8 +167,9 @@ def git_state(start: str | os.PathLike | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     if commit.returncode != 0:

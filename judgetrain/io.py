@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
-    "RowAppender", "atomic_folder", "atomic_path", "no_nan", "remove_leftovers", "write_bytes", "write_json", "write_rows",
+    "RowAppender",
+    "atomic_folder",
+    "atomic_path",
+    "no_nan",
+    "remove_leftovers",
+    "write_bytes",
+    "write_json",
+    "write_rows",
     "write_text",
 ]
 

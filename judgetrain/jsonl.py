@@ -63,8 +63,9 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[JsonLine]:
             yield JsonLine(str(path), number, None, problem)
             continue
         if not isinstance(row, dict):
-            yield JsonLine(str(path), number, None,
-                           f"not a JSON object ({json_kind(row)}); write one {{\"field\": value, …}} object per line")
+            yield JsonLine(
+                str(path), number, None, f'not a JSON object ({json_kind(row)}); write one {{"field": value, …}} object per line'
+            )
             continue
         yield JsonLine(str(path), number, row)
 
@@ -80,12 +81,16 @@ def parse_json(text: str, fix: str = "write valid JSON") -> tuple[str | None, An
         where = f"line {e.lineno} column {e.colno}" if e.lineno > 1 else f"column {e.colno}"
         return f"not JSON ({e.msg} at {where}); {fix}", None
     except RecursionError:
-        return (f"not JSON this reader can take: arrays or objects nested more than about {sys.getrecursionlimit()} "
-                "levels deep; flatten the nesting"), None
+        return (
+            f"not JSON this reader can take: arrays or objects nested more than about {sys.getrecursionlimit()} "
+            "levels deep; flatten the nesting"
+        ), None
     except ValueError as e:  # int() refuses a number of more than sys.get_int_max_str_digits() digits
         if "digits" in str(e):
-            return (f"not JSON this reader can take: a number of more than {sys.get_int_max_str_digits()} digits; "
-                    "write it as a string"), None
+            return (
+                f"not JSON this reader can take: a number of more than {sys.get_int_max_str_digits()} digits; "
+                "write it as a string"
+            ), None
         return f"not JSON this reader can take ({e}); {fix}", None
 
 

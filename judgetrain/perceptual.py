@@ -34,8 +34,17 @@ if TYPE_CHECKING:  # torch loads on first use: a builder's --help and manifest c
 
 from judgetrain.errors import UserError
 
-__all__ = ["LPIPS_DECIMALS", "LPIPS_NETS", "LPIPS_NUMERICS", "BackboneWeightsMissing", "LpipsDeviceError", "LpipsDistance",
-           "backbone_weights_path", "filter_near_duplicates", "quantize"]
+__all__ = [
+    "LPIPS_DECIMALS",
+    "LPIPS_NETS",
+    "LPIPS_NUMERICS",
+    "BackboneWeightsMissing",
+    "LpipsDeviceError",
+    "LpipsDistance",
+    "backbone_weights_path",
+    "filter_near_duplicates",
+    "quantize",
+]
 
 _BACKBONE_URLS = {
     "alex": "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth",
@@ -100,8 +109,15 @@ class LpipsDistance:
     so that a frame in several pairs goes through the backbone once.
     """
 
-    def __init__(self, net: str = "alex", *, pretrained_backbone: bool = True, device: str | None = None,
-                 batch_size: int = 32, seed: int = 0):
+    def __init__(
+        self,
+        net: str = "alex",
+        *,
+        pretrained_backbone: bool = True,
+        device: str | None = None,
+        batch_size: int = 32,
+        seed: int = 0,
+    ):
         import lpips
         import torch
 
@@ -112,8 +128,10 @@ class LpipsDistance:
         self.batch_size = batch_size
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "mps":
-            raise LpipsDeviceError(f"--device {device}: LPIPS runs in float64 so that distances do not depend on the "
-                                   "device or thread count, and MPS has no float64; use --device cpu")
+            raise LpipsDeviceError(
+                f"--device {device}: LPIPS runs in float64 so that distances do not depend on the "
+                "device or thread count, and MPS has no float64; use --device cpu"
+            )
         with warnings.catch_warnings():
             # lpips 0.1.4 passes torchvision's deprecated `pretrained=` flag.
             warnings.simplefilter("ignore", UserWarning)
@@ -197,8 +215,9 @@ class LpipsDistance:
         m = self.model
         with torch.inference_mode():
             # lpips is untyped: its per-layer averages are tensors, summed in layer order as LPIPS.forward does
-            val = cast("torch.Tensor", sum(lpips.spatial_average(m.lins[kk]((fa[kk] - fb[kk]) ** 2), keepdim=True)
-                                           for kk in range(m.L)))
+            val = cast(
+                "torch.Tensor", sum(lpips.spatial_average(m.lins[kk]((fa[kk] - fb[kk]) ** 2), keepdim=True) for kk in range(m.L))
+            )
         return val.flatten().cpu().numpy()
 
     def consecutive_distances(self, frames: Sequence[np.ndarray], chunk_size: int | None = None) -> np.ndarray:
@@ -230,11 +249,14 @@ def _same_size(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         return list(frames)
     from PIL import Image
 
-    return [f if f.shape[:2] == (h, w) else np.asarray(Image.fromarray(f).resize((w, h), Image.Resampling.BILINEAR)) for f in frames]
+    return [
+        f if f.shape[:2] == (h, w) else np.asarray(Image.fromarray(f).resize((w, h), Image.Resampling.BILINEAR)) for f in frames
+    ]
 
 
-def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance, threshold: float = 0.05, *,
-                           chunk_size: int | None = None) -> tuple[list[int], list[float]]:
+def filter_near_duplicates(
+    frames: Sequence[np.ndarray], distance: LpipsDistance, threshold: float = 0.05, *, chunk_size: int | None = None
+) -> tuple[list[int], list[float]]:
     """Walk the sequence and drop each frame whose LPIPS distance to the
     previously *kept* frame is below ``threshold`` (paper 000 §3.3).
 
@@ -260,8 +282,9 @@ def filter_near_duplicates(frames: Sequence[np.ndarray], distance: LpipsDistance
     return _filter_by_pairs(frames, distance, threshold)
 
 
-def _filter_by_features(frames: list[np.ndarray], distance: LpipsDistance, threshold: float,
-                        chunk: int) -> tuple[list[int], list[float]]:
+def _filter_by_features(
+    frames: list[np.ndarray], distance: LpipsDistance, threshold: float, chunk: int
+) -> tuple[list[int], list[float]]:
     kept, dists = [0], []
     anchor = None  # features of frame kept[-1], one row, a copy
     for start in range(0, len(frames), chunk):

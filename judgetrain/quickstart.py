@@ -28,20 +28,28 @@ class QuickstartConfig:
     seed: int = arg(42, "seed of the tiny models, the synthetic clips and training")
     train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)")
     eval_limit: int = arg(60, "validation records scored before and after training (0 for all)")
-    lpips_random_backbone: bool = arg(False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not "
-                                             "available offline")
-    overwrite: bool = arg(False, "replace what an earlier quickstart with other settings left in --out (a rerun with "
-                                 "the same settings resumes or finds nothing to do; other settings are refused without this)")
+    lpips_random_backbone: bool = arg(
+        False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not available offline"
+    )
+    overwrite: bool = arg(
+        False,
+        "replace what an earlier quickstart with other settings left in --out (a rerun with "
+        "the same settings resumes or finds nothing to do; other settings are refused without this)",
+    )
 
 
 def make_parser():
     from .config import make_parser as make_config_parser
 
-    return make_config_parser(QuickstartConfig, "judgetrain quickstart", __doc__.strip().splitlines()[0],
-                              "examples:\n"
-                              "  judgetrain quickstart\n"
-                              "  judgetrain quickstart --out quickstart-small --clips 6 --train-steps 0 --eval-limit 8"
-                              "   # no training: build and zero-shot only\n")
+    return make_config_parser(
+        QuickstartConfig,
+        "judgetrain quickstart",
+        __doc__.strip().splitlines()[0],
+        "examples:\n"
+        "  judgetrain quickstart\n"
+        "  judgetrain quickstart --out quickstart-small --clips 6 --train-steps 0 --eval-limit 8"
+        "   # no training: build and zero-shot only\n",
+    )
 
 
 def main(cfg: QuickstartConfig) -> int:
@@ -62,12 +70,15 @@ def main(cfg: QuickstartConfig) -> int:
 
     random_backbone = cfg.lpips_random_backbone
     if not random_backbone and not backbone_weights_path("alex").is_file():
-        print(f"      note: AlexNet weights for LPIPS are not at {backbone_weights_path('alex')};"
-              " using a random backbone for this offline demo (see README, 'LPIPS weights').")
+        print(
+            f"      note: AlexNet weights for LPIPS are not at {backbone_weights_path('alex')};"
+            " using a random backbone for this offline demo (see README, 'LPIPS weights')."
+        )
         random_backbone = True
     print(f"[2/5] synthetic TimeCatch set from {cfg.clips} physics clips -> {out / 'timecatch'}")
-    data = TimeCatchConfig(out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone,
-                           overwrite=cfg.overwrite)
+    data = TimeCatchConfig(
+        out=out / "timecatch", synthetic=cfg.clips, seed=cfg.seed, lpips_random_backbone=random_backbone, overwrite=cfg.overwrite
+    )
     info = build(data)
     print_summary(info, data.out)
 
@@ -77,20 +88,51 @@ def main(cfg: QuickstartConfig) -> int:
     limit = cfg.eval_limit or None
     results = out / "results"
     print(f"[3/5] zero-shot evaluation of the tiny Qwen3-VL on the validation split -> {results / 'zero-shot'}")
-    evaluate(str(models["qwen3-vl"]), data.out, results / "zero-shot", split="validation", limit=limit, progress=False,
-             overwrite=cfg.overwrite)
+    evaluate(
+        str(models["qwen3-vl"]),
+        data.out,
+        results / "zero-shot",
+        split="validation",
+        limit=limit,
+        progress=False,
+        overwrite=cfg.overwrite,
+    )
     runs, names = [results / "zero-shot"], ["zero-shot"]
     if cfg.train_steps and REPO_RECIPE.is_file():
         from judgetrain.train.run import main as train
 
         run_dir = out / "runs" / "tiny-qwen3vl-timecatch"
-        print(f"[4/5] LoRA on the tiny Qwen3-VL, {cfg.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}")
-        train(["--config", str(REPO_RECIPE), "--model_name_or_path", str(models["qwen3-vl"]), "--datasets", str(data.out),
-               "--output_dir", str(run_dir), "--max_steps", str(cfg.train_steps), "--seed", str(cfg.seed),
-               *(["--overwrite"] if cfg.overwrite else [])])
+        print(
+            f"[4/5] LoRA on the tiny Qwen3-VL, {cfg.train_steps} steps ({REPO_RECIPE.relative_to(REPO_RECIPE.parents[2])}) -> {run_dir}"
+        )
+        train(
+            [
+                "--config",
+                str(REPO_RECIPE),
+                "--model_name_or_path",
+                str(models["qwen3-vl"]),
+                "--datasets",
+                str(data.out),
+                "--output_dir",
+                str(run_dir),
+                "--max_steps",
+                str(cfg.train_steps),
+                "--seed",
+                str(cfg.seed),
+                *(["--overwrite"] if cfg.overwrite else []),
+            ]
+        )
         print(f"[5/5] evaluation of the adapter -> {results / 'lora'}")
-        evaluate(str(models["qwen3-vl"]), data.out, results / "lora", adapter=str(run_dir), split="validation", limit=limit,
-                 progress=False, overwrite=cfg.overwrite)
+        evaluate(
+            str(models["qwen3-vl"]),
+            data.out,
+            results / "lora",
+            adapter=str(run_dir),
+            split="validation",
+            limit=limit,
+            progress=False,
+            overwrite=cfg.overwrite,
+        )
         runs.append(results / "lora")
         names.append("lora")
     else:
@@ -99,16 +141,21 @@ def main(cfg: QuickstartConfig) -> int:
     table = compare(runs, names)["markdown"]
     write_text(results / "comparison.md", table + "\n")
     print("\nAccuracy (%) per task and source, and the change after training:\n" + table)
-    print(f"\nReports: {results / 'zero-shot' / 'report.md'}" + (f" and {results / 'lora' / 'report.md'}" if len(runs) > 1 else "")
-          + f"; comparison: {results / 'comparison.md'}")
+    print(
+        f"\nReports: {results / 'zero-shot' / 'report.md'}"
+        + (f" and {results / 'lora' / 'report.md'}" if len(runs) > 1 else "")
+        + f"; comparison: {results / 'comparison.md'}"
+    )
     from judgetrain.eval.view.page import write_view
 
     page = write_view(runs, results / "view", names, progress=False)  # the run browser: frames, prompts, posteriors
     print(f"quickstart finished in {time.perf_counter() - t0:.0f} s; everything is under {out}")
-    print("A tiny random model scores near chance (the Random row), before and after a few LoRA steps: this run shows\n"
-          "that every stage works end to end, not a judge. On a machine with hub access and a GPU, the same pipeline\n"
-          "with a real model:\n"
-          "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data quickstart/timecatch --split validation --out results/qw3-2b\n"
-          "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1")
+    print(
+        "A tiny random model scores near chance (the Random row), before and after a few LoRA steps: this run shows\n"
+        "that every stage works end to end, not a judge. On a machine with hub access and a GPU, the same pipeline\n"
+        "with a real model:\n"
+        "  judgetrain eval timecatch --model Qwen/Qwen3-VL-2B-Instruct --data quickstart/timecatch --split validation --out results/qw3-2b\n"
+        "  judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1"
+    )
     print(f"\nRun page (every item's frames, prompt and posterior; open it in a browser): {page}")
     return 0

@@ -347,7 +347,9 @@ def frame_digests(ds: datasets.Dataset, indices: Sequence[int]) -> list[list[str
     """:func:`image_digest` of every image of the records at ``indices`` of ``ds``, in prompt
     order, nothing decoded: what an evaluation's prediction row stores as ``frames`` (by which
     ``eval view`` finds, and reuses, each frame's thumbnail)."""
-    return [[image_digest(im) for im in row["images"]] for row in stored_rows(ds.select(list(indices)).select_columns(["images"]))]
+    return [
+        [image_digest(im) for im in row["images"]] for row in stored_rows(ds.select(list(indices)).select_columns(["images"]))
+    ]
 
 
 def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
@@ -359,8 +361,14 @@ def _fingerprinted(ds: datasets.Dataset, fingerprint: str) -> datasets.Dataset:
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
-def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: Mapping[str, Any], *, validate: bool = True,
-         identity: Mapping[str, Any] | None = None) -> dict:
+def save(
+    dataset: datasets.DatasetDict,
+    out_dir: str | os.PathLike,
+    build_info: Mapping[str, Any],
+    *,
+    validate: bool = True,
+    identity: Mapping[str, Any] | None = None,
+) -> dict:
     """Validate, hash and write ``dataset`` to ``out_dir`` with its ``build.json``.
 
     ``identity`` (what the build's records depend on: see
@@ -388,8 +396,9 @@ def save(dataset: datasets.DatasetDict, out_dir: str | os.PathLike, build_info: 
     if identity is not None:
         info["identity"] = dict(identity)
     info["splits"] = {split: {"rows": len(ds), "content_hash": content_hash(ds)} for split, ds in dataset.items()}
-    dataset = datasets.DatasetDict({split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16])
-                                    for split, ds in dataset.items()})
+    dataset = datasets.DatasetDict(
+        {split: _fingerprinted(ds, info["splits"][split]["content_hash"][:16]) for split, ds in dataset.items()}
+    )
     with atomic_folder(out) as tmp:
         for split, ds in dataset.items():
             ds.save_to_disk(str(tmp / split))
@@ -406,7 +415,9 @@ def read_build_info(path: str | os.PathLike) -> dict:
     path = Path(path)
     build = path / BUILD_FILE
     if not path.is_dir():
-        raise IncompleteDatasetError(f"{path}: no such dataset folder. Build one, e.g. `judgetrain build timecatch --out {path}`.")
+        raise IncompleteDatasetError(
+            f"{path}: no such dataset folder. Build one, e.g. `judgetrain build timecatch --out {path}`."
+        )
     if not build.is_file():
         raise IncompleteDatasetError(
             f"{path}: no {BUILD_FILE}, so this is not a complete judgetrain build (an interrupted build "
@@ -429,5 +440,7 @@ def load(path: str | os.PathLike, *, verify: bool = False) -> datasets.DatasetDi
         for split, ds in dataset.items():
             got = content_hash(ds)
             if got != expected[split]["content_hash"]:
-                raise ValueError(f"{path}: split {split!r} content hash {got[:12]}… differs from {BUILD_FILE} ({expected[split]['content_hash'][:12]}…): the files were modified")
+                raise ValueError(
+                    f"{path}: split {split!r} content hash {got[:12]}… differs from {BUILD_FILE} ({expected[split]['content_hash'][:12]}…): the files were modified"
+                )
     return dataset

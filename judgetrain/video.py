@@ -145,8 +145,7 @@ def interval_indices(n_frames: int, fps: float, interval_s: float) -> list[int]:
     return [min(n_frames - 1, round(k * step)) for k in range(count)]
 
 
-def segment_frames(n_frames: int, fps: float, start_s: float | None = None,
-                   end_s: float | None = None) -> tuple[int, int]:
+def segment_frames(n_frames: int, fps: float, start_s: float | None = None, end_s: float | None = None) -> tuple[int, int]:
     """The first and last frame (inclusive) of the segment ``[start_s, end_s]`` seconds of a
     video of ``n_frames`` frames at ``fps``, as MVBench bounds its questions:
     ``max(0, round(start·fps))`` to ``min(T − 1, round(end·fps))``; ``None`` bounds mean the
@@ -160,8 +159,10 @@ def segment_frames(n_frames: int, fps: float, start_s: float | None = None,
     lo = 0 if start_s is None else max(0, round(start_s * fps))
     hi = n_frames - 1 if end_s is None else min(n_frames - 1, round(end_s * fps))
     if lo > hi:
-        raise ValueError(f"the segment {start_s}–{end_s} s holds no frame of a {n_frames / fps:g} s video "
-                         f"({n_frames} frames at {fps:g} fps); fix its start/end")
+        raise ValueError(
+            f"the segment {start_s}–{end_s} s holds no frame of a {n_frames / fps:g} s video "
+            f"({n_frames} frames at {fps:g} fps); fix its start/end"
+        )
     return lo, hi
 
 
@@ -189,8 +190,7 @@ def _check_grid(n_frames: int, budget: int) -> None:
         raise ValueError(f"frame budget must be a positive integer, got {budget!r}")
 
 
-def phase_indices(n_frames: int, budget: int, phase: int = 0, phases: int = 1,
-                  origin: str | float | Fraction = 0) -> list[int]:
+def phase_indices(n_frames: int, budget: int, phase: int = 0, phases: int = 1, origin: str | float | Fraction = 0) -> list[int]:
     """Phase ``phase`` of ``phases`` of the uniform ``budget``-frame grid over ``n_frames``
     frames, with the grid origin moved by ``origin`` grid steps (paper 001 Eq. 1):
     ``min(T − 1, ⌊(i + s/S + δ)·T/b⌋)`` for ``i = 0..b−1``.
@@ -301,8 +301,11 @@ def mp4_codec() -> str:
         return "libx264"
     import warnings
 
-    warnings.warn("This PyAV build has no libx264 encoder; videos fall back to MPEG-4 Part 2 ('mpeg4'). "
-                  "Install a PyAV wheel built with libx264 for H.264 output.", stacklevel=3)
+    warnings.warn(
+        "This PyAV build has no libx264 encoder; videos fall back to MPEG-4 Part 2 ('mpeg4'). "
+        "Install a PyAV wheel built with libx264 for H.264 output.",
+        stacklevel=3,
+    )
     return "mpeg4"
 
 
@@ -365,8 +368,7 @@ class FrameCache:
     ``max_side``) so another run over the same videos decodes nothing.
     """
 
-    def __init__(self, max_side: int | None = MAX_SIDE, *, cache_dir: str | os.PathLike | None = None,
-                 max_videos: int = 4):
+    def __init__(self, max_side: int | None = MAX_SIDE, *, cache_dir: str | os.PathLike | None = None, max_videos: int = 4):
         if max_videos < 1:
             raise ValueError(f"max_videos must be at least 1, got {max_videos}")
         self.max_side = max_side

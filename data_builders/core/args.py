@@ -16,11 +16,16 @@ __all__ = ["BuildArgs", "OutputArgs", "WorkBuildArgs"]
 class OutputArgs:
     """What every command that writes a folder takes."""
 
-    out: Path = arg(help="output folder (written atomically; rerunning the same command resumes, or does nothing "
-                         "once built; a folder holding other work is refused)")
+    out: Path = arg(
+        help="output folder (written atomically; rerunning the same command resumes, or does nothing "
+        "once built; a folder holding other work is refused)"
+    )
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
-    overwrite: bool = arg(False, "replace what --out holds (a build with other settings, or other files) with this build; "
-                                 "the old build stays until the new one is complete")
+    overwrite: bool = arg(
+        False,
+        "replace what --out holds (a build with other settings, or other files) with this build; "
+        "the old build stays until the new one is complete",
+    )
 
 
 @dataclass(kw_only=True)

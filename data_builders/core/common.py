@@ -12,8 +12,16 @@ from typing import Any
 from judgetrain.errors import UserError
 
 __all__ = [
-    "BuildError", "Fractions", "Skip", "balance_table", "builder_parser", "csv", "finish_summary", "parse_splits",
-    "save_build", "split_table",
+    "BuildError",
+    "Fractions",
+    "Skip",
+    "balance_table",
+    "builder_parser",
+    "csv",
+    "finish_summary",
+    "parse_splits",
+    "save_build",
+    "split_table",
 ]
 
 

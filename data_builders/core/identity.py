@@ -22,10 +22,24 @@ from judgetrain.identity import model_identity, path_identity
 __all__ = ["RUN_ONLY", "build_identity", "is_leftover", "sweep_leftovers"]
 
 # fields that say where and how a build runs, never what its records hold
-RUN_ONLY = frozenset({
-    "out", "overwrite", "progress", "keep_work", "strict", "device", "workers", "cache", "rpm", "timeout", "attempts",
-    "retry_delay", "base_url", "batch_size",
-})
+RUN_ONLY = frozenset(
+    {
+        "out",
+        "overwrite",
+        "progress",
+        "keep_work",
+        "strict",
+        "device",
+        "workers",
+        "cache",
+        "rpm",
+        "timeout",
+        "attempts",
+        "retry_delay",
+        "base_url",
+        "batch_size",
+    }
+)
 # what io.atomic_folder (".NAME.partial-1a2b3c4d", ".NAME.old-…") and io.atomic_path (".NAME.1a2b3c4d.tmp",
 # ".NAME.1a2b3c4d.part.mp4", ".NAME.1a2b3c4d.tmp.png") leave behind when the process is killed
 _LEFTOVER = re.compile(r"^\..+\.((partial|old)-[0-9a-f]{8}|[0-9a-f]{8}\.(tmp|part)(\..+)?)$")

@@ -19,8 +19,15 @@ KEPT_FORMATS = ("PNG", "JPEG")  # stored as they are; anything else is converted
 # What Pillow raises on a file it cannot decode: OSError (truncated, unidentified), ValueError and
 # SyntaxError (bad headers of some formats), the decompression-bomb error, and its warning when
 # warnings are errors (python -W error)
-DECODE_ERRORS = (OSError, ValueError, SyntaxError, RecursionError, MemoryError, Image.DecompressionBombError,
-                 Image.DecompressionBombWarning)
+DECODE_ERRORS = (
+    OSError,
+    ValueError,
+    SyntaxError,
+    RecursionError,
+    MemoryError,
+    Image.DecompressionBombError,
+    Image.DecompressionBombWarning,
+)
 
 
 def image_problem(path: Path) -> str | None:

@@ -28,17 +28,38 @@ LINE_ERRORS = (ValueError, OSError, RecursionError, MemoryError)
 
 
 @overload
-def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, str, Path, int], Any], *, what: str,
-                        noun: str, id_hint: str, partial: bool = False) -> tuple[list, list[Skip]]: ...
+def read_manifest_lines(
+    path: str | os.PathLike,
+    parse: Callable[[dict, str, Path, int], Any],
+    *,
+    what: str,
+    noun: str,
+    id_hint: str,
+    partial: bool = False,
+) -> tuple[list, list[Skip]]: ...
 
 
 @overload
-def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, None, Path, int], Any], *, what: str,
-                        noun: str, id_hint: None = None, partial: bool = False) -> tuple[list, list[Skip]]: ...
+def read_manifest_lines(
+    path: str | os.PathLike,
+    parse: Callable[[dict, None, Path, int], Any],
+    *,
+    what: str,
+    noun: str,
+    id_hint: None = None,
+    partial: bool = False,
+) -> tuple[list, list[Skip]]: ...
 
 
-def read_manifest_lines(path: str | os.PathLike, parse: Callable[[dict, Any, Path, int], Any], *, what: str,
-                        noun: str, id_hint: str | None = None, partial: bool = False) -> tuple[list, list[Skip]]:
+def read_manifest_lines(
+    path: str | os.PathLike,
+    parse: Callable[[dict, Any, Path, int], Any],
+    *,
+    what: str,
+    noun: str,
+    id_hint: str | None = None,
+    partial: bool = False,
+) -> tuple[list, list[Skip]]:
     """Every good line of the manifest at ``path`` as a record, and a :class:`Skip` for every bad one.
 
     ``parse(row, id, path, line)`` makes one record from a line's object (``line`` is 1-based)
@@ -102,6 +123,8 @@ def nothing_left(manifest: str | os.PathLike, noun: str, read: int, skips: list[
     (``read`` items and no skip) is said to be empty; else ``why`` (the counts), pointing at the
     skip warnings only when there are some."""
     if read == 0 and not skips:
-        return BuildError(f"{manifest}: holds no {noun} (the file is empty or has only blank lines); "
-                          f"write one JSON object per {noun}, one per line")
+        return BuildError(
+            f"{manifest}: holds no {noun} (the file is empty or has only blank lines); "
+            f"write one JSON object per {noun}, one per line"
+        )
     return BuildError(why + ("; the skipped lines are listed above" if skips else ""))

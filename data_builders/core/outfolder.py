@@ -36,8 +36,10 @@ def _previous(out: Path, parts: Sequence[str]) -> dict[str, dict]:
             try:
                 found[part] = json.loads(path.read_text())
             except json.JSONDecodeError as e:
-                raise BuildError(f"{path}:{e.lineno}: unreadable {BUILD_FILE} ({e.msg}); build into another folder "
-                                 "(--out NEW) or replace this one (--overwrite)") from None
+                raise BuildError(
+                    f"{path}:{e.lineno}: unreadable {BUILD_FILE} ({e.msg}); build into another folder "
+                    "(--out NEW) or replace this one (--overwrite)"
+                ) from None
     return found
 
 
@@ -63,12 +65,16 @@ def _refusal(out: Path, infos: dict[str, dict], new: dict) -> str | None:
         if old is None and info.get("complete") is False and info.get("builder") == new["builder"]:
             continue  # an unfinished build that records no identity yet: the builder checks what it resumes
         if old is None:
-            return (f"--out {where}: holds a {info.get('builder', 'judgetrain')} build whose {BUILD_FILE} records no "
-                    "identity (built before judgetrain recorded one), so it cannot be told apart from this one")
+            return (
+                f"--out {where}: holds a {info.get('builder', 'judgetrain')} build whose {BUILD_FILE} records no "
+                "identity (built before judgetrain recorded one), so it cannot be told apart from this one"
+            )
         diff = differences(old, new)
         if diff:
             listed = "\n".join(f"  - {d}" for d in diff)
-            return f"--out {where}: holds a {old.get('builder')} build made with other settings ({BUILD_FILE}: old → new):\n{listed}"
+            return (
+                f"--out {where}: holds a {old.get('builder')} build made with other settings ({BUILD_FILE}: old → new):\n{listed}"
+            )
     return None
 
 
@@ -83,11 +89,20 @@ def _finished(infos: dict[str, dict], parts: Sequence[str], cfg: Any) -> bool:
     return True
 
 
-WAYS_OUT = "Build into another folder (--out NEW) or replace this one (--overwrite: the old build stays until the new one is complete)."
+WAYS_OUT = (
+    "Build into another folder (--out NEW) or replace this one (--overwrite: the old build stays until the new one is complete)."
+)
 
 
-def already_built(cfg: Any, builder: str, version: str, *, parts: Sequence[str] = (), keep: Sequence[str] = (),
-                  writes: Sequence[str] | None = None) -> Any:
+def already_built(
+    cfg: Any,
+    builder: str,
+    version: str,
+    *,
+    parts: Sequence[str] = (),
+    keep: Sequence[str] = (),
+    writes: Sequence[str] | None = None,
+) -> Any:
     """Look at ``cfg.out`` before a build starts. Returns its ``build.json`` (``{part: build.json}``
     with ``parts``, the sub-folders one build writes) when it already holds this very build,
     complete and final: a no-op, said on stdout; nothing is written. Returns None when the
@@ -110,15 +125,20 @@ def already_built(cfg: Any, builder: str, version: str, *, parts: Sequence[str] 
             stray = [] if infos else _stray(out, cfg, keep, writes)
             if stray:
                 shown = ", ".join(stray[:5])
-                raise BuildError(f"--out {cfg.out}: exists and holds no {BUILD_FILE}, so it is no judgetrain build, but "
-                                 f"it is not empty ({shown}). {WAYS_OUT.replace('the old build', 'what it holds')}")
+                raise BuildError(
+                    f"--out {cfg.out}: exists and holds no {BUILD_FILE}, so it is no judgetrain build, but "
+                    f"it is not empty ({shown}). {WAYS_OUT.replace('the old build', 'what it holds')}"
+                )
             why = _refusal(Path(cfg.out), infos, new)
             if why:
                 raise BuildError(f"{why}\n{WAYS_OUT}")
             if _finished(infos, parts, cfg):
                 sweep_leftovers(work)
-                print(f"{cfg.out}: already built with these settings (the same identity in {BUILD_FILE}); nothing "
-                      "rewritten. Add --overwrite to build it again.", flush=True)
+                print(
+                    f"{cfg.out}: already built with these settings (the same identity in {BUILD_FILE}); nothing "
+                    "rewritten. Add --overwrite to build it again.",
+                    flush=True,
+                )
                 return infos if parts else infos["."]
     sweep_leftovers(work)
     return None
@@ -135,8 +155,9 @@ def _record_identity(folder: Path, cfg: Any, identity: dict) -> dict:
     return info
 
 
-def build_in_place(cfg: Any, builder: str, version: str, build: Callable[[Any], dict], *, movable: bool,
-                   writes: Sequence[str] = ()) -> dict:
+def build_in_place(
+    cfg: Any, builder: str, version: str, build: Callable[[Any], dict], *, movable: bool, writes: Sequence[str] = ()
+) -> dict:
     """:func:`already_built`, then ``build(cfg)`` for a builder that writes into ``OUT`` itself
     (video-mcq), and its identity added to the ``build.json`` it wrote. ``movable``: everything
     the build writes is its own (no input lives in ``OUT``), so ``--overwrite`` over a folder

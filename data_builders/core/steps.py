@@ -101,12 +101,14 @@ def arrow_split(generate: Callable, arrow_cache: Path, fingerprint: str, **gen_k
     """One split: the records ``generate(**gen_kwargs)`` yields, as a ``datasets.Dataset``."""
     import datasets
 
-    return datasets.Dataset.from_generator(generate, features=records.FEATURES, cache_dir=str(arrow_cache),
-                                           gen_kwargs=gen_kwargs, fingerprint=fingerprint)
+    return datasets.Dataset.from_generator(
+        generate, features=records.FEATURES, cache_dir=str(arrow_cache), gen_kwargs=gen_kwargs, fingerprint=fingerprint
+    )
 
 
-def generate_splits(generate: Callable, plans_by_split: dict[str, list[dict]], cfg_json: str, work: Path,
-                    split_order: Iterable[str], builder: str):
+def generate_splits(
+    generate: Callable, plans_by_split: dict[str, list[dict]], cfg_json: str, work: Path, split_order: Iterable[str], builder: str
+):
     """A ``DatasetDict`` of the splits in ``split_order`` that have plans, each made by
     ``generate(plans_json=…, cfg_json=…)``."""
     import datasets
@@ -118,8 +120,9 @@ def generate_splits(generate: Callable, plans_by_split: dict[str, list[dict]], c
         if not plans:
             continue
         plans_json = json.dumps(plans, sort_keys=True)
-        splits[name] = arrow_split(generate, arrow_cache, records.make_id(builder, name, cfg_json, plans_json),
-                                   plans_json=plans_json, cfg_json=cfg_json)
+        splits[name] = arrow_split(
+            generate, arrow_cache, records.make_id(builder, name, cfg_json, plans_json), plans_json=plans_json, cfg_json=cfg_json
+        )
     return datasets.DatasetDict(splits)
 
 
@@ -135,8 +138,10 @@ def manifest_source(manifest: Path) -> dict:
 
 def procedure_sources(manifest: Path, procedures: Sequence) -> list[dict]:
     """``build.json``'s ``sources``: the manifest, then every procedure (by id) with its steps and image bytes."""
-    return [manifest_source(manifest)] + [{"id": p.id, "category": p.category, "steps": p.n, "bytes": p.image_bytes_total}
-                                          for p in sorted(procedures, key=lambda p: p.id)]
+    return [manifest_source(manifest)] + [
+        {"id": p.id, "category": p.category, "steps": p.n, "bytes": p.image_bytes_total}
+        for p in sorted(procedures, key=lambda p: p.id)
+    ]
 
 
 def too_short(short: Sequence, min_steps: int) -> list[dict]:
@@ -149,7 +154,9 @@ def print_headline(console, text: str, per_split: dict) -> None:
     console.print(f"{text}; " + ", ".join(f"{s} {n}" for s, n in per_split.items()))
 
 
-def assign_splits(items: Sequence[tuple[str, str]], fractions: dict[str, float], seed: int, salt: str = "split") -> dict[str, str]:
+def assign_splits(
+    items: Sequence[tuple[str, str]], fractions: dict[str, float], seed: int, salt: str = "split"
+) -> dict[str, str]:
     """Split ``(key, stratum)`` items with exact counts: split s gets
     ``round(cum_s × N) − round(cum_{s−1} × N)`` items, in the order of
     ``fractions``. Items are first ordered so that every stratum spreads

@@ -9,12 +9,46 @@ README: "`judgetrain build mirage`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "command": ["MirageConfig", "PROTOCOL", "VERSION", "build", "build_counts", "main", "make_parser", "print_summary",
-                "source_manifest", "warn_unequal"],
-    "records": ["BUILDER", "MIRAGE_INSTRUCTION", "Pairing", "TITLE_LABELS", "equal_length_pairs", "generate_records",
-                "pair_prompts", "plan_splits", "prompt_records", "record_counts", "stratified_letters"],
-    "sources": ["DEFAULT_SYNTHETIC", "DOMAINS", "MiragePrompt", "MirageSequence", "SYNTHETIC_ANNOTATORS",
-                "SYNTHETIC_GENERATORS", "SYNTHETIC_P_VALID", "SYNTHETIC_P_VALID_FAULTY", "majority", "read_mirage",
-                "write_synthetic_mirage"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "command": [
+            "MirageConfig",
+            "PROTOCOL",
+            "VERSION",
+            "build",
+            "build_counts",
+            "main",
+            "make_parser",
+            "print_summary",
+            "source_manifest",
+            "warn_unequal",
+        ],
+        "records": [
+            "BUILDER",
+            "MIRAGE_INSTRUCTION",
+            "Pairing",
+            "TITLE_LABELS",
+            "equal_length_pairs",
+            "generate_records",
+            "pair_prompts",
+            "plan_splits",
+            "prompt_records",
+            "record_counts",
+            "stratified_letters",
+        ],
+        "sources": [
+            "DEFAULT_SYNTHETIC",
+            "DOMAINS",
+            "MiragePrompt",
+            "MirageSequence",
+            "SYNTHETIC_ANNOTATORS",
+            "SYNTHETIC_GENERATORS",
+            "SYNTHETIC_P_VALID",
+            "SYNTHETIC_P_VALID_FAULTY",
+            "majority",
+            "read_mirage",
+            "write_synthetic_mirage",
+        ],
+    },
+)

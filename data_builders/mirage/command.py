@@ -41,11 +41,18 @@ VERSION = "1.0.0"
 class MirageConfig(WorkBuildArgs):
     """``judgetrain build mirage``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    synthetic: int | None = arg(None, f"generate N synthetic prompts (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
-                                metavar="N")
-    manifest: Path | None = arg(None, 'MIRAGE manifest, JSON Lines: {"id", "domain", "prompt"?, "steps"?, '
-                                      '"sequences": [{"generator", "images", "votes", ...}]}', metavar="MANIFEST")
-    layouts: list[str] = arg(list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)")
+    synthetic: int | None = arg(
+        None, f"generate N synthetic prompts (the source when no manifest is given: {DEFAULT_SYNTHETIC})", metavar="N"
+    )
+    manifest: Path | None = arg(
+        None,
+        'MIRAGE manifest, JSON Lines: {"id", "domain", "prompt"?, "steps"?, '
+        '"sequences": [{"generator", "images", "votes", ...}]}',
+        metavar="MANIFEST",
+    )
+    layouts: list[str] = arg(
+        list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)"
+    )
     splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by prompt")
     synthetic_size: int = arg(128, "side of the synthetic images in pixels", metavar="PX")
 
@@ -69,16 +76,20 @@ def source_manifest(cfg: MirageConfig, work: Path) -> Path:
     """The manifest to read: ``--manifest``, or a synthetic one written into ``work``."""
     if cfg.manifest is not None:
         return Path(cfg.manifest)
-    return write_synthetic_mirage(work / "synthetic", cfg.synthetic or DEFAULT_SYNTHETIC, cfg.seed, size=cfg.synthetic_size,
-                                  progress=cfg.progress)
+    return write_synthetic_mirage(
+        work / "synthetic", cfg.synthetic or DEFAULT_SYNTHETIC, cfg.seed, size=cfg.synthetic_size, progress=cfg.progress
+    )
 
 
 def warn_unequal(unequal: list[dict]) -> None:
     """Name every pair left out for unequal length on stderr, with its manifest line and the fix."""
     for u in unequal:
-        print(f"warning: {u['path']}:{u['line']}: sequences {u['positive']!r} and {u['negative']!r} show {u['images'][0]} and "
-              f"{u['images'][1]} images; pair left out (the image count would give the answer away): give sequences of "
-              "equal length, one image per step", file=sys.stderr)
+        print(
+            f"warning: {u['path']}:{u['line']}: sequences {u['positive']!r} and {u['negative']!r} show {u['images'][0]} and "
+            f"{u['images'][1]} images; pair left out (the image count would give the answer away): give sequences of "
+            "equal length, one image per step",
+            file=sys.stderr,
+        )
 
 
 def build_counts(dataset, pairing: Pairing, split_of: dict[str, str], skips: list[Skip], splits) -> dict:
@@ -92,10 +103,16 @@ def build_counts(dataset, pairing: Pairing, split_of: dict[str, str], skips: lis
     return {
         "records": record_counts(dataset),
         "pairs": dict(sorted(pairs.items())),
-        "sequences": {d: {g: dict(sorted(c.items())) for g, c in sorted(gens.items())} for d, gens in sorted(pairing.verdicts.items())},
-        "prompts": {"kept": len(kept), "without_pair": len(pairing.filtered), "skipped_inputs": len(skips),
-                    "per_split": {name: sum(1 for p, _, _ in kept if split_of[p.id] == name) for name in splits},
-                    "per_domain": dict(sorted(Counter(p.domain for p, _, _ in kept).items()))},
+        "sequences": {
+            d: {g: dict(sorted(c.items())) for g, c in sorted(gens.items())} for d, gens in sorted(pairing.verdicts.items())
+        },
+        "prompts": {
+            "kept": len(kept),
+            "without_pair": len(pairing.filtered),
+            "skipped_inputs": len(skips),
+            "per_split": {name: sum(1 for p, _, _ in kept if split_of[p.id] == name) for name in splits},
+            "per_domain": dict(sorted(Counter(p.domain for p, _, _ in kept).items())),
+        },
     }
 
 
@@ -103,7 +120,7 @@ PROTOCOL = {
     "labels": "majority vote over annotators; ties and unannotated sequences excluded",
     "pairs": "every positive x every negative of the same prompt and length, once per layout",
     "balance": "per split and (layout, domain, negative generator) stratum: gold letters drawn at random from a seeded "
-               "shuffle of as many A as B; every stratum, layout and split within one",
+    "shuffle of as many A as B; every stratum, layout and split within one",
 }
 
 
@@ -119,18 +136,34 @@ def build(cfg: MirageConfig) -> dict:
     pairing = pair_prompts(prompts)
     warn_unequal(pairing.unequal)
     if not pairing.kept:
-        raise nothing_left(manifest, "prompt", len(prompts), skips,
-                           f"no prompt in {manifest} has both a positive and a negative sequence by majority vote "
-                           f"({len(pairing.filtered)} without, {len(skips)} skipped)")
+        raise nothing_left(
+            manifest,
+            "prompt",
+            len(prompts),
+            skips,
+            f"no prompt in {manifest} has both a positive and a negative sequence by majority vote "
+            f"({len(pairing.filtered)} without, {len(skips)} skipped)",
+        )
     split_of = assign_splits([(p.id, p.domain) for p, _, _ in pairing.kept], cfg.splits, cfg.seed, "mirage-split")
     plans_by_split = plan_splits(pairing, split_of, cfg.layouts, cfg.seed)
     cfg_json = config_json(cfg, "manifest")
     dataset = generate_splits(generate_records, plans_by_split, cfg_json, work, cfg.splits, BUILDER)
-    sources = [manifest_source(manifest)] + [{"id": p.id, "domain": p.domain, "sequences": len(p.sequences), "bytes": p.image_bytes_total}
-                                             for p in sorted(prompts, key=lambda p: p.id)]
-    info = build_info(BUILDER, VERSION, cfg, cfg_json, protocol={**PROTOCOL, "splits": cfg.splits}, sources=sources,
-                      counts=build_counts(dataset, pairing, split_of, skips, cfg.splits), filtered=pairing.filtered,
-                      unequal_pairs=pairing.unequal, skipped=[asdict(s) for s in skips])
+    sources = [manifest_source(manifest)] + [
+        {"id": p.id, "domain": p.domain, "sequences": len(p.sequences), "bytes": p.image_bytes_total}
+        for p in sorted(prompts, key=lambda p: p.id)
+    ]
+    info = build_info(
+        BUILDER,
+        VERSION,
+        cfg,
+        cfg_json,
+        protocol={**PROTOCOL, "splits": cfg.splits},
+        sources=sources,
+        counts=build_counts(dataset, pairing, split_of, skips, cfg.splits),
+        filtered=pairing.filtered,
+        unequal_pairs=pairing.unequal,
+        skipped=[asdict(s) for s in skips],
+    )
     return save_build(dataset, out, info, cfg, work)
 
 
@@ -138,10 +171,12 @@ def build(cfg: MirageConfig) -> dict:
 
 
 def make_parser():
-    return builder_parser(MirageConfig, "mirage",
-                          "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
-                          ["--out data/mirage --synthetic 12",
-                           "--out data/mirage-p0p6 --synthetic 12 --layouts P0,P6"])
+    return builder_parser(
+        MirageConfig,
+        "mirage",
+        "Build MIRAGE (paper 002 §5E): human-validated vs. generated image sequences as pairwise judge records.",
+        ["--out data/mirage --synthetic 12", "--out data/mirage-p0p6 --synthetic 12 --layouts P0,P6"],
+    )
 
 
 def print_summary(info: dict, out: Path) -> None:
@@ -151,8 +186,11 @@ def print_summary(info: dict, out: Path) -> None:
 
     console = Console()
     pr = info["counts"]["prompts"]
-    print_headline(console, f"MIRAGE: {pr['kept']} prompt(s) with a pair, {pr['without_pair']} without, "
-                            f"{len(info['skipped'])} input(s) skipped", pr["per_split"])
+    print_headline(
+        console,
+        f"MIRAGE: {pr['kept']} prompt(s) with a pair, {pr['without_pair']} without, {len(info['skipped'])} input(s) skipped",
+        pr["per_split"],
+    )
     t = Table(title="Sequences by majority vote")
     verdicts = ("positive", "negative", "tie", "unannotated")
     t.add_column("domain / generator")
@@ -163,8 +201,15 @@ def print_summary(info: dict, out: Path) -> None:
             t.add_row(f"{d}/{g}", *[str(c.get(v, 0)) for v in verdicts])
     console.print(t)
     counts = info["counts"]["records"]
-    console.print(split_table("Pairwise records per domain / negative generator and split", "domain / generator", counts,
-                              "domain_generator", total=True))
+    console.print(
+        split_table(
+            "Pairwise records per domain / negative generator and split",
+            "domain / generator",
+            counts,
+            "domain_generator",
+            total=True,
+        )
+    )
     console.print(balance_table(counts))
     finish_summary(console, info, out)
 

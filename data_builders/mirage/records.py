@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .sources import MiragePrompt, MirageSequence
 
 BUILDER = "mirage"
-  # part of every record id
+# part of every record id
 TITLE_LABELS = {"recipes": "Task", "vist": "Story"}
 
 MIRAGE_INSTRUCTION = (
@@ -32,7 +32,6 @@ MIRAGE_INSTRUCTION = (
     "of its step, and the images should follow the text's chronological order. Commit to your choice before any "
     "explanation: begin your answer with the letter of the better sequence, A or B."
 )
-
 
 
 # --------------------------------------------------------------------------- pairs and plans
@@ -47,8 +46,16 @@ def equal_length_pairs(p: MiragePrompt, pos: list[MirageSequence], neg: list[Mir
             if len(a.images) == len(b.images):
                 equal.append((a, b))
             else:
-                unequal.append({"path": p.manifest, "line": p.line, "id": p.id, "positive": a.id, "negative": b.id,
-                                "images": [len(a.images), len(b.images)]})
+                unequal.append(
+                    {
+                        "path": p.manifest,
+                        "line": p.line,
+                        "id": p.id,
+                        "positive": a.id,
+                        "negative": b.id,
+                        "images": [len(a.images), len(b.images)],
+                    }
+                )
     return equal, unequal
 
 
@@ -79,8 +86,13 @@ def pair_prompts(prompts: list[MiragePrompt]) -> Pairing:
             out.kept.append((p, pos, neg))
             out.pairs_of[p.id] = equal
         else:
-            reason = ("no human-validated positive" if not pos else "no negative" if not neg
-                      else "no positive and negative of equal length (the image count would give the answer away)")
+            reason = (
+                "no human-validated positive"
+                if not pos
+                else "no negative"
+                if not neg
+                else "no positive and negative of equal length (the image count would give the answer away)"
+            )
             out.filtered.append({"id": p.id, "domain": p.domain, "reason": reason})
     return out
 
@@ -113,16 +125,26 @@ def plan_splits(pairing: Pairing, split_of: dict[str, str], layouts: Sequence[st
         recs = [[a, b, layout, None] for a, b, layout in pairs]  # the gold letter (None) is dealt below
         generator_of = {b.id: b.generator for b in neg}
         items_by_split[name] += [((p.id, a, b, layout), (layout, p.domain, generator_of[b])) for a, b, layout in pairs]
-        plans_by_split[name].append({"split": name, "records": recs, "prompt": {
-            "id": p.id, "domain": p.domain, "prompt": p.prompt, "steps": p.steps, "source": p.source,
-            "sequences": [_seq_json(s) for s in pos + neg]}})
+        plans_by_split[name].append(
+            {
+                "split": name,
+                "records": recs,
+                "prompt": {
+                    "id": p.id,
+                    "domain": p.domain,
+                    "prompt": p.prompt,
+                    "steps": p.steps,
+                    "source": p.source,
+                    "sequences": [_seq_json(s) for s in pos + neg],
+                },
+            }
+        )
     for name, plans in plans_by_split.items():
         letters = stratified_letters(items_by_split[name], seed, f"mirage-presentation-{name}")
         for plan in plans:
             for rec in plan["records"]:
                 rec[3] = letters[(plan["prompt"]["id"], rec[0], rec[1], rec[2])]
     return plans_by_split
-
 
 
 # --------------------------------------------------------------------------- records
@@ -139,15 +161,40 @@ def prompt_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Itera
     for pos_id, neg_id, layout, letter in plan["records"]:
         pos, neg = seqs[pos_id], seqs[neg_id]
         seq_a, seq_b = (pos["images"], neg["images"]) if letter == "A" else (neg["images"], pos["images"])
-        parts = pairwise_parts(layout, pr["prompt"], pr["steps"], seq_a, seq_b, instruction_for("pairwise", layout, MIRAGE_INSTRUCTION),
-                               TITLE_LABELS[pr["domain"]])
-        meta = {"prompt_id": pr["id"], "domain": pr["domain"], "prompt": pr["prompt"], "positive": _seq_meta(pos), "negative": _seq_meta(neg),
-                "generator": neg["generator"], "backbone": neg["backbone"], "gold_letter": letter,
-                "presentation": presentation(letter, layout)}
+        parts = pairwise_parts(
+            layout,
+            pr["prompt"],
+            pr["steps"],
+            seq_a,
+            seq_b,
+            instruction_for("pairwise", layout, MIRAGE_INSTRUCTION),
+            TITLE_LABELS[pr["domain"]],
+        )
+        meta = {
+            "prompt_id": pr["id"],
+            "domain": pr["domain"],
+            "prompt": pr["prompt"],
+            "positive": _seq_meta(pos),
+            "negative": _seq_meta(neg),
+            "generator": neg["generator"],
+            "backbone": neg["backbone"],
+            "gold_letter": letter,
+            "presentation": presentation(letter, layout),
+        }
         yield layout_record(
-            parts, load, id=records.make_id(BUILDER, seed, pr["source"], pr["id"], pos_id, neg_id, layout, prefix="mirage-"),
-            task="pairwise", answer=letter, choices=PAIRWISE_CHOICES, label=letter, source=pr["source"], perturbation="none",
-            position=-1, n_frames=len(pos["images"]), layout=layout, meta=meta,
+            parts,
+            load,
+            id=records.make_id(BUILDER, seed, pr["source"], pr["id"], pos_id, neg_id, layout, prefix="mirage-"),
+            task="pairwise",
+            answer=letter,
+            choices=PAIRWISE_CHOICES,
+            label=letter,
+            source=pr["source"],
+            perturbation="none",
+            position=-1,
+            n_frames=len(pos["images"]),
+            layout=layout,
+            meta=meta,
         )
 
 

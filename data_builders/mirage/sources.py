@@ -82,8 +82,9 @@ def majority(votes: list[int]) -> str:
 
 def _votes(raw, where: str) -> list[int]:
     if not isinstance(raw, list) or not all(isinstance(v, bool) or v in (0, 1) for v in raw):
-        raise ValueError(f"{where}.votes: {raw!r} is not a list of votes; give one vote per annotator, "
-                         "1/true (valid) or 0/false (not valid)")
+        raise ValueError(
+            f"{where}.votes: {raw!r} is not a list of votes; give one vote per annotator, 1/true (valid) or 0/false (not valid)"
+        )
     return [int(v) for v in raw]
 
 
@@ -91,8 +92,9 @@ def read_mirage(path: str | os.PathLike) -> tuple[list[MiragePrompt], list[Skip]
     """Parse a MIRAGE manifest (fields: :class:`MiragePrompt`) through the shared manifest
     loop. Bad lines and bad sequences become :class:`Skip` entries naming ``path:line`` and
     ``field: problem; fix``; nothing raises except a missing manifest."""
-    return read_manifest_lines(path, _mirage_prompt, what="MIRAGE manifest", noun="prompt",
-                               id_hint="a non-empty string naming the prompt", partial=True)
+    return read_manifest_lines(
+        path, _mirage_prompt, what="MIRAGE manifest", noun="prompt", id_hint="a non-empty string naming the prompt", partial=True
+    )
 
 
 def _mirage_prompt(row: dict, pid: str, path: Path, line: int) -> tuple[MiragePrompt, list[str]]:
@@ -111,8 +113,9 @@ def _mirage_prompt(row: dict, pid: str, path: Path, line: int) -> tuple[MiragePr
         if not isinstance(step, str) or not step.strip():
             raise ValueError(f"steps[{j}]: {step!r} is not a step text; give one non-empty string per image")
     if not prompt.strip() and not steps:
-        raise ValueError("prompt: missing and no steps; give 'prompt' (the generation prompt) or 'steps' "
-                         "(one text per image), or both")
+        raise ValueError(
+            "prompt: missing and no steps; give 'prompt' (the generation prompt) or 'steps' (one text per image), or both"
+        )
     source = text(row, "source", "a non-empty string, or leave it out", default=f"mirage-{domain}")
     raw = row.get("sequences")
     if not isinstance(raw, list) or not raw:
@@ -197,9 +200,19 @@ def write_synthetic_mirage(out_dir: str | os.PathLike, n: int, seed: int = 0, *,
                 images, defect = v.images(rel), {"perturbation": "shuffle", "positions": list(v.positions)}
             p_valid = SYNTHETIC_P_VALID if defect is None else SYNTHETIC_P_VALID_FAULTY
             votes = [int(x) for x in (rng.random(SYNTHETIC_ANNOTATORS) < p_valid)]
-            sequences.append({"id": gen, "generator": gen, "backbone": "synthetic", "images": images, "votes": votes, "defect": defect})
-        rows.append({"id": f"mirage-{index:05d}", "domain": domain, "prompt": proc.title, "steps": proc.texts,
-                     "source": f"synthetic-mirage-{domain}", "sequences": sequences})
+            sequences.append(
+                {"id": gen, "generator": gen, "backbone": "synthetic", "images": images, "votes": votes, "defect": defect}
+            )
+        rows.append(
+            {
+                "id": f"mirage-{index:05d}",
+                "domain": domain,
+                "prompt": proc.title,
+                "steps": proc.texts,
+                "source": f"synthetic-mirage-{domain}",
+                "sequences": sequences,
+            }
+        )
     manifest = out_dir / "mirage.jsonl"
     write_rows(manifest, rows)
     return manifest

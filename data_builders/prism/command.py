@@ -54,8 +54,20 @@ from .records import (
 )
 
 __all__ = [
-    "DEFAULT_SYNTHETIC", "MIN_STEPS", "MODES", "PrismConfig", "SplitPlans", "VERSION", "build",
-    "check_categories", "main", "make_parser", "plan_splits", "print_summary", "protocol", "sequence_counts",
+    "DEFAULT_SYNTHETIC",
+    "MIN_STEPS",
+    "MODES",
+    "PrismConfig",
+    "SplitPlans",
+    "VERSION",
+    "build",
+    "check_categories",
+    "main",
+    "make_parser",
+    "plan_splits",
+    "print_summary",
+    "protocol",
+    "sequence_counts",
     "split_outlier_pool",
 ]
 
@@ -72,14 +84,20 @@ DEFAULT_SYNTHETIC = 100  # the paper's base set size
 class PrismConfig(WorkBuildArgs):
     """``judgetrain build prism``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    synthetic: int | None = arg(None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})",
-                                metavar="N")
+    synthetic: int | None = arg(
+        None, f"generate N synthetic procedures (the source when no manifest is given: {DEFAULT_SYNTHETIC})", metavar="N"
+    )
     procedures: Path | None = arg(None, PROCEDURES_HELP, metavar="MANIFEST")
-    layouts: list[str] = arg(list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)")
+    layouts: list[str] = arg(
+        list(LAYOUTS), "prompt layouts from " + ",".join(LAYOUTS) + " (space- or comma-separated; default: all)"
+    )
     modes: list[str] = arg(list(MODES), f"{one_of([*MODES, 'both'])} (space- or comma-separated)")
-    perturbations: list[str] = arg(list(PERTURBATIONS), "negative kinds from " + ",".join(PERTURBATIONS) + " (space- or comma-separated)")
-    nonconsecutive_swaps: int = arg(DEFAULT_NONCONSECUTIVE, "non-consecutive swaps per gold sequence (distinct pairs i, j with j-i >= 2)",
-                                    metavar="K")
+    perturbations: list[str] = arg(
+        list(PERTURBATIONS), "negative kinds from " + ",".join(PERTURBATIONS) + " (space- or comma-separated)"
+    )
+    nonconsecutive_swaps: int = arg(
+        DEFAULT_NONCONSECUTIVE, "non-consecutive swaps per gold sequence (distinct pairs i, j with j-i >= 2)", metavar="K"
+    )
     splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by gold sequence")
     synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
 
@@ -95,12 +113,20 @@ class PrismConfig(WorkBuildArgs):
         problems += check_layouts(self.layouts)
         bad = [x for x in self.modes if x not in MODES]
         if bad or not self.modes:
-            problems.append(f"--modes: unknown {bad}; choose from {list(MODES)}" if bad else "--modes: give at least one of pairwise, pointwise")
+            problems.append(
+                f"--modes: unknown {bad}; choose from {list(MODES)}"
+                if bad
+                else "--modes: give at least one of pairwise, pointwise"
+            )
         if tuple(self.modes) == ("pointwise",) and set(self.layouts) == {"P4"}:
             problems.append("--layouts P4 with --modes pointwise: pointwise P4 is P0 and is not emitted; add another layout")
         bad = [x for x in self.perturbations if x not in PERTURBATIONS]
         if bad or not self.perturbations:
-            problems.append(f"--perturbations: unknown {bad}; choose from {list(PERTURBATIONS)}" if bad else "--perturbations: give at least one")
+            problems.append(
+                f"--perturbations: unknown {bad}; choose from {list(PERTURBATIONS)}"
+                if bad
+                else "--perturbations: give at least one"
+            )
         if self.nonconsecutive_swaps < 0:
             problems.append(f"--nonconsecutive-swaps {self.nonconsecutive_swaps}: must be 0 or more")
         if problems:
@@ -126,12 +152,16 @@ def check_categories(kept: Sequence[Procedure], perturbations: Sequence[str]) ->
     and there is only one (an outlier is an image of another category)."""
     categories = sorted({p.category for p in kept})
     if any(p in SEMANTIC for p in perturbations) and len(categories) < 2:
-        raise BuildError(f"semantic outliers are images from another category, but every usable procedure is in {categories}; "
-                         f"add procedures of other categories or leave semantic-1/2/3 out of --perturbations")
+        raise BuildError(
+            f"semantic outliers are images from another category, but every usable procedure is in {categories}; "
+            f"add procedures of other categories or leave semantic-1/2/3 out of --perturbations"
+        )
     return categories
 
 
-def split_outlier_pool(gold: Procedure, split_golds: Sequence[Procedure], kept: Sequence[Procedure]) -> tuple[list[OutlierImage], str]:
+def split_outlier_pool(
+    gold: Procedure, split_golds: Sequence[Procedure], kept: Sequence[Procedure]
+) -> tuple[list[OutlierImage], str]:
     """The out-of-context images for ``gold`` and where they come from: the other categories'
     procedures of its split, or of every split when that gives fewer than three."""
     pool = outlier_pool(gold, split_golds)
@@ -147,7 +177,9 @@ def plan_splits(by_split: dict[str, list[Procedure]], kept: Sequence[Procedure],
         plans = []
         for gold in sorted(golds, key=lambda p: p.id):
             pool, pool_kind = split_outlier_pool(gold, golds, kept)
-            negatives = make_negatives(gold, pool, seed=cfg.seed, perturbations=cfg.perturbations, nonconsecutive=cfg.nonconsecutive_swaps)
+            negatives = make_negatives(
+                gold, pool, seed=cfg.seed, perturbations=cfg.perturbations, nonconsecutive=cfg.nonconsecutive_swaps
+            )
             if "swap-nonconsecutive" in cfg.perturbations:
                 got = sum(v.perturbation == "swap-nonconsecutive" for v in negatives)
                 if got < cfg.nonconsecutive_swaps:  # fewer pairs (i, j), j - i >= 2, than asked: say so, never silently
@@ -179,12 +211,15 @@ def sequence_counts(kept, short, skips, by_split, split_of, plans: SplitPlans, c
     per outlier pool, and the capped non-consecutive swaps (None when none was capped)."""
     categories = sorted({p.category for p in kept})
     return {
-        "kept": len(kept), "too_short": len(short), "skipped": len(skips),
+        "kept": len(kept),
+        "too_short": len(short),
+        "skipped": len(skips),
         "per_split": {name: len(by_split.get(name, [])) for name in cfg.splits},
         "per_category": {c: dict(sorted(Counter(split_of[p.id] for p in kept if p.category == c).items())) for c in categories},
         "outlier_pool": dict(sorted(plans.outlier_pool.items())),
         "nonconsecutive_capped": {"asked": cfg.nonconsecutive_swaps, "by_steps": dict(sorted(plans.capped.items()))}
-        if plans.capped else None,
+        if plans.capped
+        else None,
     }
 
 
@@ -194,8 +229,16 @@ def build(cfg: PrismConfig) -> dict:
     if (done := already_built(cfg, BUILDER, VERSION)) is not None:  # same build: nothing to do; another: refused
         return done
     out, work = work_dirs(cfg)
-    manifest, kept, short, skips = load_procedures(cfg.procedures, cfg.synthetic or DEFAULT_SYNTHETIC, work, seed=cfg.seed,
-                                                   size=cfg.synthetic_size, progress=cfg.progress, strict=cfg.strict, min_steps=MIN_STEPS)
+    manifest, kept, short, skips = load_procedures(
+        cfg.procedures,
+        cfg.synthetic or DEFAULT_SYNTHETIC,
+        work,
+        seed=cfg.seed,
+        size=cfg.synthetic_size,
+        progress=cfg.progress,
+        strict=cfg.strict,
+        min_steps=MIN_STEPS,
+    )
     check_categories(kept, cfg.perturbations)
     split_of = assign_splits([(p.id, p.category) for p in kept], cfg.splits, cfg.seed, "prism-split")
     by_split: dict[str, list[Procedure]] = defaultdict(list)
@@ -204,10 +247,22 @@ def build(cfg: PrismConfig) -> dict:
     plans = plan_splits(by_split, kept, cfg)
     cfg_json = config_json(cfg, "procedures")
     dataset = generate_splits(generate_records, plans.by_split, cfg_json, work, [*cfg.splits], BUILDER)
-    counts = {"records": record_counts(dataset), "sequences": sequence_counts(kept, short, skips, by_split, split_of, plans, cfg),
-              "length_histogram": {str(k): v for k, v in sorted(Counter(p.n for p in kept).items())}}
-    info = build_info(BUILDER, VERSION, cfg, cfg_json, protocol=protocol(cfg), sources=procedure_sources(manifest, kept + short),
-                      counts=counts, filtered=too_short(short, MIN_STEPS), skipped=[asdict(s) for s in skips])
+    counts = {
+        "records": record_counts(dataset),
+        "sequences": sequence_counts(kept, short, skips, by_split, split_of, plans, cfg),
+        "length_histogram": {str(k): v for k, v in sorted(Counter(p.n for p in kept).items())},
+    }
+    info = build_info(
+        BUILDER,
+        VERSION,
+        cfg,
+        cfg_json,
+        protocol=protocol(cfg),
+        sources=procedure_sources(manifest, kept + short),
+        counts=counts,
+        filtered=too_short(short, MIN_STEPS),
+        skipped=[asdict(s) for s in skips],
+    )
     return save_build(dataset, out, info, cfg, work)
 
 
@@ -215,10 +270,12 @@ def build(cfg: PrismConfig) -> dict:
 
 
 def make_parser():
-    return builder_parser(PrismConfig, "prism",
-                          "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
-                          ["--out data/prism --synthetic 12",
-                           "--out data/prism-pairwise --synthetic 12 --layouts P0,P6 --modes pairwise"])
+    return builder_parser(
+        PrismConfig,
+        "prism",
+        "Build PRISM (paper 002 §5E): perturbed procedure sequences as pairwise and pointwise judge records.",
+        ["--out data/prism --synthetic 12", "--out data/prism-pairwise --synthetic 12 --layouts P0,P6 --modes pairwise"],
+    )
 
 
 def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
@@ -228,13 +285,18 @@ def print_summary(info: dict, out: Path, *, title: str = "PRISM") -> None:
     console = Console()
     counts = info["counts"]["records"]
     seq = info["counts"]["sequences"]
-    print_headline(console, f"{title}: {seq['kept']} gold sequence(s) kept, {seq.get('too_short', 0)} too short, "
-                            f"{seq['skipped']} skipped", seq["per_split"])
+    print_headline(
+        console,
+        f"{title}: {seq['kept']} gold sequence(s) kept, {seq.get('too_short', 0)} too short, {seq['skipped']} skipped",
+        seq["per_split"],
+    )
     capped = seq.get("nonconsecutive_capped")
     for steps, c in (capped or {}).get("by_steps", {}).items():
-        console.print(f"[yellow]--nonconsecutive-swaps {capped['asked']}: {c['sequences']} sequence(s) of {steps} steps have only "
-                      f"{c['swaps']} pair(s) i, j with j - i >= 2, so they got {c['swaps']} (build.json: "
-                      "counts.sequences.nonconsecutive_capped)[/yellow]")
+        console.print(
+            f"[yellow]--nonconsecutive-swaps {capped['asked']}: {c['sequences']} sequence(s) of {steps} steps have only "
+            f"{c['swaps']} pair(s) i, j with j - i >= 2, so they got {c['swaps']} (build.json: "
+            "counts.sequences.nonconsecutive_capped)[/yellow]"
+        )
     console.print(split_table("Records per task / perturbation and split", "task / perturbation", counts, "task_perturbation"))
     console.print(split_table("Records per layout and split", "layout", counts, "layout", total=True))
     console.print(balance_table(counts))

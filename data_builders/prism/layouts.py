@@ -51,7 +51,9 @@ def check_layouts(layouts: Sequence[str]) -> list[str]:
     """The ``--layouts`` problem, if any: an unknown layout, or none at all."""
     bad = [x for x in layouts if x not in LAYOUTS]
     if bad or not layouts:
-        return [f"--layouts: unknown {bad}; choose one or more of {list(LAYOUTS)}" if bad else "--layouts: give at least one layout"]
+        return [
+            f"--layouts: unknown {bad}; choose one or more of {list(LAYOUTS)}" if bad else "--layouts: give at least one layout"
+        ]
     return []
 
 
@@ -71,8 +73,9 @@ def _numbered(seq: Sequence) -> list[tuple[str, Any]]:
     return out
 
 
-def pairwise_parts(layout: str, title: str, steps: Sequence[str], seq_a: Sequence, seq_b: Sequence, instruction: str,
-                   title_label: str = "Task") -> list[tuple[str, Any]]:
+def pairwise_parts(
+    layout: str, title: str, steps: Sequence[str], seq_a: Sequence, seq_b: Sequence, instruction: str, title_label: str = "Task"
+) -> list[tuple[str, Any]]:
     """The prompt of a pairwise record as parts ``("text", str)``, ``("image", x)``
     or ``("grid", [x, …])``, per the README's layout table;
     ``instruction`` is the last part. Under P5 the sequences may differ in
@@ -105,8 +108,9 @@ def pairwise_parts(layout: str, title: str, steps: Sequence[str], seq_a: Sequenc
     return [p for p in parts if p != ("text", "")] + [("text", instruction)]
 
 
-def pointwise_parts(layout: str, title: str, steps: Sequence[str], seq: Sequence, instruction: str,
-                    title_label: str = "Task") -> list[tuple[str, Any]]:
+def pointwise_parts(
+    layout: str, title: str, steps: Sequence[str], seq: Sequence, instruction: str, title_label: str = "Task"
+) -> list[tuple[str, Any]]:
     """The prompt of a pointwise record as parts (see :func:`pairwise_parts`);
     P4 is P0 (one sequence), per the README's layout table."""
     S, X = ("text", steps_block(title, steps, title_label)), ("text", "Sequence:")

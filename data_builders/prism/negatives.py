@@ -20,6 +20,7 @@ PERTURBATIONS = SEMANTIC + TEMPORAL
 DEFAULT_NONCONSECUTIVE = 2
 SHUFFLE_MIN_MOVED = 3
 
+
 @dataclass(frozen=True)
 class OutlierImage:
     """An out-of-context image: step ``step`` (0-based) of another procedure."""
@@ -128,8 +129,14 @@ def outlier_pool(gold: Procedure, candidates: Iterable[Procedure]) -> list[Outli
     return pool
 
 
-def make_negatives(gold: Procedure, pool: Sequence[OutlierImage], *, seed: int, perturbations: Sequence[str] = PERTURBATIONS,
-                   nonconsecutive: int = DEFAULT_NONCONSECUTIVE) -> list[Variant]:
+def make_negatives(
+    gold: Procedure,
+    pool: Sequence[OutlierImage],
+    *,
+    seed: int,
+    perturbations: Sequence[str] = PERTURBATIONS,
+    nonconsecutive: int = DEFAULT_NONCONSECUTIVE,
+) -> list[Variant]:
     """Every negative of ``gold`` (in :data:`PERTURBATIONS` order), each kind drawn
     from its own generator seeded by (seed, kind, source, id)."""
     n, out = gold.n, []

@@ -22,7 +22,15 @@ from .render import layout_record
 
 BUILDER = "prism"  # part of every record id
 # Figure S4 / S2: coherent 5, an order violation 3, any out-of-context image 1 (the minimum)
-POINTWISE_SCORES = {"none": 5, "swap": 3, "swap-nonconsecutive": 3, "shuffle": 3, "semantic-1": 1, "semantic-2": 1, "semantic-3": 1}
+POINTWISE_SCORES = {
+    "none": 5,
+    "swap": 3,
+    "swap-nonconsecutive": 3,
+    "shuffle": 3,
+    "semantic-1": 1,
+    "semantic-2": 1,
+    "semantic-3": 1,
+}
 PAIRWISE_CHOICES = ["A", "B"]
 POINTWISE_CHOICES = ["1", "2", "3", "4", "5"]
 POSITIONAL_SUBSET_MAX_FRAMES = records.POSITIONAL_SUBSET_MAX_FRAMES
@@ -60,30 +68,47 @@ def presentation(gold_letter: str, layout: str) -> str:
     return "gold_first" if (gold_letter == "A") != (layout == "P4") else "gold_second"
 
 
-
 # --------------------------------------------------------------------------- plans
 
 
 def _procedure_json(p: Procedure) -> dict:
-    return {"id": p.id, "category": p.category, "title": p.title, "source": p.source, "n": p.n,
-            "texts": p.texts, "images": [str(x) for x in p.images]}
+    return {
+        "id": p.id,
+        "category": p.category,
+        "title": p.title,
+        "source": p.source,
+        "n": p.n,
+        "texts": p.texts,
+        "images": [str(x) for x in p.images],
+    }
 
 
 def _variant_json(v: Variant, pool_kind: str | None) -> dict:
     return {
-        "perturbation": v.perturbation, "key": v.key, "order": list(v.order), "position": v.position,
-        "positions": list(v.positions), "outliers": [[p, asdict(o)] for p, o in v.outliers], "outlier_pool": pool_kind,
+        "perturbation": v.perturbation,
+        "key": v.key,
+        "order": list(v.order),
+        "position": v.position,
+        "positions": list(v.positions),
+        "outliers": [[p, asdict(o)] for p, o in v.outliers],
+        "outlier_pool": pool_kind,
     }
 
 
 def _variant_from_json(d: dict) -> Variant:
-    return Variant(d["perturbation"], d["key"], tuple(d["order"]), d["position"], tuple(d["positions"]),
-                   tuple((p, OutlierImage(**o)) for p, o in d["outliers"]))
+    return Variant(
+        d["perturbation"],
+        d["key"],
+        tuple(d["order"]),
+        d["position"],
+        tuple(d["positions"]),
+        tuple((p, OutlierImage(**o)) for p, o in d["outliers"]),
+    )
 
 
-
-def gold_plan(split: str, gold: Procedure, negatives: Sequence[Variant], pool_kind: str, modes: Sequence[str],
-              layouts: Sequence[str]) -> dict:
+def gold_plan(
+    split: str, gold: Procedure, negatives: Sequence[Variant], pool_kind: str, modes: Sequence[str], layouts: Sequence[str]
+) -> dict:
     """The plan of one gold sequence: the gold, its negatives and its records
     ``[task, variant key, layout, gold letter]`` (pairwise: every negative under every
     layout; pointwise: the gold and every negative under every pointwise layout); the
@@ -92,10 +117,18 @@ def gold_plan(split: str, gold: Procedure, negatives: Sequence[Variant], pool_ki
     if "pairwise" in modes:
         recs += [["pairwise", v.key, layout, None] for v in negatives for layout in layouts]
     if "pointwise" in modes:
-        recs += [["pointwise", v.key, layout, None] for v in [gold_variant(gold.n), *negatives]
-                 for layout in layouts if layout in POINTWISE_LAYOUTS]
-    return {"split": split, "gold": _procedure_json(gold), "records": recs,
-            "variants": [_variant_json(v, pool_kind if v.outliers else None) for v in negatives]}
+        recs += [
+            ["pointwise", v.key, layout, None]
+            for v in [gold_variant(gold.n), *negatives]
+            for layout in layouts
+            if layout in POINTWISE_LAYOUTS
+        ]
+    return {
+        "split": split,
+        "gold": _procedure_json(gold),
+        "records": recs,
+        "variants": [_variant_json(v, pool_kind if v.outliers else None) for v in negatives],
+    }
 
 
 def deal_letters(plans: Sequence[dict], seed: int, salt: str) -> None:
@@ -104,8 +137,11 @@ def deal_letters(plans: Sequence[dict], seed: int, salt: str) -> None:
     items = []
     for plan in plans:
         variants = {d["key"]: d for d in plan["variants"]}
-        items += [((plan["gold"]["id"], key, layout), (layout, variants[key]["perturbation"], variants[key]["position"]))
-                  for task, key, layout, _ in plan["records"] if task == "pairwise"]
+        items += [
+            ((plan["gold"]["id"], key, layout), (layout, variants[key]["perturbation"], variants[key]["position"]))
+            for task, key, layout, _ in plan["records"]
+            if task == "pairwise"
+        ]
     letters = balance_letters(items, seed, salt)
     for plan in plans:
         for rec in plan["records"]:
@@ -118,17 +154,23 @@ def deal_letters(plans: Sequence[dict], seed: int, salt: str) -> None:
 
 def _meta(gold: dict, v: Variant, pool_kind: str | None) -> dict:
     meta = {
-        "gold_id": gold["id"], "category": gold["category"], "title": gold["title"], "subset": v.subset,
-        "variant": v.key, "positions": list(v.positions), "frame_order": list(v.order),
+        "gold_id": gold["id"],
+        "category": gold["category"],
+        "title": gold["title"],
+        "subset": v.subset,
+        "variant": v.key,
+        "positions": list(v.positions),
+        "frame_order": list(v.order),
         "positional_subset": gold["n"] <= POSITIONAL_SUBSET_MAX_FRAMES and v.perturbation in ("semantic-1", "swap"),
     }
     if v.outliers:
-        meta["outliers"] = [{"position": p, "procedure_id": o.procedure_id, "step": o.step, "category": o.category} for p, o in v.outliers]
+        meta["outliers"] = [
+            {"position": p, "procedure_id": o.procedure_id, "step": o.step, "category": o.category} for p, o in v.outliers
+        ]
         meta["outlier_pool"] = pool_kind
     if v.perturbation in ("swap", "swap-nonconsecutive"):
         meta["swapped_frames"] = [p + 1 for p in v.positions]
     return meta
-
 
 
 def plan_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterator[dict]:
@@ -140,20 +182,29 @@ def plan_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterato
         v, pool_kind = variants[key] if key != "gold" else (gold_v, None)
         meta = _meta(gold, v, pool_kind)
         shown = v.images(gold["images"])
-        common = {"source": gold["source"], "perturbation": v.perturbation, "position": v.position, "n_frames": gold["n"],
-                  "layout": layout,
-                  "id": records.make_id(BUILDER, seed, gold["source"], gold["id"], task, key, layout, prefix="prism-")}
+        common = {
+            "source": gold["source"],
+            "perturbation": v.perturbation,
+            "position": v.position,
+            "n_frames": gold["n"],
+            "layout": layout,
+            "id": records.make_id(BUILDER, seed, gold["source"], gold["id"], task, key, layout, prefix="prism-"),
+        }
         if task == "pairwise":
             gold_imgs = gold["images"]
             seq_a, seq_b = (gold_imgs, shown) if letter == "A" else (shown, gold_imgs)
             parts = pairwise_parts(layout, gold["title"], gold["texts"], seq_a, seq_b, instruction_for("pairwise", layout))
             meta.update(gold_letter=letter, presentation=presentation(letter, layout))
-            yield layout_record(parts, load, task="pairwise", answer=letter, choices=PAIRWISE_CHOICES, label=letter, meta=meta, **common)
+            yield layout_record(
+                parts, load, task="pairwise", answer=letter, choices=PAIRWISE_CHOICES, label=letter, meta=meta, **common
+            )
         else:
             score = str(POINTWISE_SCORES[v.perturbation])
             parts = pointwise_parts(layout, gold["title"], gold["texts"], shown, instruction_for("pointwise", layout))
             meta["score"] = int(score)
-            yield layout_record(parts, load, task="pointwise", answer=score, choices=POINTWISE_CHOICES, label=score, meta=meta, **common)
+            yield layout_record(
+                parts, load, task="pointwise", answer=score, choices=POINTWISE_CHOICES, label=score, meta=meta, **common
+            )
 
 
 def generate_records(plans_json: str, cfg_json: str) -> Iterator[dict]:
@@ -177,7 +228,9 @@ def record_counts(dataset) -> dict:
             "task": dict(sorted(Counter(cols["task"]).items())),
             "perturbation": dict(sorted(Counter(cols["perturbation"]).items())),
             "layout": dict(sorted(Counter(cols["layout"]).items())),
-            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())),
+            "task_perturbation": dict(
+                sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())
+            ),
             "pairwise_label": dict(sorted(Counter(cols["label"][i] for i in pair).items())),
             "pairwise_presentation": dict(sorted(Counter(metas[i]["presentation"] for i in pair).items())),
             "pointwise_label": dict(sorted(Counter(cols["label"][i] for i in point).items())),

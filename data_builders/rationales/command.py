@@ -57,8 +57,10 @@ def read_source(data: Path, splits: Sequence[str]) -> tuple[dict, str, dict, lis
     src_info = records.read_build_info(data)
     builder = src_info.get("builder")
     if builder not in BASE_INSTRUCTIONS:
-        raise BuildError(f"--data {data} was built by {builder!r}; rationales are distilled for {sorted(BASE_INSTRUCTIONS)} "
-                         "datasets (`judgetrain build prism` / `judgetrain build mirage`)")
+        raise BuildError(
+            f"--data {data} was built by {builder!r}; rationales are distilled for {sorted(BASE_INSTRUCTIONS)} "
+            "datasets (`judgetrain build prism` / `judgetrain build mirage`)"
+        )
     source = records.load(data)
     splits = list(splits or source)
     if [s for s in splits if s not in source]:
@@ -79,25 +81,36 @@ def failed_records(items: Sequence[Item], run: TeacherRun, strict: bool) -> list
     """The records without a usable teacher answer, in item order; ``strict``: BuildError when there is any."""
     failures = [{"id": i.id, "split": i.split, "reason": run.failures[i.id]} for i in items if i.id in run.failures]
     if failures and strict:
-        raise BuildError(f"--strict: {len(failures)} record(s) got no usable teacher answer (first: {failures[0]['id']}: "
-                         f"{failures[0]['reason']}); rerun (the cache keeps every finished answer) or drop --strict to "
-                         "leave them out")
+        raise BuildError(
+            f"--strict: {len(failures)} record(s) got no usable teacher answer (first: {failures[0]['id']}: "
+            f"{failures[0]['reason']}); rerun (the cache keeps every finished answer) or drop --strict to "
+            "leave them out"
+        )
     return failures
 
 
 def disagreements(items: Sequence[Item], run: TeacherRun, target: str) -> list[dict]:
     """``--target gold``: the answered records whose teacher answer differs from gold (they are left out)."""
-    return [{"id": i.id, "split": i.split, "reason": f"disagree: teacher {run.answers[i.id].answer}, gold {i.label}"}
-            for i in items if i.id in run.answers and target == "gold" and run.answers[i.id].answer != i.label]
+    return [
+        {"id": i.id, "split": i.split, "reason": f"disagree: teacher {run.answers[i.id].answer}, gold {i.label}"}
+        for i in items
+        if i.id in run.answers and target == "gold" and run.answers[i.id].answer != i.label
+    ]
 
 
 def teacher_description(cfg: RationaleConfig, teacher) -> dict:
     """The teacher as build.json records it; for gemini with the SDK retry policy the build used."""
     info = {"name": teacher.name, "label": teacher.label, "model": getattr(teacher, "model", None)}
     if cfg.teacher == "gemini":
-        info["retry"] = {"attempts": cfg.attempts, "initial_delay_s": cfg.retry_delay, "max_delay_s": 60.0,
-                         "exp_base": 2.0, "jitter_s": cfg.retry_delay, "status_codes": list(RETRY_STATUS_CODES),
-                         "timeouts_and_connection_errors": True}
+        info["retry"] = {
+            "attempts": cfg.attempts,
+            "initial_delay_s": cfg.retry_delay,
+            "max_delay_s": 60.0,
+            "exp_base": 2.0,
+            "jitter_s": cfg.retry_delay,
+            "status_codes": list(RETRY_STATUS_CODES),
+            "timeouts_and_connection_errors": True,
+        }
     return info
 
 
@@ -107,10 +120,18 @@ def teacher_counts(d: Distillation) -> dict:
     tokens: Counter[str] = Counter()
     for a in run.answers.values():
         tokens.update({k: v for k, v in a.usage.items() if isinstance(v, int)})
-    return {"asked": len(items), "answered": len(run.answers), "failed": len(d.failures), "bad_lines": len(run.skipped),
-            "success_rate": len(run.answers) / len(items) if items else None, "disagree": len(d.disagree),
-            "cache_hits": run.counters["cache_hits"], "calls": run.counters["calls"],
-            "http_requests": run.counters["http_requests"], "tokens": dict(sorted(tokens.items()))}
+    return {
+        "asked": len(items),
+        "answered": len(run.answers),
+        "failed": len(d.failures),
+        "bad_lines": len(run.skipped),
+        "success_rate": len(run.answers) / len(items) if items else None,
+        "disagree": len(d.disagree),
+        "cache_hits": run.counters["cache_hits"],
+        "calls": run.counters["calls"],
+        "http_requests": run.counters["http_requests"],
+        "tokens": dict(sorted(tokens.items())),
+    }
 
 
 def plan_rows(d: Distillation, split: str, target: str) -> list[dict]:
@@ -121,8 +142,15 @@ def plan_rows(d: Distillation, split: str, target: str) -> list[dict]:
         if i.split != split or i.id not in d.run.answers or i.id in left_out:
             continue
         a = d.run.answers[i.id]
-        rows.append({"index": i.index, "rationale": a.rationale, "answer": a.answer, "teacher": a.teacher,
-                     "target_answer": a.answer if target == "teacher" else i.label})
+        rows.append(
+            {
+                "index": i.index,
+                "rationale": a.rationale,
+                "answer": a.answer,
+                "teacher": a.teacher,
+                "target_answer": a.answer if target == "teacher" else i.label,
+            }
+        )
     return rows
 
 
@@ -137,9 +165,12 @@ def variant_splits(cfg: RationaleConfig, d: Distillation, variant: str, work: Pa
             continue
         plan_json = json.dumps({"variant": variant, "target": cfg.target, "rows": rows}, sort_keys=True)
         splits_out[split] = datasets.Dataset.from_generator(
-            sft_rows, features=records.FEATURES, cache_dir=str(work),
+            sft_rows,
+            features=records.FEATURES,
+            cache_dir=str(work),
             gen_kwargs={"data": str(d.data), "builder": d.builder, "split": split, "plan_json": plan_json},
-            fingerprint=records.make_id(BUILDER, variant, split, d.src_info["splits"][split]["content_hash"], plan_json))
+            fingerprint=records.make_id(BUILDER, variant, split, d.src_info["splits"][split]["content_hash"], plan_json),
+        )
     return splits_out
 
 
@@ -147,17 +178,29 @@ def variant_info(cfg: RationaleConfig, d: Distillation, variant: str, n_records:
     """The ``build.json`` of one variant."""
     src_info = d.src_info
     return {
-        "builder": BUILDER, "version": VERSION, "variant": variant, "seed": src_info.get("seed"), "args": cfg.args_json(),
-        "source": {"path": str(d.data), "builder": d.builder, "version": src_info.get("version"),
-                   "splits": {s: src_info["splits"][s]["content_hash"] for s in d.splits}},
+        "builder": BUILDER,
+        "version": VERSION,
+        "variant": variant,
+        "seed": src_info.get("seed"),
+        "args": cfg.args_json(),
+        "source": {
+            "path": str(d.data),
+            "builder": d.builder,
+            "version": src_info.get("version"),
+            "splits": {s: src_info["splits"][s]["content_hash"] for s in d.splits},
+        },
         "teacher": d.teacher,
         "protocol": {
             "target": cfg.target,
             "completion": "rationale, newline, 'Answer: X'" if variant == "with_rationale" else "X alone",
-            "instruction": ("the source's, its commit-first sentence replaced by REASON_FIRST + ANSWER_LINE"
-                            if variant == "with_rationale" else "the source's, unchanged"),
-            "label": "the teacher's answer (meta.gold_label keeps the builder's)" if cfg.target == "teacher"
-                     else "the builder's label; records where the teacher disagrees are left out",
+            "instruction": (
+                "the source's, its commit-first sentence replaced by REASON_FIRST + ANSWER_LINE"
+                if variant == "with_rationale"
+                else "the source's, unchanged"
+            ),
+            "label": "the teacher's answer (meta.gold_label keeps the builder's)"
+            if cfg.target == "teacher"
+            else "the builder's label; records where the teacher disagrees are left out",
         },
         "counts": {"records": n_records, "teacher": counts},
         "statistics": d.stats,
@@ -177,8 +220,9 @@ def write_variants(cfg: RationaleConfig, d: Distillation, out: Path) -> dict[str
     for variant in VARIANTS:
         splits_out = variant_splits(cfg, d, variant, work)
         info = variant_info(cfg, d, variant, {s: len(x) for s, x in splits_out.items()}, counts)
-        infos[variant] = records.save(datasets.DatasetDict(splits_out), out / variant, info,
-                                      identity=build_identity(cfg, BUILDER, VERSION))
+        infos[variant] = records.save(
+            datasets.DatasetDict(splits_out), out / variant, info, identity=build_identity(cfg, BUILDER, VERSION)
+        )
     shutil.rmtree(work, ignore_errors=True)
     return infos
 
@@ -198,8 +242,18 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
 
     stats = statistics(items, run)
     failures = failed_records(items, run, cfg.strict)
-    d = Distillation(data, builder, src_info, splits, items, run, stats, failures, disagreements(items, run, cfg.target),
-                     teacher_description(cfg, teacher))
+    d = Distillation(
+        data,
+        builder,
+        src_info,
+        splits,
+        items,
+        run,
+        stats,
+        failures,
+        disagreements(items, run, cfg.target),
+        teacher_description(cfg, teacher),
+    )
     infos = write_variants(cfg, d, out)
     write_export(out / EXPORT_FILE, items, run)
     if run.answers:
@@ -215,7 +269,8 @@ def build(cfg: RationaleConfig) -> dict[str, dict]:
 def make_parser():
     """The ``judgetrain build rationales`` parser: every :class:`RationaleConfig` field a flag and a ``--config`` key."""
     return make_config_parser(
-        RationaleConfig, "judgetrain build rationales",
+        RationaleConfig,
+        "judgetrain build rationales",
         "Distil a teacher's step-level rationales and answers for a PRISM / MIRAGE dataset into two SFT datasets "
         "(paper 002 §5E, F.1): OUT/with_rationale (rationale, then 'Answer: X') and OUT/score_only (X).",
         "examples:\n"
@@ -226,8 +281,9 @@ def make_parser():
         "  judgetrain build rationales --data data/prism-teach --out data/prism-teach-replayed --teacher replay --replay data/prism-teach-local/rationales.jsonl \\\n"
         "      --limit 2\n"
         "\nGemini (the paper's teacher): --teacher gemini --rpm 300 --workers 8, the key from GEMINI_API_KEY (read from the\n"
-        "environment only, never written anywhere); README, \"`judgetrain build rationales`\".\n"
-        "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n")
+        'environment only, never written anywhere); README, "`judgetrain build rationales`".\n'
+        "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n",
+    )
 
 
 def main(cfg: RationaleConfig) -> int:

@@ -30,17 +30,23 @@ DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
 class RationaleConfig(OutputArgs):
     """``judgetrain build rationales``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
-    strict: bool = arg(False, "fail the build when any record gets no usable teacher answer or a --replay line is bad "
-                              "(default: leave the record out of both datasets and list it under failures, and the "
-                              "bad line under skipped, in build.json)")
+    strict: bool = arg(
+        False,
+        "fail the build when any record gets no usable teacher answer or a --replay line is bad "
+        "(default: leave the record out of both datasets and list it under failures, and the "
+        "bad line under skipped, in build.json)",
+    )
     data: Path = arg(help="a built PRISM or MIRAGE dataset folder")
-    teacher: Teacher = arg(
-        help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
-    model: str | None = arg(None, f"gemini: model name (unset: {DEFAULT_GEMINI_MODEL}); local: model folder, hub id or "
-                            "adapter folder")
+    teacher: Teacher = arg(help="gemini (google-genai SDK), local (a VLM here) or replay (a JSON Lines file)")
+    model: str | None = arg(
+        None, f"gemini: model name (unset: {DEFAULT_GEMINI_MODEL}); local: model folder, hub id or adapter folder"
+    )
     replay: Path | None = arg(None, "replay: JSON Lines with id, rationale, answer (teacher, model optional)", metavar="FILE")
-    target: Target = arg("teacher", "the answer the SFT records teach: the teacher's (it becomes the label) or "
-                                   "the gold label (records where the teacher disagrees are left out)")
+    target: Target = arg(
+        "teacher",
+        "the answer the SFT records teach: the teacher's (it becomes the label) or "
+        "the gold label (records where the teacher disagrees are left out)",
+    )
     splits: list[str] = arg([], "splits to distil, space- or comma-separated (unset: all)")
     limit: int | None = arg(None, "only the first N records of each split", metavar="N")
     cache: Path | None = arg(None, "teacher answer cache (unset: OUT/cache)", metavar="DIR")
@@ -48,8 +54,7 @@ class RationaleConfig(OutputArgs):
     workers: int = arg(4, "gemini: concurrent requests")
     timeout: float = arg(120.0, "gemini: seconds per request attempt", metavar="S")
     attempts: int = arg(6, "gemini: attempts per request, the first included")
-    retry_delay: float = arg(2.0, "gemini: first backoff delay and jitter in seconds; doubles per retry up to 60 s",
-                             metavar="S")
+    retry_delay: float = arg(2.0, "gemini: first backoff delay and jitter in seconds; doubles per retry up to 60 s", metavar="S")
     base_url: str | None = arg(None, "gemini: API endpoint, e.g. a proxy (unset: the SDK's, or GOOGLE_GEMINI_BASE_URL)")
     batch_size: str = arg("auto", "local: generation batch size, or 'auto'")
     max_new_tokens: int = arg(1024, "local: generation budget per record")
@@ -83,8 +88,12 @@ class RationaleConfig(OutputArgs):
         for name, value, lo in (("--rpm", self.rpm, 0), ("--timeout", self.timeout, 0)):
             if not value > lo:
                 problems.append(f"{name} {value}: must be greater than {lo}")
-        for name, value in (("--workers", self.workers), ("--attempts", self.attempts), ("--max-new-tokens", self.max_new_tokens),
-                            ("--limit", 1 if self.limit is None else self.limit)):
+        for name, value in (
+            ("--workers", self.workers),
+            ("--attempts", self.attempts),
+            ("--max-new-tokens", self.max_new_tokens),
+            ("--limit", 1 if self.limit is None else self.limit),
+        ):
             if value < 1:
                 problems.append(f"{name} {value}: must be at least 1")
         if self.retry_delay < 0:

@@ -31,16 +31,28 @@ def sft_rows(data: Path, builder: str, split: str, plan_json: str):
         rec = dict(row)
         answer = entry["target_answer"]
         if plan["variant"] == "with_rationale":
-            rec["prompt"] = rewrite_prompt(row["prompt"], builder=builder, task=row["task"], layout=row["layout"],
-                                           closing=ANSWER_LINE[row["task"]], rid=row["id"])
+            rec["prompt"] = rewrite_prompt(
+                row["prompt"],
+                builder=builder,
+                task=row["task"],
+                layout=row["layout"],
+                closing=ANSWER_LINE[row["task"]],
+                rid=row["id"],
+            )
             text = with_rationale_completion(entry["rationale"], answer)
         else:
             text = answer
         rec["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
         rec["label"] = answer
         meta = json.loads(row["meta"])
-        meta.update(teacher=entry["teacher"], teacher_answer=entry["answer"], teacher_rationale=entry["rationale"],
-                    gold_label=row["label"], target=plan["target"], sft_variant=plan["variant"])
+        meta.update(
+            teacher=entry["teacher"],
+            teacher_answer=entry["answer"],
+            teacher_rationale=entry["rationale"],
+            gold_label=row["label"],
+            target=plan["target"],
+            sft_variant=plan["variant"],
+        )
         rec["meta"] = json.dumps(meta, sort_keys=True)
         yield rec
 
@@ -70,15 +82,25 @@ def statistics(items: Sequence[Item], run: TeacherRun) -> dict:
             got = [run.answers[i.id].rationale for i in asked if i.id in run.answers]
             words, words_sd = mean_std([len(r.split()) for r in got])
             chars, chars_sd = mean_std([len(r) for r in got])
-            lengths[task][layout] = {"asked": len(asked), "answered": len(got), "success_rate": len(got) / len(asked),
-                                     "words_mean": words, "words_std": words_sd, "chars_mean": chars, "chars_std": chars_sd}
+            lengths[task][layout] = {
+                "asked": len(asked),
+                "answered": len(got),
+                "success_rate": len(got) / len(asked),
+                "words_mean": words,
+                "words_std": words_sd,
+                "chars_mean": chars,
+                "chars_std": chars_sd,
+            }
         pairs = [(i.label, run.answers[i.id].answer) for i in of_task if i.id in run.answers]
         choices = list(of_task[0].choices)
         teacher = Counter(a for _, a in pairs)
-        entry = {"answered": len(pairs), "choices": choices,
-                 "teacher": {c: teacher.get(c, 0) for c in choices},
-                 "gold": {c: Counter(g for g, _ in pairs).get(c, 0) for c in choices},
-                 "agreement_with_gold": float(accuracy_score([g for g, _ in pairs], [a for _, a in pairs])) if pairs else None}
+        entry = {
+            "answered": len(pairs),
+            "choices": choices,
+            "teacher": {c: teacher.get(c, 0) for c in choices},
+            "gold": {c: Counter(g for g, _ in pairs).get(c, 0) for c in choices},
+            "agreement_with_gold": float(accuracy_score([g for g, _ in pairs], [a for _, a in pairs])) if pairs else None,
+        }
         if task == "pointwise":
             entry["share_1_2"] = (teacher.get("1", 0) + teacher.get("2", 0)) / len(pairs) if pairs else None
         answers[task] = entry
@@ -122,8 +144,19 @@ def write_export(path: Path, items: Sequence[Item], run: TeacherRun) -> None:
     """Every answered item in the replay format (``id``, ``rationale``, ``answer``, ``teacher``, ``model``?), in item order."""
     from judgetrain.io import write_rows
 
-    write_rows(path, ({"id": i.id, "rationale": run.answers[i.id].rationale, "answer": run.answers[i.id].answer,
-                       **teacher_fields(run.answers[i.id].teacher)} for i in items if i.id in run.answers))
+    write_rows(
+        path,
+        (
+            {
+                "id": i.id,
+                "rationale": run.answers[i.id].rationale,
+                "answer": run.answers[i.id].answer,
+                **teacher_fields(run.answers[i.id].teacher),
+            }
+            for i in items
+            if i.id in run.answers
+        ),
+    )
 
 
 def teacher_fields(label: str) -> dict:
@@ -148,16 +181,24 @@ def print_summary(infos: Mapping[str, dict], out: Path) -> None:
     info = infos[VARIANTS[0]]
     c = info["counts"]["teacher"]
     rate = f"{100 * c['success_rate']:.1f}%" if c["success_rate"] is not None else "–"
-    console.print(f"Teacher {info['teacher']['label']}: {c['answered']} of {c['asked']} record(s) answered ({rate}); "
-                  f"{c['cache_hits']} from the cache, {c['calls']} asked now"
-                  + (f" ({c['http_requests']} HTTP requests)" if c["http_requests"] else ""))
+    console.print(
+        f"Teacher {info['teacher']['label']}: {c['answered']} of {c['asked']} record(s) answered ({rate}); "
+        f"{c['cache_hits']} from the cache, {c['calls']} asked now"
+        + (f" ({c['http_requests']} HTTP requests)" if c["http_requests"] else "")
+    )
     t = Table(title="Rationales per layout (Table S6)")
     for col in ("task", "layout", "asked", "success", "words (mean ± sd)", "chars (mean ± sd)"):
         t.add_column(col, justify="left" if col in ("task", "layout") else "right")
     for task, layouts in info["statistics"]["rationale_length"].items():
         for layout, s in layouts.items():
-            t.add_row(task, layout, str(s["asked"]), f"{100 * s['success_rate']:.1f}%",
-                      fmt(s["words_mean"], s["words_std"]), fmt(s["chars_mean"], s["chars_std"]))
+            t.add_row(
+                task,
+                layout,
+                str(s["asked"]),
+                f"{100 * s['success_rate']:.1f}%",
+                fmt(s["words_mean"], s["words_std"]),
+                fmt(s["chars_mean"], s["chars_std"]),
+            )
     console.print(t)
     t = Table(title="Teacher answers vs. gold")
     for col in ("task", "answer", "teacher", "gold"):
@@ -166,7 +207,12 @@ def print_summary(infos: Mapping[str, dict], out: Path) -> None:
     for task, s in info["statistics"]["teacher_answers"].items():
         n = max(s["answered"], 1)
         for ch in s["choices"]:
-            t.add_row(task, ch, f"{s['teacher'][ch]} ({100 * s['teacher'][ch] / n:.0f}%)", f"{s['gold'][ch]} ({100 * s['gold'][ch] / n:.0f}%)")
+            t.add_row(
+                task,
+                ch,
+                f"{s['teacher'][ch]} ({100 * s['teacher'][ch] / n:.0f}%)",
+                f"{s['gold'][ch]} ({100 * s['gold'][ch] / n:.0f}%)",
+            )
         if s["agreement_with_gold"] is not None:
             notes.append(f"{task}: teacher agrees with gold on {100 * s['agreement_with_gold']:.1f}%")
         if s.get("share_1_2") is not None:
@@ -175,8 +221,10 @@ def print_summary(infos: Mapping[str, dict], out: Path) -> None:
     for note in notes:
         console.print("  " + note)
     if info["failures"]:
-        console.print(f"[yellow]{len(info['failures'])} record(s) failed and were left out (id and reason under 'failures' in "
-                      "build.json); rerun the same command to ask for them again[/yellow]")
+        console.print(
+            f"[yellow]{len(info['failures'])} record(s) failed and were left out (id and reason under 'failures' in "
+            "build.json); rerun the same command to ask for them again[/yellow]"
+        )
     plot = f"; answer plot: {out / PLOT_FILE}" if (out / PLOT_FILE).is_file() else ""
     print(f"Teacher answers: {out / EXPORT_FILE} (replay format){plot}", flush=True)
     for variant, vinfo in infos.items():

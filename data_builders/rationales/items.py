@@ -42,8 +42,14 @@ class Item:
 
     def record(self, images: list) -> dict:
         """The scoring engine's view of the item (its parser comes from task, choices and n_frames)."""
-        return {"id": self.id, "task": self.task, "choices": list(self.choices), "n_frames": self.n_frames,
-                "prompt": [dict(m) for m in self.prompt], "images": images}
+        return {
+            "id": self.id,
+            "task": self.task,
+            "choices": list(self.choices),
+            "n_frames": self.n_frames,
+            "prompt": [dict(m) for m in self.prompt],
+            "images": images,
+        }
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,19 @@ class TeacherCache:
     def key(*, teacher: str, model: str, prompt: str, settings: Mapping[str, Any], image_hashes: Sequence[str]) -> str:
         """sha256 of everything that determines the answer: teacher, model, prompt as
         sent, the response schema / decoding settings, and the images' sha256."""
-        return sha256(json.dumps({"format": CACHE_FORMAT, "teacher": teacher, "model": model, "prompt": prompt,
-                                   "settings": settings, "images": list(image_hashes)}, sort_keys=True))
+        return sha256(
+            json.dumps(
+                {
+                    "format": CACHE_FORMAT,
+                    "teacher": teacher,
+                    "model": model,
+                    "prompt": prompt,
+                    "settings": settings,
+                    "images": list(image_hashes),
+                },
+                sort_keys=True,
+            )
+        )
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -144,15 +161,38 @@ def collect_items(data: Path, builder: str, splits: Sequence[str], limit: int | 
         n = len(ds) if limit is None else min(limit, len(ds))
         for i, row in enumerate(records.stored_rows(ds.select(range(n)))):
             if row["task"] not in BASE_INSTRUCTIONS[builder]:
-                raise BuildError(f"{data} {split} row {i} (id {row['id']!r}): task {row['task']!r} has no teacher prompt; "
-                                 f"rationales are distilled for {sorted(BASE_INSTRUCTIONS[builder])} records of {builder}")
-            prompt = rewrite_prompt(row["prompt"], builder=builder, task=row["task"], layout=row["layout"],
-                                    closing=teacher.closing[row["task"]], rid=row["id"])
+                raise BuildError(
+                    f"{data} {split} row {i} (id {row['id']!r}): task {row['task']!r} has no teacher prompt; "
+                    f"rationales are distilled for {sorted(BASE_INSTRUCTIONS[builder])} records of {builder}"
+                )
+            prompt = rewrite_prompt(
+                row["prompt"],
+                builder=builder,
+                task=row["task"],
+                layout=row["layout"],
+                closing=teacher.closing[row["task"]],
+                rid=row["id"],
+            )
             hashes = tuple(sha256(im["bytes"]) for im in row["images"])
-            item = Item(row["id"], split, i, row["task"], row["layout"], tuple(row["choices"]), row["label"], row["n_frames"],
-                        tuple(prompt), hashes)
+            item = Item(
+                row["id"],
+                split,
+                i,
+                row["task"],
+                row["layout"],
+                tuple(row["choices"]),
+                row["label"],
+                row["n_frames"],
+                tuple(prompt),
+                hashes,
+            )
             settings = teacher.settings(item)
-            key = TeacherCache.key(teacher=teacher.name, model=getattr(teacher, "model", ""), prompt=prompt_text(prompt),
-                                   settings=settings, image_hashes=hashes)
+            key = TeacherCache.key(
+                teacher=teacher.name,
+                model=getattr(teacher, "model", ""),
+                prompt=prompt_text(prompt),
+                settings=settings,
+                image_hashes=hashes,
+            )
             items.append(replace(item, key=key))
     return items

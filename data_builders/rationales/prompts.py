@@ -24,10 +24,14 @@ BASE_INSTRUCTIONS = {
 # Where the builders' "answer first" sentence starts; everything before it (role, rubric) is kept.
 COMMIT = "Commit to your"
 REASON_FIRST = {
-    "pairwise": ("Reason before you answer: go through the steps one by one and, for each sequence, say whether its image "
-                 "shows the step and whether the images follow the order of the steps; then decide."),
-    "pointwise": ("Reason before you answer: go through the steps one by one and say whether the image shows the step and "
-                  "whether the images follow the order of the steps; then give the score the scale assigns."),
+    "pairwise": (
+        "Reason before you answer: go through the steps one by one and, for each sequence, say whether its image "
+        "shows the step and whether the images follow the order of the steps; then decide."
+    ),
+    "pointwise": (
+        "Reason before you answer: go through the steps one by one and say whether the image shows the step and "
+        "whether the images follow the order of the steps; then give the score the scale assigns."
+    ),
 }
 ANSWER_LINE = {
     "pairwise": 'End with your verdict alone on the last line, written "Answer: A" or "Answer: B".',
@@ -45,13 +49,16 @@ def teacher_instruction(builder: str, task: str, layout: str, closing: str) -> s
     sentence replaced by :data:`REASON_FIRST` and ``closing`` (the output format)."""
     base = BASE_INSTRUCTIONS[builder][task]
     if COMMIT not in base:
-        raise BuildError(f"the {builder} {task} instruction no longer contains {COMMIT!r}; update "
-                         "judgetrain.data_builders.rationales.prompts.COMMIT to the sentence that asks for the answer first")
+        raise BuildError(
+            f"the {builder} {task} instruction no longer contains {COMMIT!r}; update "
+            "judgetrain.data_builders.rationales.prompts.COMMIT to the sentence that asks for the answer first"
+        )
     return instruction_for(task, layout, base[: base.index(COMMIT)] + REASON_FIRST[task] + " " + closing)
 
 
-def rewrite_prompt(prompt: Sequence[Mapping[str, Any]], *, builder: str, task: str, layout: str, closing: str,
-                   rid: str) -> list[dict]:
+def rewrite_prompt(
+    prompt: Sequence[Mapping[str, Any]], *, builder: str, task: str, layout: str, closing: str, rid: str
+) -> list[dict]:
     """``prompt`` (a record's messages) with its closing instruction replaced by
     :func:`teacher_instruction`; everything before it (images, steps, layout
     text) unchanged. BuildError when the prompt does not end with the builder's
@@ -60,8 +67,10 @@ def rewrite_prompt(prompt: Sequence[Mapping[str, Any]], *, builder: str, task: s
     messages = [{"role": m["role"], "content": [dict(c) for c in m["content"]]} for m in prompt]
     last = messages[-1]["content"][-1]
     if last.get("type") != "text" or not last["text"].endswith(old):
-        raise BuildError(f"record {rid!r}: its prompt does not end with the {builder} {task} instruction for layout {layout}; "
-                         f"rebuild the dataset with the current `judgetrain build {builder}`")
+        raise BuildError(
+            f"record {rid!r}: its prompt does not end with the {builder} {task} instruction for layout {layout}; "
+            f"rebuild the dataset with the current `judgetrain build {builder}`"
+        )
     last["text"] = last["text"][: len(last["text"]) - len(old)] + teacher_instruction(builder, task, layout, closing)
     return messages
 
@@ -90,8 +99,9 @@ def split_answer(text: str, parser: Callable[[str], str | None]) -> tuple[str, s
 def prompt_text(prompt: Sequence[Mapping[str, Any]]) -> str:
     """A canonical rendering of a message list for the cache key: roles, texts and
     image placeholders in order (the images themselves are keyed by their hashes)."""
-    return json.dumps([[m["role"], [c["text"] if c["type"] == "text" else "<image>" for c in m["content"]]] for m in prompt],
-                      ensure_ascii=False)
+    return json.dumps(
+        [[m["role"], [c["text"] if c["type"] == "text" else "<image>" for c in m["content"]]] for m in prompt], ensure_ascii=False
+    )
 
 
 def check_answer(obj: Any, choices: Sequence[str]) -> str | None:

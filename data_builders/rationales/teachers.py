@@ -70,10 +70,15 @@ class GeminiTeacher:
     @staticmethod
     def schema(choices: Sequence[str]) -> dict:
         """The response schema (OpenAPI subset, as the Gemini API takes it)."""
-        return {"type": "OBJECT",
-                "properties": {"rationale": {"type": "STRING", "description": "step-by-step reasoning, written before the answer"},
-                               "answer": {"type": "STRING", "enum": list(choices)}},
-                "required": ["rationale", "answer"], "propertyOrdering": ["rationale", "answer"]}
+        return {
+            "type": "OBJECT",
+            "properties": {
+                "rationale": {"type": "STRING", "description": "step-by-step reasoning, written before the answer"},
+                "answer": {"type": "STRING", "enum": list(choices)},
+            },
+            "required": ["rationale", "answer"],
+            "propertyOrdering": ["rationale", "answer"],
+        }
 
     def settings(self, item: Item) -> dict:
         return {"response_mime_type": "application/json", "response_schema": self.schema(item.choices)}
@@ -92,12 +97,24 @@ class GeminiTeacher:
             raise BuildError("--teacher gemini needs the google-genai SDK: pip install 'judgetrain[gemini]'") from None
         key = next((os.environ[v] for v in ("GOOGLE_API_KEY", "GEMINI_API_KEY") if os.environ.get(v)), None)
         if not key:
-            raise BuildError("--teacher gemini: no API key. Set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment; "
-                             "it is read from there only and never written to any output")
-        retry = types.HttpRetryOptions(attempts=self.cfg.attempts, initial_delay=self.cfg.retry_delay, max_delay=60.0,
-                                       exp_base=2.0, jitter=self.cfg.retry_delay, http_status_codes=list(RETRY_STATUS_CODES))
-        options = types.HttpOptions(base_url=self.cfg.base_url, timeout=math.ceil(self.cfg.timeout * 1000), retry_options=retry,
-                                    client_args={"event_hooks": {"request": [self._on_request]}})
+            raise BuildError(
+                "--teacher gemini: no API key. Set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment; "
+                "it is read from there only and never written to any output"
+            )
+        retry = types.HttpRetryOptions(
+            attempts=self.cfg.attempts,
+            initial_delay=self.cfg.retry_delay,
+            max_delay=60.0,
+            exp_base=2.0,
+            jitter=self.cfg.retry_delay,
+            http_status_codes=list(RETRY_STATUS_CODES),
+        )
+        options = types.HttpOptions(
+            base_url=self.cfg.base_url,
+            timeout=math.ceil(self.cfg.timeout * 1000),
+            retry_options=retry,
+            client_args={"event_hooks": {"request": [self._on_request]}},
+        )
         return genai.Client(api_key=key, http_options=options), types
 
     def _contents(self, item: Item, images: list[bytes], types: Any) -> tuple[list, str | None]:
@@ -125,9 +142,11 @@ class GeminiTeacher:
         from google.genai import errors
 
         contents, system = self._contents(item, images, types)
-        config = types.GenerateContentConfig(response_mime_type="application/json",
-                                             response_schema=types.Schema.model_validate(self.schema(item.choices)),
-                                             system_instruction=system)
+        config = types.GenerateContentConfig(
+            response_mime_type="application/json",
+            response_schema=types.Schema.model_validate(self.schema(item.choices)),
+            system_instruction=system,
+        )
         attempts = f"after {self.cfg.attempts} attempt(s)"
         try:
             response = client.models.generate_content(model=self.model, contents=contents, config=config)
@@ -160,8 +179,9 @@ class GeminiTeacher:
         if problem:
             return problem + why
         usage = response.usage_metadata.model_dump(exclude_none=True, mode="json") if response.usage_metadata else {}
-        return TeacherAnswer(obj["rationale"].strip(), obj["answer"], self.label,
-                             {k: v for k, v in usage.items() if k.endswith("_count")})
+        return TeacherAnswer(
+            obj["rationale"].strip(), obj["answer"], self.label, {k: v for k, v in usage.items() if k.endswith("_count")}
+        )
 
     def run(self, items: Sequence[Item], data: Path, progress: bool) -> TeacherRun:
         from tqdm.auto import tqdm
@@ -236,7 +256,7 @@ class LocalTeacher:
         rows = {}
         with tqdm(total=len(todo), desc=f"generating with {Path(self.model).name}", unit="item", disable=not progress) as bar:
             for start in range(0, len(todo), chunk):
-                part = todo[start:start + chunk]
+                part = todo[start : start + chunk]
                 recs = []
                 for item, *_ in part:
                     if item.split not in rows:
@@ -305,8 +325,11 @@ class ReplayTeacher:
             raise BuildError(f"--replay: {skips[0]} (--strict: fix it, or rerun without --strict to leave its record out)")
         if skips and self.strict:
             shown = "\n".join(f"  - {s}" for s in skips[:50])
-            raise BuildError(f"--replay: {len(skips)} bad line(s):\n{shown}" + ("\n  …" if len(skips) > 50 else "")
-                             + "\nfix them, or rerun without --strict to leave their records out")
+            raise BuildError(
+                f"--replay: {len(skips)} bad line(s):\n{shown}"
+                + ("\n  …" if len(skips) > 50 else "")
+                + "\nfix them, or rerun without --strict to leave their records out"
+            )
         return got, unusable, skips
 
     def _answer(self, row: dict, choices: tuple[str, ...]) -> TeacherAnswer:

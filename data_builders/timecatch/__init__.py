@@ -10,12 +10,32 @@ README: "`judgetrain build timecatch`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "command": ["Sequences", "build", "main", "make_parser", "print_summary"],
-    "config": ["BUILDER", "DEFAULT_INTERVAL_S", "DEFAULT_SPLITS", "DETECT_PROMPTS", "FRAME_DETECT_PROMPT",
-               "FRAME_LOCALIZE_PROMPT", "LPIPS_THRESHOLD", "MAIN_MAX_FRAMES", "MAX_FRAMES", "MIN_FRAMES", "NOISE_MEAN",
-               "NOISE_STD", "SOURCE_INTERVALS_S", "SPLIT_NAMES", "TEMPORAL_LOCALIZE_PROMPT", "TIMECATCH_TASKS",
-               "TimeCatchConfig", "VERSION", "subset_of"],
-    "records": ["assign_splits", "draw_anomalies", "noise_frame", "sequence_records", "temporal_choices"],
-    "sequences": ["SourceSequence", "png_bytes", "process_sequence", "read_manifest"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "command": ["Sequences", "build", "main", "make_parser", "print_summary"],
+        "config": [
+            "BUILDER",
+            "DEFAULT_INTERVAL_S",
+            "DEFAULT_SPLITS",
+            "DETECT_PROMPTS",
+            "FRAME_DETECT_PROMPT",
+            "FRAME_LOCALIZE_PROMPT",
+            "LPIPS_THRESHOLD",
+            "MAIN_MAX_FRAMES",
+            "MAX_FRAMES",
+            "MIN_FRAMES",
+            "NOISE_MEAN",
+            "NOISE_STD",
+            "SOURCE_INTERVALS_S",
+            "SPLIT_NAMES",
+            "TEMPORAL_LOCALIZE_PROMPT",
+            "TIMECATCH_TASKS",
+            "TimeCatchConfig",
+            "VERSION",
+            "subset_of",
+        ],
+        "records": ["assign_splits", "draw_anomalies", "noise_frame", "sequence_records", "temporal_choices"],
+        "sequences": ["SourceSequence", "png_bytes", "process_sequence", "read_manifest"],
+    },
+)

@@ -58,8 +58,9 @@ def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> tuple[str, Path]:
     assert cfg.synthetic is not None  # __post_init__ makes 64 clips the source when no manifest is given
     if cfg.synthetic_kind == "frames":
         return "frames", write_frame_folders(work / "synthetic-frames", cfg.synthetic, seed=cfg.seed, progress=cfg.progress)
-    return "videos", write_physics_videos(work / "synthetic", cfg.synthetic, seed=cfg.seed,
-                                          long_fraction=cfg.synthetic_long_fraction, progress=cfg.progress)
+    return "videos", write_physics_videos(
+        work / "synthetic", cfg.synthetic, seed=cfg.seed, long_fraction=cfg.synthetic_long_fraction, progress=cfg.progress
+    )
 
 
 def _read_sources(cfg: TimeCatchConfig, work: Path) -> tuple[Path, list[SourceSequence], list[Skip]]:
@@ -74,7 +75,9 @@ def _read_sources(cfg: TimeCatchConfig, work: Path) -> tuple[Path, list[SourceSe
     return manifest, sequences, skips
 
 
-def _process_sequences(sequences: list[SourceSequence], cfg: TimeCatchConfig, distance, work: Path) -> tuple[Sequences, Sequences, list[Skip]]:
+def _process_sequences(
+    sequences: list[SourceSequence], cfg: TimeCatchConfig, distance, work: Path
+) -> tuple[Sequences, Sequences, list[Skip]]:
     """:func:`process_sequence` for each: (kept, too short, unreadable as skips naming the manifest line)."""
     from tqdm.auto import tqdm
 
@@ -105,7 +108,10 @@ def _make_dataset(kept: Sequences, split_of: dict[str, str], cfg: TimeCatchConfi
         )
         if items:
             splits[name] = datasets.Dataset.from_generator(
-                _generate, features=records.FEATURES, cache_dir=str(arrow_cache), gen_kwargs={"items": items, "cfg_json": cfg_json},
+                _generate,
+                features=records.FEATURES,
+                cache_dir=str(arrow_cache),
+                gen_kwargs={"items": items, "cfg_json": cfg_json},
                 fingerprint=records.make_id(name, cfg_json, [(s.id, d["key"]) for s, d, _ in items]),
             )
     return datasets.DatasetDict(splits)
@@ -120,13 +126,16 @@ def _record_counts(dataset) -> dict[str, dict]:
             "total": len(ds),
             "task": dict(sorted(Counter(cols["task"]).items())),
             "perturbation": dict(sorted(Counter(cols["perturbation"]).items())),
-            "task_perturbation": dict(sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())),
+            "task_perturbation": dict(
+                sorted(Counter(f"{t}/{p}" for t, p in zip(cols["task"], cols["perturbation"], strict=True)).items())
+            ),
         }
     return counts
 
 
-def _sequence_counts(kept: Sequences, short: Sequences, skips: list[Skip], sequences: list[SourceSequence],
-                     split_of: dict[str, str]) -> dict[str, dict]:
+def _sequence_counts(
+    kept: Sequences, short: Sequences, skips: list[Skip], sequences: list[SourceSequence], split_of: dict[str, str]
+) -> dict[str, dict]:
     """build.json's ``counts.sequences`` (per source: kept, per split, per subset, too short,
     skipped) and ``counts.length_histogram`` (kept sequences per number of kept frames)."""
     per_source: dict[str, Counter] = defaultdict(Counter)
@@ -147,20 +156,29 @@ def _sequence_counts(kept: Sequences, short: Sequences, skips: list[Skip], seque
     }
 
 
-def _build_info(cfg: TimeCatchConfig, cfg_json: str, manifest: Path, kept: Sequences, short: Sequences,
-                skips: list[Skip], counts: dict) -> dict:
+def _build_info(
+    cfg: TimeCatchConfig, cfg_json: str, manifest: Path, kept: Sequences, short: Sequences, skips: list[Skip], counts: dict
+) -> dict:
     """build.json's content but the split hashes: arguments, protocol, sources with sizes, counts, filtered and skipped inputs."""
     sources = [{"path": str(manifest), "bytes": manifest.stat().st_size}]
-    sources += [{"id": s.id, "source": s.source, **d["input"]} for s, d in sorted(kept + short, key=lambda x: (x[0].source, x[0].id))]
+    sources += [
+        {"id": s.id, "source": s.source, **d["input"]} for s, d in sorted(kept + short, key=lambda x: (x[0].source, x[0].id))
+    ]
     return {
         "builder": BUILDER,
         "version": VERSION,
         "seed": cfg.seed,
-        "args": json.loads(cfg_json) | {"videos": str(cfg.videos) if cfg.videos else None, "frames": str(cfg.frames) if cfg.frames else None},
+        "args": json.loads(cfg_json)
+        | {"videos": str(cfg.videos) if cfg.videos else None, "frames": str(cfg.frames) if cfg.frames else None},
         "protocol": {
             "intervals_s": {src: cfg.interval_for(src) for src in counts["sequences"]},
             "lpips": {"net": cfg.lpips_net, "pretrained_backbone": cfg.lpips_pretrained, "threshold": cfg.lpips_threshold},
-            "lengths": {"min": MIN_FRAMES, "main_max": MAIN_MAX_FRAMES, "max": MAX_FRAMES, "longer": "cut to the first 16 kept frames"},
+            "lengths": {
+                "min": MIN_FRAMES,
+                "main_max": MAIN_MAX_FRAMES,
+                "max": MAX_FRAMES,
+                "longer": "cut to the first 16 kept frames",
+            },
             "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]},
         },
         "sources": sources,
@@ -187,8 +205,13 @@ def build(cfg: TimeCatchConfig) -> dict:
     kept = [(s, d) for s, d in kept if subset_of(d["n_kept"]) in cfg.subsets]
     report_skips(skips, cfg.strict, name_first=False)
     if not kept:
-        raise nothing_left(manifest, "sequence", len(sequences), skips,
-                           f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped)")
+        raise nothing_left(
+            manifest,
+            "sequence",
+            len(sequences),
+            skips,
+            f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped)",
+        )
 
     split_of = assign_splits([s for s, _ in kept], cfg.splits, cfg.seed)
     cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "videos": None, "frames": None})
@@ -202,12 +225,17 @@ def build(cfg: TimeCatchConfig) -> dict:
 
 
 def make_parser():
-    return builder_parser(TimeCatchConfig, "timecatch",
-                          "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
-                          ["--out data/timecatch --synthetic 4 --lpips-random-backbone",
-                           "--out data/timecatch-frames --synthetic 4 --synthetic-kind frames --no-descriptions "
-                           "--lpips-random-backbone   # DriveLM-like frame folders",
-                           "--out data/timecatch-1s --synthetic 4 --interval 1.0 --tasks temporal_detect --lpips-random-backbone"])
+    return builder_parser(
+        TimeCatchConfig,
+        "timecatch",
+        "Build the TimeCatch swap / noise anomaly sets (paper 000 §3) as task records.",
+        [
+            "--out data/timecatch --synthetic 4 --lpips-random-backbone",
+            "--out data/timecatch-frames --synthetic 4 --synthetic-kind frames --no-descriptions "
+            "--lpips-random-backbone   # DriveLM-like frame folders",
+            "--out data/timecatch-1s --synthetic 4 --interval 1.0 --tasks temporal_detect --lpips-random-backbone",
+        ],
+    )
 
 
 def print_summary(info: dict, out: Path) -> None:
@@ -230,7 +258,11 @@ def print_summary(info: dict, out: Path) -> None:
     console.print("Kept sequence lengths (frames: count)")
     for k, v in hist.items():
         console.print(f"  {int(k):>2}: {'█' * max(1, round(30 * v / width))} {v}")
-    console.print(split_table("Records per task and split", "task / perturbation", info["counts"]["records"], "task_perturbation", total=True))
+    console.print(
+        split_table(
+            "Records per task and split", "task / perturbation", info["counts"]["records"], "task_perturbation", total=True
+        )
+    )
     finish_summary(console, info, out)
 
 

@@ -90,12 +90,21 @@ class TimeCatchConfig(WorkBuildArgs):
 
     synthetic: int | None = arg(None, "generate N synthetic physics clips (the source when no manifest is given: 64)")
     videos: Path | None = arg(None, 'video manifest, JSON Lines: {"video", "source", "id"?, "description"?, "split"?}')
-    frames: Path | None = arg(None, 'frame-folder manifest, JSON Lines: {"id", "frames": [...], "source", "description"?, "split"?}')
-    interval: list[str] = arg([], "seconds between sampled video frames, for all sources (1.5) or one (mtl-aqa=1.0); "
-                                  "several allowed; defaults: 1.5 s, mtl-aqa 1.0 s", action="extend", metavar="S|SOURCE=S")
+    frames: Path | None = arg(
+        None, 'frame-folder manifest, JSON Lines: {"id", "frames": [...], "source", "description"?, "split"?}'
+    )
+    interval: list[str] = arg(
+        [],
+        "seconds between sampled video frames, for all sources (1.5) or one (mtl-aqa=1.0); "
+        "several allowed; defaults: 1.5 s, mtl-aqa 1.0 s",
+        action="extend",
+        metavar="S|SOURCE=S",
+    )
     lpips_threshold: float = arg(LPIPS_THRESHOLD, "drop a frame whose LPIPS distance to the last kept one is below this")
     lpips_net: str = arg("alex", f"LPIPS backbone: {one_of(LPIPS_NETS)}")
-    lpips_random_backbone: bool = arg(False, "an untrained LPIPS backbone (offline tests only: distances are then not perceptual)")
+    lpips_random_backbone: bool = arg(
+        False, "an untrained LPIPS backbone (offline tests only: distances are then not perceptual)"
+    )
     device: str | None = arg(None, "device for LPIPS (default: cuda if available)")
     tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to build (space- or comma-separated)")
     prompts: list[str] = arg(["A"], "temporal-detection prompt layouts from A,B,C,D,E")
@@ -137,7 +146,9 @@ class TimeCatchConfig(WorkBuildArgs):
         if len(given) > 1:
             problems.append(f"--{' / --'.join(given)}: give only one source")
         if self.synthetic_kind not in ("videos", "frames"):
-            problems.append(f"--synthetic-kind {self.synthetic_kind!r}: choose 'videos' (CLEVRER-like MP4) or 'frames' (DriveLM-like PNG folders)")
+            problems.append(
+                f"--synthetic-kind {self.synthetic_kind!r}: choose 'videos' (CLEVRER-like MP4) or 'frames' (DriveLM-like PNG folders)"
+            )
         if self.synthetic is not None and self.synthetic < 1:
             problems.append(f"--synthetic {self.synthetic}: give the number of clips to generate (at least 1)")
         bad = [t for t in self.tasks if t not in TIMECATCH_TASKS]
@@ -152,7 +163,9 @@ class TimeCatchConfig(WorkBuildArgs):
         bad = [s for s in self.splits if s not in SPLIT_NAMES]
         if bad:
             problems.append(f"--splits: unknown split {bad}; use names from {list(SPLIT_NAMES)}")
-        if self.splits and (any(v < 0 for v in self.splits.values()) or not math.isclose(sum(self.splits.values()), 1.0, abs_tol=1e-6)):
+        if self.splits and (
+            any(v < 0 for v in self.splits.values()) or not math.isclose(sum(self.splits.values()), 1.0, abs_tol=1e-6)
+        ):
             problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1")
         if any(v <= 0 for v in [self.default_interval, *self.intervals.values()]):
             problems.append("--interval: seconds between sampled frames must be positive")

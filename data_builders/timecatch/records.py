@@ -102,7 +102,10 @@ def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCat
         "truncated_from": done.get("truncated_from"),
     }
     swap_meta = {"swapped_frames": [i_swap, i_swap + 1], "lpips_swapped": done["lpips_consecutive"][i_swap - 1]}
-    noise_meta = {"noise_frame": i_noise, "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]}}
+    noise_meta = {
+        "noise_frame": i_noise,
+        "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]},
+    }
     out = []
 
     def add(task, order, images, instruction, choices, label, perturbation, position, layout, extra):
@@ -110,9 +113,19 @@ def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCat
         rid = records.make_id(BUILDER, cfg.seed, seq.source, seq.id, task, perturbation, layout, prefix="tc-")
         out.append(
             records.make_record(
-                id=rid, task=task, images=[{"bytes": b, "path": None} for b in images], instruction=prefix + instruction,
-                answer=label, choices=choices, label=label, source=seq.source, perturbation=perturbation,
-                position=position, n_frames=n, layout=layout, meta=meta,
+                id=rid,
+                task=task,
+                images=[{"bytes": b, "path": None} for b in images],
+                instruction=prefix + instruction,
+                answer=label,
+                choices=choices,
+                label=label,
+                source=seq.source,
+                perturbation=perturbation,
+                position=position,
+                n_frames=n,
+                layout=layout,
+                meta=meta,
                 image_labels=[f"Frame {k}:" for k in range(1, n + 1)] if cfg.frame_labels else None,
             )
         )
@@ -122,18 +135,59 @@ def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCat
         for layout in cfg.prompts:
             text, yes_is_anomaly = DETECT_PROMPTS[layout]
             polarity = {"yes_means_anomaly": yes_is_anomaly}
-            add("temporal_detect", gold, png, text, ["yes", "no"], "no" if yes_is_anomaly else "yes", "none", -1, layout, polarity)
-            add("temporal_detect", swapped, [png[i] for i in swapped], text, ["yes", "no"], "yes" if yes_is_anomaly else "no",
-                "swap", i_swap - 1, layout, {**swap_meta, **polarity})
+            add(
+                "temporal_detect", gold, png, text, ["yes", "no"], "no" if yes_is_anomaly else "yes", "none", -1, layout, polarity
+            )
+            add(
+                "temporal_detect",
+                swapped,
+                [png[i] for i in swapped],
+                text,
+                ["yes", "no"],
+                "yes" if yes_is_anomaly else "no",
+                "swap",
+                i_swap - 1,
+                layout,
+                {**swap_meta, **polarity},
+            )
     if "temporal_localize" in cfg.tasks:
-        add("temporal_localize", swapped, [png[i] for i in swapped], TEMPORAL_LOCALIZE_PROMPT.format(n=n),
-            temporal_choices(n, cfg.adjacent_choices), f"{i_swap} and {i_swap + 1}", "swap", i_swap - 1, "A",
-            {**swap_meta, "adjacent_choices": cfg.adjacent_choices})
+        add(
+            "temporal_localize",
+            swapped,
+            [png[i] for i in swapped],
+            TEMPORAL_LOCALIZE_PROMPT.format(n=n),
+            temporal_choices(n, cfg.adjacent_choices),
+            f"{i_swap} and {i_swap + 1}",
+            "swap",
+            i_swap - 1,
+            "A",
+            {**swap_meta, "adjacent_choices": cfg.adjacent_choices},
+        )
     if "frame_detect" in cfg.tasks:
         add("frame_detect", gold, png, FRAME_DETECT_PROMPT, ["yes", "no"], "no", "none", -1, "A", {"yes_means_anomaly": True})
-        add("frame_detect", gold, noisy, FRAME_DETECT_PROMPT, ["yes", "no"], "yes", "noise", i_noise - 1, "A",
-            {**noise_meta, "yes_means_anomaly": True})
+        add(
+            "frame_detect",
+            gold,
+            noisy,
+            FRAME_DETECT_PROMPT,
+            ["yes", "no"],
+            "yes",
+            "noise",
+            i_noise - 1,
+            "A",
+            {**noise_meta, "yes_means_anomaly": True},
+        )
     if "frame_localize" in cfg.tasks:
-        add("frame_localize", gold, noisy, FRAME_LOCALIZE_PROMPT.format(n=n), [str(k) for k in range(1, n + 1)],
-            str(i_noise), "noise", i_noise - 1, "A", noise_meta)
+        add(
+            "frame_localize",
+            gold,
+            noisy,
+            FRAME_LOCALIZE_PROMPT.format(n=n),
+            [str(k) for k in range(1, n + 1)],
+            str(i_noise),
+            "noise",
+            i_noise - 1,
+            "A",
+            noise_meta,
+        )
     return out

@@ -35,8 +35,15 @@ from .config import MAX_FRAMES, MIN_FRAMES, SPLIT_NAMES, VERSION, TimeCatchConfi
 LPIPS_MIN_SIDE = {"alex": 31, "vgg": 16, "squeeze": 17}
 # What reading, decoding or measuring one sequence may raise: a located skip, never the build's end
 # (RuntimeError: torch and PyAV; RecursionError and ValueError: decoders; MemoryError: a huge frame).
-MEASURE_ERRORS = (OSError, ValueError, RuntimeError, RecursionError, MemoryError, Image.DecompressionBombError,
-                  Image.DecompressionBombWarning)
+MEASURE_ERRORS = (
+    OSError,
+    ValueError,
+    RuntimeError,
+    RecursionError,
+    MemoryError,
+    Image.DecompressionBombError,
+    Image.DecompressionBombWarning,
+)
 
 
 class SequenceProblem(ValueError):
@@ -63,8 +70,9 @@ class SourceSequence:
 def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[Skip]]:
     """Parse a ``videos`` or ``frames`` manifest; every bad line becomes a :class:`Skip`
     naming ``MANIFEST:LINE`` and the field, never an exception or a silent drop."""
-    return read_manifest_lines(path, lambda row, _id, where, line: _manifest_sequence(row, kind, where, line),
-                               what="manifest", noun="sequence")
+    return read_manifest_lines(
+        path, lambda row, _id, where, line: _manifest_sequence(row, kind, where, line), what="manifest", noun="sequence"
+    )
 
 
 def _manifest_sequence(row: dict, kind: str, path: Path, line: int) -> SourceSequence:
@@ -77,8 +85,9 @@ def _manifest_sequence(row: dict, kind: str, path: Path, line: int) -> SourceSeq
         raise ValueError(f"split: {split!r}; use one of {list(SPLIT_NAMES)} or leave it out")
     if kind == "videos":
         video = inside(root, row.get("video"), "video")
-        sid = text(row, "id", "a name for the sequence, or leave it out to use the video path",
-                   default=str(row.get("video")), ids=True)
+        sid = text(
+            row, "id", "a name for the sequence, or leave it out to use the video path", default=str(row.get("video")), ids=True
+        )
         frames: list[Path] = []
     else:
         raw = row.get("frames")
@@ -117,8 +126,10 @@ def check_lpips_size(frames: list[np.ndarray], net: str) -> None:
     for k, frame in enumerate(frames, start=1):
         h, w = frame.shape[:2]
         if min(h, w) < least:
-            raise SequenceProblem(f"frame {k} is {w}x{h} px; LPIPS ({net}) needs at least {least} px on each side; "
-                                  f"give frames of at least {least}x{least} px, or drop the line")
+            raise SequenceProblem(
+                f"frame {k} is {w}x{h} px; LPIPS ({net}) needs at least {least} px on each side; "
+                f"give frames of at least {least}x{least} px, or drop the line"
+            )
 
 
 def check_sources(cfg: TimeCatchConfig) -> None:
@@ -135,8 +146,11 @@ def sequence_skip(seq: SourceSequence, error: BaseException) -> Skip:
     field_name = "video" if seq.video else "frames"
     if isinstance(error, SequenceProblem):
         return Skip(seq.manifest, seq.line, f"{field_name}: {error}", seq.id)
-    what = str(error) if isinstance(error, (VideoDecodeError, OSError)) else \
-        f"{seq.video or 'a frame'}: {type(error).__name__}: {error}"
+    what = (
+        str(error)
+        if isinstance(error, (VideoDecodeError, OSError))
+        else f"{seq.video or 'a frame'}: {type(error).__name__}: {error}"
+    )
     return Skip(seq.manifest, seq.line, f"{field_name}: {what}; fix or replace the file, or drop the line", seq.id)
 
 
@@ -144,13 +158,17 @@ def _fingerprint(seq: SourceSequence, cfg: TimeCatchConfig) -> dict:
     files = [seq.video] if seq.video else seq.frames
     stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else (str(p), -1, -1) for p in files]
     # JSON round trip so that a key read back from seq.json compares equal
-    return json.loads(json.dumps({
-        "id": seq.id,
-        "files": stats,
-        "interval": cfg.interval_for(seq.source) if seq.video else None,
-        "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold, LPIPS_NUMERICS],
-        "version": VERSION,
-    }))
+    return json.loads(
+        json.dumps(
+            {
+                "id": seq.id,
+                "files": stats,
+                "interval": cfg.interval_for(seq.source) if seq.video else None,
+                "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold, LPIPS_NUMERICS],
+                "version": VERSION,
+            }
+        )
+    )
 
 
 def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: Path) -> dict:
@@ -180,7 +198,9 @@ def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: 
     kept, dists = filter_near_duplicates(frames, distance, cfg.lpips_threshold)
     result: dict[str, Any] = {"key": key, "n_sampled": len(frames), "input": sizes}
     if len(kept) < MIN_FRAMES:
-        result.update(status="short", reason=f"{len(kept)} frame(s) left after LPIPS filtering (< {MIN_FRAMES})", n_kept=len(kept))
+        result.update(
+            status="short", reason=f"{len(kept)} frame(s) left after LPIPS filtering (< {MIN_FRAMES})", n_kept=len(kept)
+        )
     else:
         truncated_from = len(kept) if len(kept) > MAX_FRAMES else None
         kept, dists = kept[:MAX_FRAMES], dists[: MAX_FRAMES - 1]

@@ -10,15 +10,53 @@ README: "`judgetrain build video-mcq`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "command": ["VideoMcqConfig", "build", "main", "make_parser", "print_summary"],
-    "common": ["BUILDER", "BUILD_INFO", "MANIFEST", "VERSION", "manifest_row", "post_init_base", "raise_problems",
-               "write_manifest"],
-    "converters": ["Benchmark", "CONVERTERS", "ConvertConfig", "MVBENCH_TASKS", "NEXTQA_COLUMNS", "NEXTQA_MAP",
-                   "build_converted", "convert"],
-    "questions": ["Draft", "FASTEST_RATIO", "LEFTMOST_GAP", "MOST_BOUNCES_LEAD", "QTYPES", "QUESTIONS",
-                  "draft_question", "n_objects"],
-    "synthetic": ["BENCHMARK_SYNTHETIC", "DEFAULT_FPS", "DEFAULT_FRAMES", "DEFAULT_MIN_GAP_S", "DEFAULT_OPTIONS",
-                  "DEFAULT_SIZE", "FrameSize", "MAX_ATTEMPTS", "OptionCounts", "SyntheticConfig", "build_synthetic",
-                  "plan"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "command": ["VideoMcqConfig", "build", "main", "make_parser", "print_summary"],
+        "common": [
+            "BUILDER",
+            "BUILD_INFO",
+            "MANIFEST",
+            "VERSION",
+            "manifest_row",
+            "post_init_base",
+            "raise_problems",
+            "write_manifest",
+        ],
+        "converters": [
+            "Benchmark",
+            "CONVERTERS",
+            "ConvertConfig",
+            "MVBENCH_TASKS",
+            "NEXTQA_COLUMNS",
+            "NEXTQA_MAP",
+            "build_converted",
+            "convert",
+        ],
+        "questions": [
+            "Draft",
+            "FASTEST_RATIO",
+            "LEFTMOST_GAP",
+            "MOST_BOUNCES_LEAD",
+            "QTYPES",
+            "QUESTIONS",
+            "draft_question",
+            "n_objects",
+        ],
+        "synthetic": [
+            "BENCHMARK_SYNTHETIC",
+            "DEFAULT_FPS",
+            "DEFAULT_FRAMES",
+            "DEFAULT_MIN_GAP_S",
+            "DEFAULT_OPTIONS",
+            "DEFAULT_SIZE",
+            "FrameSize",
+            "MAX_ATTEMPTS",
+            "OptionCounts",
+            "SyntheticConfig",
+            "build_synthetic",
+            "plan",
+        ],
+    },
+)

@@ -36,8 +36,9 @@ class VideoMcqConfig(ConvertConfig, SyntheticConfig):
         """Every problem at once, each naming the option and the fix."""
         problems = []
         if self.synthetic is None and self.source is None:
-            problems.append(f"give --synthetic N (synthetic physics questions) or --from {'|'.join(CONVERTERS)} "
-                            "(a benchmark's annotations)")
+            problems.append(
+                f"give --synthetic N (synthetic physics questions) or --from {'|'.join(CONVERTERS)} (a benchmark's annotations)"
+            )
         elif self.synthetic is not None and self.source is not None:
             problems.append("--synthetic and --from: give one of them, not both")
         elif self.synthetic is not None:
@@ -70,13 +71,20 @@ def build(cfg: VideoMcqConfig) -> dict[str, Any]:
     """The synthetic questions or the benchmark conversion ``cfg`` asks for; returns build.json's content.
     The same build twice does nothing; another into the same --out is refused (:func:`build_in_place`)."""
     cfg.check()  # option problems first, before --out is looked at
-    return build_in_place(cfg, BUILDER, VERSION, build_synthetic if cfg.synthetic is not None else build_converted,
-                          movable=cfg.synthetic is not None, writes=(MANIFEST,))
+    return build_in_place(
+        cfg,
+        BUILDER,
+        VERSION,
+        build_synthetic if cfg.synthetic is not None else build_converted,
+        movable=cfg.synthetic is not None,
+        writes=(MANIFEST,),
+    )
 
 
 def make_parser():
     return make_config_parser(
-        VideoMcqConfig, "judgetrain build video-mcq",
+        VideoMcqConfig,
+        "judgetrain build video-mcq",
         "Build a video multiple-choice manifest for PhaseFusion (paper 001): synthetic physics questions whose answers "
         "follow from the simulation, or a conversion of EgoSchema / MVBench / Video-MME / NExT-QA annotations.",
         "examples:\n"
@@ -84,7 +92,8 @@ def make_parser():
         "  judgetrain build video-mcq --out data/vmcq-long --synthetic 6 --seed 1 --frames 128 --options 4-5\n"
         "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n"
         "\nfrom EgoSchema, MVBench, NExT-QA or Video-MME: --from NAME --annotations FILE --videos DIR, the commands per benchmark\n"
-        "in the README (\"`judgetrain build video-mcq`\").\n")
+        'in the README ("`judgetrain build video-mcq`").\n',
+    )
 
 
 def main(cfg: VideoMcqConfig) -> int:
@@ -101,8 +110,10 @@ def print_summary(info: dict[str, Any], out: Path) -> None:
     console = Console()
     counts = info["counts"]
     if "source" in info:
-        console.print(f"{info['benchmark']}: {counts['annotated']} annotated, {counts['usable']} usable, "
-                      f"{counts['questions']} in the manifest")
+        console.print(
+            f"{info['benchmark']}: {counts['annotated']} annotated, {counts['usable']} usable, "
+            f"{counts['questions']} in the manifest"
+        )
         by_k = {"all": [counts["answer_position"].get(str(p), 0) for p in range(1 + max(map(int, counts["answer_position"])))]}
     else:
         t = Table(title="Questions per type")
@@ -111,8 +122,10 @@ def print_summary(info: dict[str, Any], out: Path) -> None:
         for qtype, n in counts["qtype"].items():
             t.add_row(qtype, str(n))
         console.print(t)
-        console.print(f"{counts['clips_rejected']} simulated clip(s) rejected as ambiguous; videos written "
-                      f"{counts['videos_written']}, kept from an earlier run {counts['videos_kept']}")
+        console.print(
+            f"{counts['clips_rejected']} simulated clip(s) rejected as ambiguous; videos written "
+            f"{counts['videos_written']}, kept from an earlier run {counts['videos_kept']}"
+        )
         by_k = counts["answer_position"]
     b = Table(title="Gold position (0-based)")
     b.add_column("options")
@@ -123,8 +136,10 @@ def print_summary(info: dict[str, Any], out: Path) -> None:
         b.add_row(k, *[str(x) for x in v], *[""] * (width - len(v)))
     console.print(b)
     if info["skipped"]:
-        console.print(f"[yellow]{len(info['skipped'])} question(s) skipped "
-                      f"({', '.join(f'{k}: {n}' for k, n in counts['skipped_by_reason'].items())}):[/yellow]")
+        console.print(
+            f"[yellow]{len(info['skipped'])} question(s) skipped "
+            f"({', '.join(f'{k}: {n}' for k, n in counts['skipped_by_reason'].items())}):[/yellow]"
+        )
         for s in info["skipped"][:10]:
             where = f"{s['path']}:{s['line']}" if s.get("line") else s["path"]
             named = f" (id {s['id']})" if s["id"] is not None else ""

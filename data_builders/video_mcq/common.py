@@ -13,8 +13,7 @@ from judgetrain.mcq.manifest import load_manifest
 
 from ..core.common import BuildError
 
-__all__ = ["BUILDER", "BUILD_INFO", "MANIFEST", "VERSION", "manifest_row", "post_init_base", "raise_problems",
-           "write_manifest"]
+__all__ = ["BUILDER", "BUILD_INFO", "MANIFEST", "VERSION", "manifest_row", "post_init_base", "raise_problems", "write_manifest"]
 
 BUILDER = "video-mcq"
 VERSION = "1.0.0"
@@ -22,12 +21,20 @@ MANIFEST = "manifest.jsonl"
 BUILD_INFO = "build.json"
 
 
-def manifest_row(qid: str, video: str, question: str, options: Sequence[str], answer: int, benchmark: str,
-                 duration: float | None = None, num_frames: int | None = None, **extra: Any) -> dict[str, Any]:
+def manifest_row(
+    qid: str,
+    video: str,
+    question: str,
+    options: Sequence[str],
+    answer: int,
+    benchmark: str,
+    duration: float | None = None,
+    num_frames: int | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """One manifest line (``judgetrain.mcq.manifest``): the required fields, ``duration`` (seconds)
     and ``num_frames`` when known, then ``extra`` (``qtype``, ``evidence_s``, a benchmark's metadata)."""
-    row = {"id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
-           "benchmark": benchmark}
+    row = {"id": qid, "video": video, "question": question, "options": list(options), "answer": answer, "benchmark": benchmark}
     if duration is not None:
         row["duration"] = duration
     if num_frames is not None:

@@ -24,21 +24,39 @@ from ..core.args import BuildArgs
 from ..core.common import BuildError, Skip
 from .common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
 
-__all__ = ["CONVERTERS", "MVBENCH_TASKS", "NEXTQA_COLUMNS", "NEXTQA_MAP", "Benchmark", "ConvertConfig", "build_converted",
-           "convert"]
+__all__ = [
+    "CONVERTERS",
+    "MVBENCH_TASKS",
+    "NEXTQA_COLUMNS",
+    "NEXTQA_MAP",
+    "Benchmark",
+    "ConvertConfig",
+    "build_converted",
+    "convert",
+]
 
 # MVBench's data_list: task file -> video sub-folder of MVBench's video/ folder, and whether the items are frame folders.
 MVBENCH_TASKS: dict[str, tuple[str, bool]] = {
-    "action_sequence": ("star/Charades_v1_480", False), "action_prediction": ("star/Charades_v1_480", False),
-    "action_antonym": ("ssv2_video", False), "fine_grained_action": ("Moments_in_Time_Raw/videos", False),
-    "unexpected_action": ("FunQA_test/test", False), "object_existence": ("clevrer/video_validation", False),
-    "object_interaction": ("star/Charades_v1_480", False), "object_shuffle": ("perception/videos", False),
-    "moving_direction": ("clevrer/video_validation", False), "action_localization": ("sta/sta_video", False),
-    "scene_transition": ("scene_qa/video", False), "action_count": ("perception/videos", False),
-    "moving_count": ("clevrer/video_validation", False), "moving_attribute": ("clevrer/video_validation", False),
-    "state_change": ("perception/videos", False), "fine_grained_pose": ("nturgbd", False),
-    "character_order": ("perception/videos", False), "egocentric_navigation": ("vlnqa", False),
-    "episodic_reasoning": ("tvqa/frames_fps3_hq", True), "counterfactual_inference": ("clevrer/video_validation", False),
+    "action_sequence": ("star/Charades_v1_480", False),
+    "action_prediction": ("star/Charades_v1_480", False),
+    "action_antonym": ("ssv2_video", False),
+    "fine_grained_action": ("Moments_in_Time_Raw/videos", False),
+    "unexpected_action": ("FunQA_test/test", False),
+    "object_existence": ("clevrer/video_validation", False),
+    "object_interaction": ("star/Charades_v1_480", False),
+    "object_shuffle": ("perception/videos", False),
+    "moving_direction": ("clevrer/video_validation", False),
+    "action_localization": ("sta/sta_video", False),
+    "scene_transition": ("scene_qa/video", False),
+    "action_count": ("perception/videos", False),
+    "moving_count": ("clevrer/video_validation", False),
+    "moving_attribute": ("clevrer/video_validation", False),
+    "state_change": ("perception/videos", False),
+    "fine_grained_pose": ("nturgbd", False),
+    "character_order": ("perception/videos", False),
+    "egocentric_navigation": ("vlnqa", False),
+    "episodic_reasoning": ("tvqa/frames_fps3_hq", True),
+    "counterfactual_inference": ("clevrer/video_validation", False),
 }
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # NExT-QA's multiple-choice CSVs (doc-doc/NExT-QA dataset/nextqa/{train,val,test}.csv) and the map beside them
@@ -52,15 +70,15 @@ _NEXTQA_FORMAT = "a NExT-QA multiple-choice CSV (dataset/nextqa/train.csv, val.c
 class _Item:
     """One converted question before its video is checked: where it came from, and its manifest fields."""
 
-    path: str             # the annotation file (JSON Lines), or "file[index]" (an item of a JSON list, a parquet row)
-    line: int | None      # the line of a JSON Lines file
-    id: str | None        # None when the item is too broken to name
-    video: Path | None = None   # absolute
+    path: str  # the annotation file (JSON Lines), or "file[index]" (an item of a JSON list, a parquet row)
+    line: int | None  # the line of a JSON Lines file
+    id: str | None  # None when the item is too broken to name
+    video: Path | None = None  # absolute
     question: Any = None
     options: Any = None
     answer: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    problem: tuple[str, str] | None = None   # (kind, what is wrong) when the annotation itself is unusable
+    problem: tuple[str, str] | None = None  # (kind, what is wrong) when the annotation itself is unusable
 
     @property
     def where(self) -> str:
@@ -74,7 +92,7 @@ class _Row:
 
     path: str
     line: int | None
-    index: int            # 0-based position among the file's items
+    index: int  # 0-based position among the file's items
     row: Any
     problem: str | None = None
 
@@ -85,8 +103,7 @@ class _Row:
             problem = f"not an object ({json_kind(self.row)}); each item is an object with {', '.join(keys)} ({fmt})"
         missing = [k for k in keys if k not in self.row] if problem is None else []
         if missing:
-            problem = (f"field(s) {', '.join(repr(m) for m in missing)} missing; is this {fmt}? "
-                       f"(the item has {sorted(self.row)})")
+            problem = f"field(s) {', '.join(repr(m) for m in missing)} missing; is this {fmt}? (the item has {sorted(self.row)})"
         if problem is None:
             return None
         rid = self.row.get(id_key) if id_key and isinstance(self.row, dict) else None
@@ -146,8 +163,16 @@ def _egoschema(annotations: Path, videos: Path, answers: Path | None) -> list[_I
             continue
         row = r.row
         uid = str(row["q_uid"])
-        item = _Item(r.path, r.line, uid, videos / f"{uid}.mp4", row["question"], [row[f"option {j}"] for j in range(5)],
-                     key.get(uid), {k: row[k] for k in ("google_drive_id",) if k in row})
+        item = _Item(
+            r.path,
+            r.line,
+            uid,
+            videos / f"{uid}.mp4",
+            row["question"],
+            [row[f"option {j}"] for j in range(5)],
+            key.get(uid),
+            {k: row[k] for k in ("google_drive_id",) if k in row},
+        )
         if uid not in key:
             item.problem = ("no public answer", f"no answer in {answers.name} (only the public subset has answers)")
         items.append(item)
@@ -184,10 +209,21 @@ def _mvbench(annotations: Path, videos: Path) -> list[_Item]:
             extra = {"task": task} | {k: row[k] for k in ("start", "end") if k in row}
             cands, gold = row["candidates"], row["answer"]
             answer = cands.index(gold) if isinstance(cands, list) and cands.count(gold) == 1 else None
-            item = _Item(r.path, r.line, f"{task}-{r.index:04d}", videos / folder / str(row["video"]), row["question"], cands,
-                         answer, extra)
+            item = _Item(
+                r.path,
+                r.line,
+                f"{task}-{r.index:04d}",
+                videos / folder / str(row["video"]),
+                row["question"],
+                cands,
+                answer,
+                extra,
+            )
             if frames:
-                item.problem = ("frame folders", f"task {task} is stored as frame folders, not videos; PhaseFusion needs video files")
+                item.problem = (
+                    "frame folders",
+                    f"task {task} is stored as frame folders, not videos; PhaseFusion needs video files",
+                )
             elif answer is None:
                 item.problem = ("bad annotation", f"answer {gold!r} is not exactly one of the candidates {cands!r}")
             items.append(item)
@@ -231,13 +267,30 @@ def _videomme(annotations: Path, videos: Path) -> list[_Item]:
         row = r.row
         options, problem = _videomme_options(row["options"])
         letter = row["answer"]
-        answer = _LETTERS.index(letter) if isinstance(letter, str) and len(letter) == 1 and letter in _LETTERS[:len(options)] else None
+        answer = (
+            _LETTERS.index(letter)
+            if isinstance(letter, str) and len(letter) == 1 and letter in _LETTERS[: len(options)]
+            else None
+        )
         if answer is None and problem is None:
-            problem = f"answer {letter!r} is not one of the option letters {_LETTERS[:len(options)]}"
-        extra = {"video_id": row.get("video_id"), "duration_category": row.get("duration"), "domain": row.get("domain"),
-                 "sub_category": row.get("sub_category"), "task_type": row.get("task_type")}
-        item = _Item(r.path, r.line, str(row["question_id"]), videos / f"{row['videoID']}.mp4", row["question"], options, answer,
-                     {k: v for k, v in extra.items() if v is not None})
+            problem = f"answer {letter!r} is not one of the option letters {_LETTERS[: len(options)]}"
+        extra = {
+            "video_id": row.get("video_id"),
+            "duration_category": row.get("duration"),
+            "domain": row.get("domain"),
+            "sub_category": row.get("sub_category"),
+            "task_type": row.get("task_type"),
+        }
+        item = _Item(
+            r.path,
+            r.line,
+            str(row["question_id"]),
+            videos / f"{row['videoID']}.mp4",
+            row["question"],
+            options,
+            answer,
+            {k: v for k, v in extra.items() if v is not None},
+        )
         item.problem = None if problem is None else ("bad annotation", problem)
         items.append(item)
     return items
@@ -260,8 +313,10 @@ def _csv_rows(path: Path, columns: Sequence[str], header_of: Sequence[str], fmt:
         missing = [c for c in columns if c not in header]
         if missing:
             shown = ",".join(header).encode("utf-8", "surrogateescape").decode("utf-8", "replace") or "empty"
-            raise BuildError(f"{path}:1: column(s) {', '.join(missing)} missing from the header line; is this {fmt}? "
-                             f"(its header is {shown}; expected {','.join(header_of)})")
+            raise BuildError(
+                f"{path}:1: column(s) {', '.join(missing)} missing from the header line; is this {fmt}? "
+                f"(its header is {shown}; expected {','.join(header_of)})"
+            )
         rows: list[_Row] = []
         start = reader.line_num + 1
         for record in reader:
@@ -272,8 +327,7 @@ def _csv_rows(path: Path, columns: Sequence[str], header_of: Sequence[str], fmt:
             row = dict(zip(header, record, strict=False))
             problem = None
             if len(record) != len(header):
-                problem = (f"{len(record)} fields, but the header has {len(header)}; "
-                           "quote a field that holds a comma (\"a, b\")")
+                problem = f'{len(record)} fields, but the header has {len(header)}; quote a field that holds a comma ("a, b")'
             bad = next((k for k, v in zip(header, record, strict=False) if any("\udc80" <= ch <= "\udcff" for ch in v)), None)
             if bad is not None:
                 problem = f"not valid UTF-8 (in column {bad!r}); save the file as UTF-8"
@@ -321,8 +375,10 @@ def _nextqa(annotations: Path, videos: Path, video_map: Path | None) -> list[_It
     video_map = video_map or annotations.with_name(NEXTQA_MAP)
     paths = _read_json(video_map)
     if not isinstance(paths, dict):
-        raise BuildError(f"{video_map}: expected NExT-QA's {NEXTQA_MAP} (an object video id -> NExTVideo path, "
-                         f"e.g. {{\"4882821564\": \"1104/4882821564\"}}), got {json_kind(paths)}")
+        raise BuildError(
+            f"{video_map}: expected NExT-QA's {NEXTQA_MAP} (an object video id -> NExTVideo path, "
+            f'e.g. {{"4882821564": "1104/4882821564"}}), got {json_kind(paths)}'
+        )
     items = []
     for r in _csv_rows(annotations, _NEXTQA_USED, NEXTQA_COLUMNS, _NEXTQA_FORMAT):
         row = r.row
@@ -341,15 +397,28 @@ def _nextqa(annotations: Path, videos: Path, video_map: Path | None) -> list[_It
         item = _Item(r.path, r.line, key, videos / f"{rel}.mp4" if found else None, row["question"], options, gold, extra)
         problems = []
         if answer is None or answer > 4:
-            problems.append(("bad annotation", f"answer {row['answer']!r} is not an option index 0..4 (NExT-QA's answer "
-                             "is the 0-based index of the correct one of a0..a4)"))
+            problems.append(
+                (
+                    "bad annotation",
+                    f"answer {row['answer']!r} is not an option index 0..4 (NExT-QA's answer "
+                    "is the 0-based index of the correct one of a0..a4)",
+                )
+            )
         if number is None:
-            problems.append(("bad annotation", f"qid {qid!r} is not a whole number (NExT-QA's qid numbers the questions "
-                             "of one video: 0, 1, 2, …)"))
+            problems.append(
+                (
+                    "bad annotation",
+                    f"qid {qid!r} is not a whole number (NExT-QA's qid numbers the questions of one video: 0, 1, 2, …)",
+                )
+            )
         if not found:
             how = "is not in" if rel is None else f"maps to {rel!r}, not a NExTVideo path '<group>/{vid}', in"
-            problems.append(("not in the video map", f"video {vid!r} {how} {video_map}; pass the {NEXTQA_MAP} of "
-                             "the same NExT-QA release (--video-map FILE)"))
+            problems.append(
+                (
+                    "not in the video map",
+                    f"video {vid!r} {how} {video_map}; pass the {NEXTQA_MAP} of the same NExT-QA release (--video-map FILE)",
+                )
+            )
         if problems:
             item.problem = (problems[0][0], "; ".join(reason for _, reason in problems))
         items.append(item)
@@ -357,8 +426,7 @@ def _nextqa(annotations: Path, videos: Path, video_map: Path | None) -> list[_It
 
 
 Benchmark = Literal["egoschema", "mvbench", "videomme", "nextqa"]
-CONVERTERS: dict[Benchmark, str] = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME",
-                                    "nextqa": "NExT-QA"}
+CONVERTERS: dict[Benchmark, str] = {"egoschema": "EgoSchema", "mvbench": "MVBench", "videomme": "Video-MME", "nextqa": "NExT-QA"}
 
 
 @dataclass(kw_only=True)
@@ -366,16 +434,21 @@ class ConvertConfig(BuildArgs):
     """``judgetrain build video-mcq --from BENCHMARK``: a benchmark conversion's settings, each a flag
     (``--field-name``) and a ``--config`` key of the command (:class:`VideoMcqConfig`)."""
 
-    source: Benchmark | None = arg(None, "convert a benchmark's published annotations (YAML key: source)",
-                                   aliases=["--from"])
-    annotations: Path | None = arg(None, "EgoSchema questions.json, an MVBench task JSON (or its json/ folder), "
-                                   "Video-MME parquet/JSON, a NExT-QA split CSV (benchmark conversion)", metavar="FILE")
+    source: Benchmark | None = arg(None, "convert a benchmark's published annotations (YAML key: source)", aliases=["--from"])
+    annotations: Path | None = arg(
+        None,
+        "EgoSchema questions.json, an MVBench task JSON (or its json/ folder), "
+        "Video-MME parquet/JSON, a NExT-QA split CSV (benchmark conversion)",
+        metavar="FILE",
+    )
     answers: Path | None = arg(None, "EgoSchema subset_answers.json; unset: the one beside --annotations", metavar="FILE")
-    video_map: Path | None = arg(None, f"NExT-QA {NEXTQA_MAP} (video id -> NExTVideo path); unset: the one beside "
-                                 "--annotations", metavar="FILE")
+    video_map: Path | None = arg(
+        None, f"NExT-QA {NEXTQA_MAP} (video id -> NExTVideo path); unset: the one beside --annotations", metavar="FILE"
+    )
     videos: Path | None = arg(None, "the benchmark's video folder, inside --out (benchmark conversion)", metavar="DIR")
-    sample: int | None = arg(None, "keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42; "
-                             "benchmark conversion)", metavar="N")
+    sample: int | None = arg(
+        None, "keep random.Random(seed).sample(usable, N) (paper 001 App. A: 500, seed 42; benchmark conversion)", metavar="N"
+    )
     probe: bool = arg(False, "read every video's frame count and fps into num_frames / duration (benchmark conversion)")
 
     def __post_init__(self) -> None:
@@ -388,8 +461,11 @@ class ConvertConfig(BuildArgs):
     def convert_problems(self) -> list[str]:
         problems = []
         if self.source not in CONVERTERS:
-            problems.append(f"--from {self.source!r}: choose one of {', '.join(CONVERTERS)}" if self.source is not None
-                            else f"--from: give the benchmark to convert, one of {', '.join(CONVERTERS)}")
+            problems.append(
+                f"--from {self.source!r}: choose one of {', '.join(CONVERTERS)}"
+                if self.source is not None
+                else f"--from: give the benchmark to convert, one of {', '.join(CONVERTERS)}"
+            )
         if self.annotations is None or self.videos is None:
             problems.append(f"--from {self.source or 'BENCHMARK'} needs --annotations FILE and --videos DIR")
         if self.annotations is not None and not self.annotations.exists():
@@ -397,8 +473,10 @@ class ConvertConfig(BuildArgs):
         if self.videos is not None and not self.videos.is_dir():
             problems.append(f"--videos {self.videos}: no such folder")
         elif self.videos is not None and not self.videos.resolve().is_relative_to(Path(self.out).resolve()):
-            problems.append(f"--videos {self.videos} is not inside --out {self.out}: manifest paths stay inside the manifest's "
-                            f"folder; write the manifest above the videos, e.g. --out {self.videos.parent}")
+            problems.append(
+                f"--videos {self.videos} is not inside --out {self.out}: manifest paths stay inside the manifest's "
+                f"folder; write the manifest above the videos, e.g. --out {self.videos.parent}"
+            )
         if self.answers is not None and self.source != "egoschema":
             problems.append("--answers is for EgoSchema only (its answers come in a separate file)")
         if self.video_map is not None and self.source != "nextqa":
@@ -412,12 +490,16 @@ class ConvertConfig(BuildArgs):
         if self.source != "nextqa" or self.annotations is None or not self.annotations.exists():
             return []
         if self.annotations.is_dir():
-            return [f"--annotations {self.annotations}: a folder; give one NExT-QA split, e.g. "
-                    f"--annotations {self.annotations / 'val.csv'}"]
+            return [
+                f"--annotations {self.annotations}: a folder; give one NExT-QA split, e.g. "
+                f"--annotations {self.annotations / 'val.csv'}"
+            ]
         video_map = self.video_map or self.annotations.with_name(NEXTQA_MAP)
         if not video_map.is_file():
-            return [f"--video-map {video_map}: no such file; NExT-QA's {NEXTQA_MAP} lies beside train.csv, val.csv "
-                    "and test.csv in dataset/nextqa/ (or give its path with --video-map FILE)"]
+            return [
+                f"--video-map {video_map}: no such file; NExT-QA's {NEXTQA_MAP} lies beside train.csv, val.csv "
+                "and test.csv in dataset/nextqa/ (or give its path with --video-map FILE)"
+            ]
         return []
 
     def check(self) -> None:
@@ -425,13 +507,15 @@ class ConvertConfig(BuildArgs):
         raise_problems(self.convert_problems())
 
 
-def convert(source: Benchmark, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike,
-            **options: Any) -> dict[str, Any]:
+def convert(
+    source: Benchmark, annotations: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike, **options: Any
+) -> dict[str, Any]:
     """Convert a benchmark's annotation file(s) into ``out/manifest.jsonl`` (+ ``out/build.json``):
     :func:`build_converted` of ``ConvertConfig(source=…, annotations=…, videos=…, out=…, **options)``
     (options: ``answers``, ``video_map``, ``sample``, ``seed``, ``probe``, ``strict``, ``progress``)."""
-    return build_converted(ConvertConfig(source=source, annotations=Path(annotations), videos=Path(videos), out=Path(out),
-                                         **options))
+    return build_converted(
+        ConvertConfig(source=source, annotations=Path(annotations), videos=Path(videos), out=Path(out), **options)
+    )
 
 
 def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
@@ -486,20 +570,33 @@ def build_converted(cfg: ConvertConfig) -> dict[str, Any]:
     if not rows:
         raise BuildError(f"{annotations}: no usable question ({len(skipped)} skipped; first: {skipped[0] if skipped else '-'})")
     manifest = write_manifest(out, rows)
-    info = {"builder": BUILDER, "version": VERSION, "source": source, "benchmark": CONVERTERS[source],
-            "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(ConvertConfig)},
-            "seed": cfg.seed, "manifest": manifest.name,
-            "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(cfg)],
-            "counts": {"annotated": len(items), "usable": usable, "questions": len(rows), "skipped": len(skipped),
-                       "skipped_by_reason": dict(kinds), "options": dict(Counter(str(len(r["options"])) for r in rows)),
-                       "answer_position": dict(Counter(str(r["answer"]) for r in rows))},
-            "skipped": [asdict(s) for s in skipped]}
+    info = {
+        "builder": BUILDER,
+        "version": VERSION,
+        "source": source,
+        "benchmark": CONVERTERS[source],
+        "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(ConvertConfig)},
+        "seed": cfg.seed,
+        "manifest": manifest.name,
+        "sources": [{"path": str(p), "bytes": p.stat().st_size} for p in _annotation_files(cfg)],
+        "counts": {
+            "annotated": len(items),
+            "usable": usable,
+            "questions": len(rows),
+            "skipped": len(skipped),
+            "skipped_by_reason": dict(kinds),
+            "options": dict(Counter(str(len(r["options"])) for r in rows)),
+            "answer_position": dict(Counter(str(r["answer"]) for r in rows)),
+        },
+        "skipped": [asdict(s) for s in skipped],
+    }
     write_json(out / BUILD_INFO, info)
     return info
 
 
-def _converted_row(item: _Item, source: str, out: Path, probe: bool,
-                   seen: Mapping[str, str]) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+def _converted_row(
+    item: _Item, source: str, out: Path, probe: bool, seen: Mapping[str, str]
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """The manifest row of one converted question, or (kind, reason) why it cannot be used."""
     from judgetrain.video import VideoDecodeError
     from judgetrain.video import probe as probe_video
@@ -511,8 +608,10 @@ def _converted_row(item: _Item, source: str, out: Path, probe: bool,
     if item.id in seen:
         return None, ("duplicate id", f"id {item.id!r} is already used by {seen[item.id]}")
     if "\x00" in str(item.video):  # pathlib would call it missing
-        return None, ("bad annotation", f"video: {str(item.video)!r} holds a NUL byte (\\x00), which no file path can; "
-                                        "fix the annotation")
+        return None, (
+            "bad annotation",
+            f"video: {str(item.video)!r} holds a NUL byte (\\x00), which no file path can; fix the annotation",
+        )
     if item.video.is_dir():
         return None, ("missing video", f"video: {item.video} is a folder, not a video file; put the video there")
     if not item.video.is_file():
@@ -549,4 +648,3 @@ def _annotation_files(cfg: ConvertConfig) -> list[Path]:
     if cfg.source == "nextqa":
         files.append(cfg.video_map or cfg.annotations.with_name(NEXTQA_MAP))
     return files
-

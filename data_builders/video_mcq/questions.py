@@ -12,8 +12,7 @@ from itertools import combinations, pairwise
 
 import numpy as np
 
-__all__ = ["FASTEST_RATIO", "LEFTMOST_GAP", "MOST_BOUNCES_LEAD", "QTYPES", "QUESTIONS", "Draft", "draft_question",
-           "n_objects"]
+__all__ = ["FASTEST_RATIO", "LEFTMOST_GAP", "MOST_BOUNCES_LEAD", "QTYPES", "QUESTIONS", "Draft", "draft_question", "n_objects"]
 
 QTYPES = ("first_collision", "most_bounces", "fastest", "leftmost_end", "collision_count")
 QUESTIONS = {
@@ -23,9 +22,9 @@ QUESTIONS = {
     "leftmost_end": "Which object is farthest to the left at the end of the video?",
     "collision_count": "How many times do the {a} and the {b} collide with each other?",
 }
-FASTEST_RATIO = 1.1        # the fastest object travels >= 10 % farther than the next
-MOST_BOUNCES_LEAD = 2      # the most-bouncing object bounces at least twice more than the next
-LEFTMOST_GAP = 0.3         # world units (~ one object radius) in every frame of the last second
+FASTEST_RATIO = 1.1  # the fastest object travels >= 10 % farther than the next
+MOST_BOUNCES_LEAD = 2  # the most-bouncing object bounces at least twice more than the next
+LEFTMOST_GAP = 0.3  # world units (~ one object radius) in every frame of the last second
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class Draft:
     options: tuple[str, ...]
     answer: int
     evidence_s: tuple[float, ...]
-    question: str | None = None   # None: the type's fixed question
+    question: str | None = None  # None: the type's fixed question
 
 
 def _obj(name: str) -> str:
@@ -46,13 +45,14 @@ def _pair(a: str, b: str) -> str:
     return f"The {a} and the {b}"
 
 
-def _place(gold: str, primary: Sequence[str], secondary: Sequence[str], k: int, pos: int,
-           rng: np.random.Generator) -> tuple[str, ...] | None:
+def _place(
+    gold: str, primary: Sequence[str], secondary: Sequence[str], k: int, pos: int, rng: np.random.Generator
+) -> tuple[str, ...] | None:
     """Gold at ``pos`` among ``k`` options; distractors drawn from ``primary`` first, then ``secondary``."""
     pool = [primary[i] for i in rng.permutation(len(primary))] + [secondary[i] for i in rng.permutation(len(secondary))]
     if len(pool) < k - 1:
         return None
-    picked = pool[:k - 1]
+    picked = pool[: k - 1]
     picked = [picked[i] for i in rng.permutation(len(picked))]
     return tuple(picked[:pos] + [gold] + picked[pos:])
 
@@ -116,7 +116,7 @@ def _fastest(run, k, pos, rng, min_gap):
 
 
 def _leftmost_end(run, k, pos, rng, min_gap):
-    last = run.positions[max(0, run.n_frames - run.fps):, :, 0]     # x of every object, last second
+    last = run.positions[max(0, run.n_frames - run.fps) :, :, 0]  # x of every object, last second
     order = np.argsort(last, axis=1, kind="stable")
     leader = order[:, 0]
     gaps = np.take_along_axis(last, order[:, 1:2], 1)[:, 0] - np.take_along_axis(last, order[:, :1], 1)[:, 0]
@@ -138,15 +138,22 @@ def _collision_count(run, k, pos, rng, min_gap):
     a, b = eligible[int(rng.integers(len(eligible)))]
     starts = counts[(a, b)]
     low = len(starts) - pos
-    return Draft(tuple(str(low + i) for i in range(k)), pos, tuple(round(t, 4) for t in starts),
-                  QUESTIONS["collision_count"].format(a=a, b=b))
+    return Draft(
+        tuple(str(low + i) for i in range(k)),
+        pos,
+        tuple(round(t, 4) for t in starts),
+        QUESTIONS["collision_count"].format(a=a, b=b),
+    )
 
 
 _GENERATORS: dict[str, Callable[..., Draft | None]] = {
-    "first_collision": _first_collision, "most_bounces": _most_bounces, "fastest": _fastest,
-    "leftmost_end": _leftmost_end, "collision_count": _collision_count,
+    "first_collision": _first_collision,
+    "most_bounces": _most_bounces,
+    "fastest": _fastest,
+    "leftmost_end": _leftmost_end,
+    "collision_count": _collision_count,
 }
-_PAIR_TYPES = ("first_collision",)   # options are pairs of objects: 3 objects give 3 pairs, 4 give 6
+_PAIR_TYPES = ("first_collision",)  # options are pairs of objects: 3 objects give 3 pairs, 4 give 6
 
 
 def n_objects(qtype: str, k: int, rng: np.random.Generator) -> int:
@@ -157,7 +164,7 @@ def n_objects(qtype: str, k: int, rng: np.random.Generator) -> int:
     elif qtype in _PAIR_TYPES:
         least = 3 if k <= 3 else 4
     else:
-        least = max(3, k)   # one object per option
+        least = max(3, k)  # one object per option
     return int(rng.integers(least, max(least, 4) + 1))
 
 

@@ -18,8 +18,20 @@ from ..core.common import BuildError
 from .common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
 from .questions import QTYPES, QUESTIONS, draft_question, n_objects
 
-__all__ = ["BENCHMARK_SYNTHETIC", "DEFAULT_FPS", "DEFAULT_FRAMES", "DEFAULT_MIN_GAP_S", "DEFAULT_OPTIONS", "DEFAULT_SIZE",
-           "MAX_ATTEMPTS", "FrameSize", "OptionCounts", "SyntheticConfig", "build_synthetic", "plan"]
+__all__ = [
+    "BENCHMARK_SYNTHETIC",
+    "DEFAULT_FPS",
+    "DEFAULT_FRAMES",
+    "DEFAULT_MIN_GAP_S",
+    "DEFAULT_OPTIONS",
+    "DEFAULT_SIZE",
+    "MAX_ATTEMPTS",
+    "FrameSize",
+    "OptionCounts",
+    "SyntheticConfig",
+    "build_synthetic",
+    "plan",
+]
 
 BENCHMARK_SYNTHETIC = "synthetic-physics"
 DEFAULT_FRAMES, DEFAULT_FPS, DEFAULT_SIZE = 96, 8, (160, 120)
@@ -96,13 +108,19 @@ class SyntheticConfig(BuildArgs):
     synthetic: int | None = arg(None, "write N synthetic physics questions, one clip each", metavar="N")
     frames: int = arg(DEFAULT_FRAMES, "frames per clip (synthetic questions)")
     fps: int = arg(DEFAULT_FPS, "frames per second (synthetic questions)")
-    options: OptionCounts = arg(OptionCounts(DEFAULT_OPTIONS), "options per question, MIN-MAX or N, e.g. 3-5 or 4 "
-                                "(synthetic questions)", metavar="MIN-MAX")
+    options: OptionCounts = arg(
+        OptionCounts(DEFAULT_OPTIONS),
+        "options per question, MIN-MAX or N, e.g. 3-5 or 4 (synthetic questions)",
+        metavar="MIN-MAX",
+    )
     size: FrameSize = arg(FrameSize(DEFAULT_SIZE), "video WIDTHxHEIGHT in pixels (synthetic questions)", metavar="WxH")
-    min_gap: float = arg(DEFAULT_MIN_GAP_S, "seconds between a deciding event and the runner-up; touches closer than "
-                         "this are one contact episode (synthetic questions)", metavar="S")
-    qtypes: list[str] = arg(list(QTYPES), "question types, space- or comma-separated, cycled in this order "
-                            "(synthetic questions)")
+    min_gap: float = arg(
+        DEFAULT_MIN_GAP_S,
+        "seconds between a deciding event and the runner-up; touches closer than "
+        "this are one contact episode (synthetic questions)",
+        metavar="S",
+    )
+    qtypes: list[str] = arg(list(QTYPES), "question types, space- or comma-separated, cycled in this order (synthetic questions)")
 
     def __post_init__(self) -> None:
         post_init_base(self, SyntheticConfig)
@@ -145,8 +163,16 @@ class SyntheticConfig(BuildArgs):
 
     def params(self) -> dict[str, Any]:
         """Everything a video depends on: a resumed build must match it."""
-        return {"seed": self.seed, "frames": self.frames, "fps": self.fps, "options": list(self.options),
-                "size": list(self.size), "min_gap_s": self.min_gap, "qtypes": list(self.qtypes), "version": VERSION}
+        return {
+            "seed": self.seed,
+            "frames": self.frames,
+            "fps": self.fps,
+            "options": list(self.options),
+            "size": list(self.size),
+            "min_gap_s": self.min_gap,
+            "qtypes": list(self.qtypes),
+            "version": VERSION,
+        }
 
 
 def plan(cfg: SyntheticConfig) -> list[tuple[int, str, int, int]]:
@@ -188,8 +214,10 @@ def _synthetic_question(cfg: SyntheticConfig, index: int, qtype: str, k: int, po
         draft = draft_question(qtype, run, k, pos, rng_for(*parts, "options"), cfg.min_gap)
         if draft is not None:
             return draft, run, frames, attempt
-    raise BuildError(f"question {index} ({qtype}, {k} options, gold at {pos}): no clip among {MAX_ATTEMPTS} simulated "
-                     f"answers it unambiguously; lower --min-gap (now {cfg.min_gap} s) or lengthen --frames")
+    raise BuildError(
+        f"question {index} ({qtype}, {k} options, gold at {pos}): no clip among {MAX_ATTEMPTS} simulated "
+        f"answers it unambiguously; lower --min-gap (now {cfg.min_gap} s) or lengthen --frames"
+    )
 
 
 def _read_info(out: Path) -> dict[str, Any] | None:
@@ -219,11 +247,15 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     previous = _read_info(out)
     if previous is not None and (previous.get("builder"), "params" in previous) != (BUILDER, True):
-        raise BuildError(f"{out} holds another build ({previous.get('builder')}, {previous.get('source', 'not synthetic')}); "
-                         "use a new --out folder for synthetic questions")
+        raise BuildError(
+            f"{out} holds another build ({previous.get('builder')}, {previous.get('source', 'not synthetic')}); "
+            "use a new --out folder for synthetic questions"
+        )
     if previous is not None and previous["params"] != cfg.params():
-        raise BuildError(f"{out} holds a video-mcq build with other parameters ({previous['params']}); "
-                         "use a new --out folder, or delete that one to rebuild")
+        raise BuildError(
+            f"{out} holds a video-mcq build with other parameters ({previous['params']}); "
+            "use a new --out folder, or delete that one to rebuild"
+        )
     (out / "videos").mkdir(parents=True, exist_ok=True)
     write_json(out / BUILD_INFO, {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": False})
     codec = mp4_codec()
@@ -237,23 +269,47 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
         if not (path.is_file() and path.stat().st_size > 0):
             encode_mp4(path, frames, cfg.fps, codec)
             written += 1
-        rows.append(manifest_row(qid, f"videos/{path.name}", draft.question or QUESTIONS[qtype], draft.options, draft.answer,
-                                 BENCHMARK_SYNTHETIC, run.duration_s, run.n_frames, qtype=qtype,
-                                 evidence_s=list(draft.evidence_s), n_objects=len(run.names),
-                                 clip_seed=[BUILDER, cfg.seed, index, attempt]))
+        rows.append(
+            manifest_row(
+                qid,
+                f"videos/{path.name}",
+                draft.question or QUESTIONS[qtype],
+                draft.options,
+                draft.answer,
+                BENCHMARK_SYNTHETIC,
+                run.duration_s,
+                run.n_frames,
+                qtype=qtype,
+                evidence_s=list(draft.evidence_s),
+                n_objects=len(run.names),
+                clip_seed=[BUILDER, cfg.seed, index, attempt],
+            )
+        )
         rejected += attempt
         counts["qtype"][qtype] += 1
         counts["options"][str(k)] += 1
         positions[k][pos] += 1
     manifest = write_manifest(out, rows)
-    info = {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": True,
-            "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(SyntheticConfig)},
-            "seed": cfg.seed, "manifest": manifest.name, "codec": codec,
-            "counts": {"questions": len(rows), "qtype": dict(counts["qtype"]), "options": dict(counts["options"]),
-                       "answer_position": {str(k): v for k, v in positions.items()},
-                       "answer_position_all": [sum(v[p] for v in positions.values() if p < len(v))
-                                               for p in range(cfg.options[1])],
-                       "videos_written": written, "videos_kept": len(rows) - written, "clips_rejected": rejected},
-            "skipped": []}
+    info = {
+        "builder": BUILDER,
+        "version": VERSION,
+        "params": cfg.params(),
+        "complete": True,
+        "args": {f.name: jsonable(getattr(cfg, f.name)) for f in fields(SyntheticConfig)},
+        "seed": cfg.seed,
+        "manifest": manifest.name,
+        "codec": codec,
+        "counts": {
+            "questions": len(rows),
+            "qtype": dict(counts["qtype"]),
+            "options": dict(counts["options"]),
+            "answer_position": {str(k): v for k, v in positions.items()},
+            "answer_position_all": [sum(v[p] for v in positions.values() if p < len(v)) for p in range(cfg.options[1])],
+            "videos_written": written,
+            "videos_kept": len(rows) - written,
+            "clips_rejected": rejected,
+        },
+        "skipped": [],
+    }
     write_json(out / BUILD_INFO, info)
     return info

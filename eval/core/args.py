@@ -25,10 +25,13 @@ class ReportToArgs:
     """``--report_to``: where a finished run is also logged (every model evaluation, and ``eval report``)."""
 
     # transformers' TrainingArguments spelling; not identity: where a run is logged never changes its results
-    report_to: list[str] | None = arg(None, "wandb: also log the finished run's metrics and a table of its items (frames, "
-                                            "prompt, gold, prediction, posterior) to wandb, offline into OUT/wandb "
-                                            "without an API key (`wandb sync` later); none (the default): only the "
-                                            "run folder")
+    report_to: list[str] | None = arg(
+        None,
+        "wandb: also log the finished run's metrics and a table of its items (frames, "
+        "prompt, gold, prediction, posterior) to wandb, offline into OUT/wandb "
+        "without an API key (`wandb sync` later); none (the default): only the "
+        "run folder",
+    )
 
     def report_to_problems(self) -> list[str]:
         """Normalise ``report_to`` to a list (``[]`` for none) and return its problems."""
@@ -45,14 +48,20 @@ class EvalArgs(ReportToArgs):
     model: str = arg(help="model folder or hub id (base or merged)", identity=True)
     out: Path = arg(help="run folder; rerunning the same command resumes it")
     adapter: str | None = arg(None, "PEFT adapter folder to load onto --model", identity=True)
-    dtype: str | None = arg(None, f"{one_of([*(d for d in DTYPES if d != 'auto'), 'auto'])} (default: float32 on CPU, "
-                                  "the checkpoint's on GPU)",
-                            identity=True)
-    prefill: str | None = arg(None, "text after the generation prompt, scored or generated after; default: the model's "
-                                    "own (a reasoning checkpoint whose chat template opens a thinking block gets what "
-                                    "closes it, e.g. '\\n</think>\\n\\n' for Qwen3-VL-*-Thinking; other models "
-                                    "none); '' (or 'none') for none; any other text is used as given (newlines: $'...' "
-                                    "in bash, or a --config file); 'family' is the default's old name", identity=True)
+    dtype: str | None = arg(
+        None,
+        f"{one_of([*(d for d in DTYPES if d != 'auto'), 'auto'])} (default: float32 on CPU, the checkpoint's on GPU)",
+        identity=True,
+    )
+    prefill: str | None = arg(
+        None,
+        "text after the generation prompt, scored or generated after; default: the model's "
+        "own (a reasoning checkpoint whose chat template opens a thinking block gets what "
+        "closes it, e.g. '\\n</think>\\n\\n' for Qwen3-VL-*-Thinking; other models "
+        "none); '' (or 'none') for none; any other text is used as given (newlines: $'...' "
+        "in bash, or a --config file); 'family' is the default's old name",
+        identity=True,
+    )
     batch_size: str = arg("auto", "items per forward pass, or 'auto'")
     limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
@@ -66,8 +75,9 @@ class EvalArgs(ReportToArgs):
         self.batch_size = str(self.batch_size)
         problems = []
         if self.prefill is not None and not isinstance(self.prefill, str):
-            problems.append(f"prefill: {self.prefill!r}; give the text to append (a string), '' for none, or leave it "
-                            "out for the model's own")
+            problems.append(
+                f"prefill: {self.prefill!r}; give the text to append (a string), '' for none, or leave it out for the model's own"
+            )
         elif self.prefill in ("family", "none"):  # the words `eval phasefusion --prefill` took before
             self.prefill = None if self.prefill == "family" else ""
         problems += self.report_to_problems()

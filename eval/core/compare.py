@@ -54,11 +54,15 @@ def _differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str
     out = identity_differences({k: first[k] for k in ("data", "split")}, {k: other[k] for k in ("data", "split")})
     if first["items"] != other["items"]:
         if first["items"] is not None and other["items"] is not None:
-            out.append(f"items: {len(first['items'])} → {len(other['items'])} ids, "
-                       f"{len(set(first['items']) ^ set(other['items']))} not in both")
+            out.append(
+                f"items: {len(first['items'])} → {len(other['items'])} ids, "
+                f"{len(set(first['items']) ^ set(other['items']))} not in both"
+            )
         else:  # a run of an older judgetrain records no item ids: say so rather than print thousands of ids
+
             def ids(items: Any) -> str:
                 return "not recorded" if items is None else f"{len(items)} ids"
+
             out.append(f"items: {ids(first['items'])} → {ids(other['items'])}")
     return out
 
@@ -69,8 +73,12 @@ def _item_overlap(first: Mapping[str, Any], other: Mapping[str, Any]) -> dict[st
     a, b = first["items"], other["items"]
     if a is None or b is None or set(a) == set(b):
         return None
-    return {"n_first": len(set(a)), "n_other": len(set(b)), "only_first": len(set(a) - set(b)),
-            "only_other": len(set(b) - set(a))}
+    return {
+        "n_first": len(set(a)),
+        "n_other": len(set(b)),
+        "only_first": len(set(a) - set(b)),
+        "only_other": len(set(b) - set(a)),
+    }
 
 
 def _metrics(run: Path, module: Any) -> dict[str, Any]:
@@ -81,8 +89,9 @@ def _metrics(run: Path, module: Any) -> dict[str, Any]:
     raise FileNotFoundError(f"{run} holds neither {METRICS} nor {PREDICTIONS}: is it an evaluation run folder?")
 
 
-def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, *,
-            allow_different_data: bool = False) -> dict[str, Any]:
+def compare(
+    runs: Sequence[str | os.PathLike], names: Sequence[str] | None = None, *, allow_different_data: bool = False
+) -> dict[str, Any]:
     """Several runs' cells side by side, with each later run's difference to the first.
 
     Returns ``{"evaluation", "names", "columns": [label], "rows": [(name, [value|None],
@@ -103,18 +112,22 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
         raise ValueError(f"--names gives {len(names)} name(s) for {len(paths)} run(s); give one per run")
     kinds = [evaluation_of(p) for p in paths]
     if len({k for k, _ in kinds}) > 1:
-        raise PredictionsError("runs of different evaluations cannot be compared: "
-                               + ", ".join(f"{p} ({k})" for p, (k, _) in zip(paths, kinds, strict=False)))
+        raise PredictionsError(
+            "runs of different evaluations cannot be compared: "
+            + ", ".join(f"{p} ({k})" for p, (k, _) in zip(paths, kinds, strict=False))
+        )
     evaluation = kinds[0][0]
     first = _what_was_evaluated(kinds[0][1])
     others = [(n, _what_was_evaluated(info)) for n, (_, info) in zip(names[1:], kinds[1:], strict=True)]
     differences = {n: d for n, other in others if (d := _differences(first, other))}
     if differences and not allow_different_data:
-        raise PredictionsError("these runs evaluated different data, so their numbers are not comparable (each "
-                               "field: the first run's → the other's):\n"
-                               + "\n".join(f"  - {names[0]} → {n}: {'; '.join(d)}" for n, d in differences.items())
-                               + "\nRerun them on the same data, split and items, or pass --allow-different-data "
-                                 "to compare them anyway (they are marked).")
+        raise PredictionsError(
+            "these runs evaluated different data, so their numbers are not comparable (each "
+            "field: the first run's → the other's):\n"
+            + "\n".join(f"  - {names[0]} → {n}: {'; '.join(d)}" for n, d in differences.items())
+            + "\nRerun them on the same data, split and items, or pass --allow-different-data "
+            "to compare them anyway (they are marked)."
+        )
     items = {n: o for n, other in others if (o := _item_overlap(first, other))}
     module = module_for(evaluation)
     metrics = [_metrics(p, module) for p in paths]
@@ -128,16 +141,25 @@ def compare(runs: Sequence[str | os.PathLike], names: Sequence[str] | None = Non
     for name, c in zip(shown[1:], cells[1:], strict=False):
         vals = [c.get(col) for col in columns]
         rows.append((name, vals, False))
-        rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base, strict=True)],
-                     True))
+        rows.append((f"Δ {name}", [None if v is None or b is None else v - b for v, b in zip(vals, base, strict=True)], True))
     paired, tests = _paired(paired_tests_for(evaluation), paths, names, shown, columns)
-    result = {"evaluation": evaluation, "names": names, "columns": columns, "rows": rows, "counts": counts,
-              "paired": paired, "tests": tests, "differences": differences, "items": items}
+    result = {
+        "evaluation": evaluation,
+        "names": names,
+        "columns": columns,
+        "rows": rows,
+        "counts": counts,
+        "paired": paired,
+        "tests": tests,
+        "differences": differences,
+        "items": items,
+    }
     return {**result, "markdown": _markdown(result)}
 
 
-def _paired(paired_tests: Any, paths: Sequence[Path], names: Sequence[str], shown: Sequence[str],
-            columns: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def _paired(
+    paired_tests: Any, paths: Sequence[Path], names: Sequence[str], shown: Sequence[str], columns: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Each later run's p row against the first run, and the test of each tested column;
     nothing for an evaluation without paired tests (``paired_tests`` None)."""
     if paired_tests is None:
@@ -145,8 +167,14 @@ def _paired(paired_tests: Any, paths: Sequence[Path], names: Sequence[str], show
     out, tests = [], {}
     for name, label, path in zip(names[1:], shown[1:], paths[1:], strict=False):
         got = paired_tests(paths[0], path)
-        out.append({"name": name, "label": f"p {label}", "pvalues": [got[c]["pvalue"] if c in got else None for c in columns],
-                    "n": {c: got[c]["n"] for c in columns if c in got}})
+        out.append(
+            {
+                "name": name,
+                "label": f"p {label}",
+                "pvalues": [got[c]["pvalue"] if c in got else None for c in columns],
+                "n": {c: got[c]["n"] for c in columns if c in got},
+            }
+        )
         tests.update({c: got[c]["test"] for c in columns if c in got})
     return out, tests
 
@@ -163,8 +191,7 @@ def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[fl
             run += 1
             texts = [_fmt_cell(v, c) for v, c in zip(vals, counts[run], strict=False)]
         else:
-            texts = [_fmt_delta(v, names[run], names[0], c, c0)
-                     for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
+            texts = [_fmt_delta(v, names[run], names[0], c, c0) for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
         out.append((label, texts, "delta" if delta else "run", vals))
         if delta and (p := next(p_rows, None)) is not None:
             out.append((p["label"], [_fmt_p(v) for v in p["pvalues"]], "p", p["pvalues"]))
@@ -174,11 +201,12 @@ def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[fl
 def _markdown(result: Mapping[str, Any]) -> str:
     names, columns = result["names"], result["columns"]
     md = f"{result['evaluation']}: values in %; Δ rows: difference to {names[0]} in percentage points"
-    md += f"; p rows: two-sided p-value of the paired test against {names[0]} (uncorrected).\n\n" if result["paired"] \
-        else ".\n\n"
+    md += f"; p rows: two-sided p-value of the paired test against {names[0]} (uncorrected).\n\n" if result["paired"] else ".\n\n"
     if any(c is not None for row in result.get("counts") or [] for c in row):
-        md += ("Run cells: value [Wilson 95% interval] (n = the items the cell counts; no interval for a "
-               "number that is not a rate); Δ cells name the two runs and each one's n.\n\n")
+        md += (
+            "Run cells: value [Wilson 95% interval] (n = the items the cell counts; no interval for a "
+            "number that is not a rate); Δ cells name the two runs and each one's n.\n\n"
+        )
     md += "".join(f"{line}\n\n" for line in _items_lines(result))
     md += "| | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns) + "\n"
     for label, texts, _, _ in _table(result):
@@ -186,8 +214,9 @@ def _markdown(result: Mapping[str, Any]) -> str:
     if result["paired"]:
         md += "\n" + _tests_note(result) + "\n"
     if result["differences"]:
-        md += "\n" + "".join(f"\\* {n}: other data than {names[0]} ({'; '.join(d)})\n\n"
-                             for n, d in result["differences"].items())
+        md += "\n" + "".join(
+            f"\\* {n}: other data than {names[0]} ({'; '.join(d)})\n\n" for n, d in result["differences"].items()
+        )
     return md
 
 
@@ -216,9 +245,12 @@ def _tests_note(result: Mapping[str, Any]) -> str:
 def _items_lines(result: Mapping[str, Any]) -> list[str]:
     """One plain sentence per later run evaluated on other items than the first."""
     first = result["names"][0]
-    return [f"{name} and {first} were evaluated on different items (missing from {name}: {o['only_first']} of "
-            f"{first}'s {o['n_first']}; missing from {first}: {o['only_other']} of {name}'s {o['n_other']}); each cell "
-            "counts its own run's items." for name, o in (result.get("items") or {}).items()]
+    return [
+        f"{name} and {first} were evaluated on different items (missing from {name}: {o['only_first']} of "
+        f"{first}'s {o['n_first']}; missing from {first}: {o['only_other']} of {name}'s {o['n_other']}); each cell "
+        "counts its own run's items."
+        for name, o in (result.get("items") or {}).items()
+    ]
 
 
 def _fmt_cell(v: float | None, count: tuple[int | None, int] | None = None) -> str:
@@ -232,8 +264,9 @@ def _fmt_cell(v: float | None, count: tuple[int | None, int] | None = None) -> s
     return f"{v:.1f}" + ("" if interval is None else f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]") + f" (n={n})"
 
 
-def _fmt_delta(v: float | None, name: str, first: str, count: tuple[int | None, int] | None,
-               first_count: tuple[int | None, int] | None) -> str:
+def _fmt_delta(
+    v: float | None, name: str, first: str, count: tuple[int | None, int] | None, first_count: tuple[int | None, int] | None
+) -> str:
     """A Δ cell: the signed difference, and (where both runs' cells are counted) which runs and each one's n."""
     if v is None:
         return "–"
@@ -252,8 +285,9 @@ def _fmt_p(p: float | None) -> str:
 class CompareConfig:
     """``judgetrain eval compare``."""
 
-    runs: list[Path] = arg(help="run folders, the first the reference of the Δ rows; also the leading bare words",
-                           positional=True)
+    runs: list[Path] = arg(
+        help="run folders, the first the reference of the Δ rows; also the leading bare words", positional=True
+    )
     names: list[str] | None = arg(None, "display names, one per run (default: the folder names)")
     out: Path | None = arg(None, "write the table as markdown to this file")
     allow_different_data: bool = arg(False, "compare runs on different data, splits or items (marked with *)")
@@ -265,12 +299,14 @@ class CompareConfig:
 
 def make_parser():
     return make_config_parser(
-        CompareConfig, "judgetrain eval compare",
+        CompareConfig,
+        "judgetrain eval compare",
         "Put evaluation runs side by side, with each run's difference to the first.",
         "examples:\n  judgetrain quickstart        # first: a zero-shot and a LoRA run under quickstart/results\n"
         "  judgetrain eval compare quickstart/results/zero-shot quickstart/results/lora --names base,lora --out results/compare.md\n"
         "  judgetrain eval compare quickstart/results/zero-shot quickstart/results/lora   # the table on the terminal only\n"
-        "\njudge runs: accuracy / F1 per subset (see `judgetrain eval judge --help`).\n")
+        "\njudge runs: accuracy / F1 per subset (see `judgetrain eval judge --help`).\n",
+    )
 
 
 def _console_table(result: Mapping[str, Any], wide: bool):
@@ -281,11 +317,14 @@ def _console_table(result: Mapping[str, Any], wide: bool):
     rows = []
     for label, texts, kind, values in _table(result):
         if kind == "delta":  # colour the sign of each difference
-            texts = [s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]"
-                     for s, v in zip(texts, values, strict=True)]
+            texts = [
+                s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]" for s, v in zip(texts, values, strict=True)
+            ]
         rows.append((label, texts))
-    t = Table(title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
-                    + ("; p: paired test against it" if result["paired"] else ""))
+    t = Table(
+        title=f"{result['evaluation']} (%); Δ: difference to {result['names'][0]}"
+        + ("; p: paired test against it" if result["paired"] else "")
+    )
     if wide:
         t.add_column("run")
         for label in result["columns"]:

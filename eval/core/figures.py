@@ -19,9 +19,16 @@ SMALL_N = 10
 SMALL_COLOR, EMPTY_COLOR = "#C8C8C8", "#F4F4F4"
 
 
-def rate_heatmap(ax, values: Sequence[Sequence[float | None]], counts: Sequence[Sequence[int | None]],
-                 rows: Sequence[str], cols: Sequence[str], title: str,
-                 extra: Sequence[Sequence[str]] | None = None, small_n: int = SMALL_N):
+def rate_heatmap(
+    ax,
+    values: Sequence[Sequence[float | None]],
+    counts: Sequence[Sequence[int | None]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    title: str,
+    extra: Sequence[Sequence[str]] | None = None,
+    small_n: int = SMALL_N,
+):
     """Heatmap of ``values`` (rows × cols, fractions, None = no data) on ``ax``, viridis 0..1.
 
     A cell of ``counts`` ≥ ``small_n`` is coloured and annotated ``"67%"``, then ``extra``'s
@@ -50,9 +57,16 @@ def rate_heatmap(ax, values: Sequence[Sequence[float | None]], counts: Sequence[
                 continue
             lines = [f"{100 * data[i, j]:.0f}%"] + ([extra[i][j]] if extra and extra[i][j] else []) + [f"n={n[i, j]}"]
             coloured = not small[i, j]
-            ax.text(j, i, "\n".join(lines), ha="center", va="center", fontsize=6,
-                    color=("black" if data[i, j] > 0.6 else "white") if coloured else "#333333",
-                    style="normal" if coloured else "italic")
+            ax.text(
+                j,
+                i,
+                "\n".join(lines),
+                ha="center",
+                va="center",
+                fontsize=6,
+                color=("black" if data[i, j] > 0.6 else "white") if coloured else "#333333",
+                style="normal" if coloured else "italic",
+            )
     ax.set_xticks(range(len(cols)), list(cols), fontsize=7)
     ax.set_yticks(range(len(rows)), list(rows), fontsize=7)
     ax.set_title(title, fontsize=8)

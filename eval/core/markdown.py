@@ -64,15 +64,20 @@ def figures_markdown(figures: Sequence[tuple[str, str]]) -> str:
 def run_header(info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], items: str) -> str:
     """The lines under a report's title: model (+ adapter), data and split, then ``items``
     (what the run evaluated) with the process count."""
-    md = (f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
-          + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
+    md = (
+        f"- model: `{info.get('model') or _from_rows(rows, 'model')}`"
+        + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "")
+        + "\n"
+    )
     if info.get("data"):
         chosen = f" ({info['split_chosen']})" if info.get("split_chosen") else ""
         md += f"- data: `{info['data']}`, split `{info.get('split')}`{chosen}\n"
     md += f"- {items}" + (f", processes: {info['world_size']}" if info.get("world_size") else "") + "\n"
     if info.get("ignored_items"):
-        md += (f"- left out: predictions of {info['ignored_items']} item(s) in predictions.jsonl that this run's "
-               "config does not select (a larger --limit, other --tasks or another split wrote them)\n")
+        md += (
+            f"- left out: predictions of {info['ignored_items']} item(s) in predictions.jsonl that this run's "
+            "config does not select (a larger --limit, other --tasks or another split wrote them)\n"
+        )
     return md
 
 

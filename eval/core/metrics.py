@@ -54,5 +54,10 @@ def accuracy_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :func:`ci95` of correct in n, ``None`` for no rows)."""
     acc = accuracy(rows)
     correct = 0 if not rows else round(acc * len(rows))
-    return {"accuracy": acc, "random": random_accuracy(rows), "n": len(rows), "correct": correct,
-            "ci95": ci95(correct, len(rows))}
+    return {
+        "accuracy": acc,
+        "random": random_accuracy(rows),
+        "n": len(rows),
+        "correct": correct,
+        "ci95": ci95(correct, len(rows)),
+    }

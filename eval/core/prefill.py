@@ -56,8 +56,9 @@ def _processor(base: str, adapter: str | None) -> Any:
     return load_processor(base)
 
 
-def run_prefill(model: str | os.PathLike[str], adapter: str | os.PathLike[str] | None = None,
-                setting: str | None = None) -> RunPrefill:
+def run_prefill(
+    model: str | os.PathLike[str], adapter: str | os.PathLike[str] | None = None, setting: str | None = None
+) -> RunPrefill:
     """The prefill a run of ``model`` (+ ``adapter``) scores after. ``setting`` is
     ``EvalArgs.prefill`` as normalised: a string (``""`` for none) wins as given; ``None``
     reads the checkpoint's processor (not its weights) and takes what its chat template
@@ -89,8 +90,14 @@ def scorer_loader(cfg: Any, prefill: RunPrefill) -> Callable[[str | None], Any]:
     def load(device: str | None) -> Any:
         from judgetrain.scoring import Scorer
 
-        return Scorer.from_pretrained(cfg.model, cfg.adapter, dtype=cfg.dtype, device=device,
-                                      batch_size=parse_batch_size(str(cfg.batch_size)), prefill=prefill.text or None,
-                                      progress=False)
+        return Scorer.from_pretrained(
+            cfg.model,
+            cfg.adapter,
+            dtype=cfg.dtype,
+            device=device,
+            batch_size=parse_batch_size(str(cfg.batch_size)),
+            prefill=prefill.text or None,
+            progress=False,
+        )
 
     return load

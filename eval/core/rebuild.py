@@ -28,10 +28,13 @@ class ReportConfig(ReportToArgs):
     """``judgetrain eval report``."""
 
     run: Path = arg(help="run folder (the --out of a `judgetrain eval …` run); also the first bare word", positional=True)
-    human: Path | None = arg(None, "TimeCatch runs: human reference accuracies, JSON {task: {source: acc}} or CSV "
-                                   "task,source,accuracy (adds a Human row)")
-    rerun_of: Path | None = arg(None, "PhaseFusion runs: a second run of the same model, manifest and settings; "
-                                      "reports the re-run floor across the two")
+    human: Path | None = arg(
+        None,
+        "TimeCatch runs: human reference accuracies, JSON {task: {source: acc}} or CSV task,source,accuracy (adds a Human row)",
+    )
+    rerun_of: Path | None = arg(
+        None, "PhaseFusion runs: a second run of the same model, manifest and settings; reports the re-run floor across the two"
+    )
 
     def __post_init__(self) -> None:
         self.run = Path(self.run)
@@ -57,12 +60,14 @@ def rebuild(cfg: ReportConfig) -> dict:
 
 def make_parser():
     return make_config_parser(
-        ReportConfig, "judgetrain eval report",
+        ReportConfig,
+        "judgetrain eval report",
         "Recompute metrics.json, report.md and the figures of any evaluation run from its predictions.jsonl.",
         "examples:\n  judgetrain quickstart        # first: its runs under quickstart/results\n"
         "  judgetrain eval report quickstart/results/lora\n"
         "\n--human FILE.csv adds a Human row (TimeCatch); --rerun-of RUN the re-run floor (PhaseFusion, see\n"
-        "`judgetrain eval phasefusion --help`).\n")
+        "`judgetrain eval phasefusion --help`).\n",
+    )
 
 
 def main(cfg: ReportConfig) -> int:

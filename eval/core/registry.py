@@ -56,6 +56,7 @@ def evaluation_of(run_dir: str | Path) -> tuple[str, dict[str, Any]]:
     info = json.loads(path.read_text())
     name = info.get("evaluation")
     if not name:
-        raise PredictionsError(f"{path} names no evaluation (a run of an older judgetrain); rerun its command with "
-                               "--overwrite to record one")
+        raise PredictionsError(
+            f"{path} names no evaluation (a run of an older judgetrain); rerun its command with --overwrite to record one"
+        )
     return name, info

@@ -36,9 +36,26 @@ from judgetrain.io import write_json, write_rows
 from judgetrain.models.registry import dtype_name
 
 __all__ = [
-    "METRICS", "PREDICTIONS", "REPORT", "RUN_INFO", "EvalInputError", "PredictionsError",
-    "check_resume", "clear_run", "config_identity", "dataset_identity", "evaluated_model", "finish_run", "identity_changes",
-    "items_count", "read_predictions", "read_run", "repair_predictions", "resolved_dtype", "run_info", "selected",
+    "METRICS",
+    "PREDICTIONS",
+    "REPORT",
+    "RUN_INFO",
+    "EvalInputError",
+    "PredictionsError",
+    "check_resume",
+    "clear_run",
+    "config_identity",
+    "dataset_identity",
+    "evaluated_model",
+    "finish_run",
+    "identity_changes",
+    "items_count",
+    "read_predictions",
+    "read_run",
+    "repair_predictions",
+    "resolved_dtype",
+    "run_info",
+    "selected",
     "write_run_info",
 ]
 
@@ -82,8 +99,9 @@ def _scan(path: Path) -> tuple[list[dict[str, Any]], bool]:
             continue
         row = _parse(line)
         if row is None:
-            raise PredictionsError(f"{path}, line {i + 1}: not a prediction row. Delete that line (or the file, to "
-                                   "start the run over) and rerun.")
+            raise PredictionsError(
+                f"{path}, line {i + 1}: not a prediction row. Delete that line (or the file, to start the run over) and rerun."
+            )
         rows.append(row)
     if not tail.strip():
         return rows, bool(tail)
@@ -141,9 +159,13 @@ def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]]
     ignored = len({r["id"] for r in rows} - {r["id"] for r in chosen})
     if ignored:
         info["ignored_items"] = ignored  # in memory only: what the report says it left out
-        print(f"warning: {run_dir / PREDICTIONS}: predictions of {ignored} item(s) are left out of the metrics: "
-              f"{RUN_INFO}'s config does not select them (a run with a larger --limit, other --tasks or another "
-              f"split wrote them); rerun with that config to include them", file=sys.stderr, flush=True)
+        print(
+            f"warning: {run_dir / PREDICTIONS}: predictions of {ignored} item(s) are left out of the metrics: "
+            f"{RUN_INFO}'s config does not select them (a run with a larger --limit, other --tasks or another "
+            f"split wrote them); rerun with that config to include them",
+            file=sys.stderr,
+            flush=True,
+        )
     return chosen, info
 
 
@@ -273,8 +295,16 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def run_info(evaluation: str, cfg: Any, *, data: Mapping[str, Any], items: Sequence[str], world_size: int = 1,
-             command: str | None = None, prefill: Any = None) -> dict[str, Any]:
+def run_info(
+    evaluation: str,
+    cfg: Any,
+    *,
+    data: Mapping[str, Any],
+    items: Sequence[str],
+    world_size: int = 1,
+    command: str | None = None,
+    prefill: Any = None,
+) -> dict[str, Any]:
     """``run.json`` for a run of ``evaluation`` configured by dataclass ``cfg`` over the
     items ``items`` (ids, in order) of the data identified by ``data`` (content hashes).
     ``prefill`` (a :class:`~judgetrain.eval.core.prefill.RunPrefill`): the text scored after,
@@ -289,10 +319,21 @@ def run_info(evaluation: str, cfg: Any, *, data: Mapping[str, Any], items: Seque
     if prefill is not None:
         identity["prefill"] = prefill.text
     git = git_state()
-    return {"evaluation": evaluation, **config.jsonable(cfg), **used, "identity": identity,
-            "items": {"n": len(items), "ids": list(items)}, "world_size": world_size, "versions": _versions(),
-            "git_commit": git["commit"], "git_dirty": git["dirty"], "started": _now(), "finished": None,
-            "command": command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "argv": list(sys.argv)}
+    return {
+        "evaluation": evaluation,
+        **config.jsonable(cfg),
+        **used,
+        "identity": identity,
+        "items": {"n": len(items), "ids": list(items)},
+        "world_size": world_size,
+        "versions": _versions(),
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
+        "started": _now(),
+        "finished": None,
+        "command": command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "argv": list(sys.argv),
+    }
 
 
 def clear_run(out: str | os.PathLike) -> None:
@@ -317,16 +358,22 @@ def check_resume(out: str | os.PathLike, info: Mapping[str, Any], *, overwrite: 
     if old.get("evaluation") != info["evaluation"]:
         diff = [f"evaluation: {old.get('evaluation')!r} → {info['evaluation']!r}"]
     else:
-        diff = identity_changes(old["identity"], info["identity"]) if "identity" in old else \
-            ["identity: not recorded (a run of an older judgetrain)"]
+        diff = (
+            identity_changes(old["identity"], info["identity"])
+            if "identity" in old
+            else ["identity: not recorded (a run of an older judgetrain)"]
+        )
     if not diff:
         return old
     if overwrite:
         clear_run(out)
         return {}
-    raise PredictionsError(f"{out} holds predictions of another run (old → new):\n" + "\n".join(f"  - {d}" for d in diff)
-                           + f"\nEither write this run elsewhere (--out NEW_FOLDER), or pass --overwrite to replace "
-                             f"the run in {out}.")
+    raise PredictionsError(
+        f"{out} holds predictions of another run (old → new):\n"
+        + "\n".join(f"  - {d}" for d in diff)
+        + f"\nEither write this run elsewhere (--out NEW_FOLDER), or pass --overwrite to replace "
+        f"the run in {out}."
+    )
 
 
 def write_run_info(out: str | os.PathLike, info: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -118,9 +118,11 @@ def process_state(module: str):
     state = PartialState(cpu=cpu)
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched != state.num_processes:
-        raise RuntimeError(f"launched as {launched} processes (WORLD_SIZE) but accelerate set up {state.num_processes} "
-                           f"({state.distributed_type}); on CPU launch with ACCELERATE_USE_CPU=1 accelerate launch "
-                           f"--multi_gpu --num_processes N -m {module} ...")
+        raise RuntimeError(
+            f"launched as {launched} processes (WORLD_SIZE) but accelerate set up {state.num_processes} "
+            f"({state.distributed_type}); on CPU launch with ACCELERATE_USE_CPU=1 accelerate launch "
+            f"--multi_gpu --num_processes N -m {module} ..."
+        )
     return state
 
 
@@ -135,8 +137,14 @@ def _resume(out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any] 
         return None
 
 
-def _todo(state: Any, out: Path, old: dict[str, Any] | None, idx: Sequence[int], order: Sequence[str],
-          finished: Callable[[list[dict[str, Any]]], set[str]] | None) -> list[int]:
+def _todo(
+    state: Any,
+    out: Path,
+    old: dict[str, Any] | None,
+    idx: Sequence[int],
+    order: Sequence[str],
+    finished: Callable[[list[dict[str, Any]]], set[str]] | None,
+) -> list[int]:
     """The selected items not done yet (all of them when ``old`` is ``None``: a run to replace)."""
     if old is not None and finished is not None and state.is_main_process:
         _drop_unfinished(out, finished)
@@ -210,8 +218,11 @@ def run_sharded(
     _check_shared(out, state)
     old = old or {}
 
-    n_scored = _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, chunk is not None, rank, world, desc,
-                            progress, unit) if mine else 0
+    n_scored = (
+        _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, chunk is not None, rank, world, desc, progress, unit)
+        if mine
+        else 0
+    )
     state.wait_for_everyone()
     result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
     if state.is_main_process:
@@ -227,8 +238,9 @@ def run_sharded(
     return result
 
 
-def _load_scorer(state: Any, load: Callable[[str | None], Any] | None, model: Any, adapter: Any, dtype: Any,
-                 batch_size: BatchSize) -> Any:
+def _load_scorer(
+    state: Any, load: Callable[[str | None], Any] | None, model: Any, adapter: Any, dtype: Any, batch_size: BatchSize
+) -> Any:
     """This process's scorer: ``load(device)``, else ``Scorer.from_pretrained`` (on the
     process's device under several processes or a GPU; the scorer's default on one CPU)."""
     device = str(state.device) if state.num_processes > 1 or state.device.type != "cpu" else None
@@ -244,9 +256,11 @@ def _check_shared(out: Path, state: Any) -> None:
     appends its own rank file there, and the main one merges them): on several machines a
     local ``--out`` would leave each machine's predictions where the report never reads them."""
     if state.num_processes > 1 and not state.is_main_process and not (out / RUN_INFO).is_file():
-        raise PredictionsError(f"--out {out}: process {state.process_index} does not see the {RUN_INFO} that process 0 "
-                               "wrote there; on several machines --out must be a folder every machine shares (a network "
-                               "filesystem: NFS, Lustre, …), the same path on each (README, \"On a cluster\")")
+        raise PredictionsError(
+            f"--out {out}: process {state.process_index} does not see the {RUN_INFO} that process 0 "
+            "wrote there; on several machines --out must be a folder every machine shares (a network "
+            'filesystem: NFS, Lustre, …), the same path on each (README, "On a cluster")'
+        )
 
 
 def _report_to(out: Path, info: Mapping[str, Any]) -> None:
@@ -260,16 +274,27 @@ def _report_to(out: Path, info: Mapping[str, Any]) -> None:
     try:
         log_run(out)
     except Exception as e:  # noqa: BLE001 - wandb's own errors are many; the results are already written
-        print(f"warning: {out} is complete, but logging it to wandb failed: {type(e).__name__}: {e}", file=sys.stderr,
-              flush=True)
+        print(f"warning: {out} is complete, but logging it to wandb failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
 
 def _take(ds: Any, indices: Sequence[int]) -> list[Any]:
     return list(ds.select(indices)) if hasattr(ds, "select") else [ds[i] for i in indices]
 
 
-def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: Callable, batch_size: BatchSize,
-                 explicit: bool, rank: int, world: int, desc: str, progress: bool, unit: str) -> int:
+def _score_shard(
+    scorer: Any,
+    out: Path,
+    ds: Any,
+    mine: Sequence[int],
+    predict: Callable,
+    batch_size: BatchSize,
+    explicit: bool,
+    rank: int,
+    world: int,
+    desc: str,
+    progress: bool,
+    unit: str,
+) -> int:
     """Score this process's items into its predictions file, a flushed chunk at a time
     (``batch_size``: the caller's chunk itself when ``explicit``, else the scorer's batch size)."""
     from tqdm.auto import tqdm
@@ -283,10 +308,14 @@ def _score_shard(scorer: Any, out: Path, ds: Any, mine: Sequence[int], predict: 
     target = out / PREDICTIONS if world == 1 else rank_file(out, rank)
     repair_predictions(target)  # drop a partial last line before appending after it
     n_scored = 0
-    with RowAppender(target) as writer, tqdm(total=len(mine), desc=desc + (f" [rank {rank}]" if world > 1 else ""),
-                                                  unit=unit, disable=not progress, position=rank) as bar:
+    with (
+        RowAppender(target) as writer,
+        tqdm(
+            total=len(mine), desc=desc + (f" [rank {rank}]" if world > 1 else ""), unit=unit, disable=not progress, position=rank
+        ) as bar,
+    ):
         for start in range(0, len(mine), chunk):
-            items = _take(ds, mine[start:start + chunk])
+            items = _take(ds, mine[start : start + chunk])
             writer.write(predict(scorer, items))
             n_scored += len(items)
             bar.update(len(items))

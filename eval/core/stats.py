@@ -130,6 +130,7 @@ def _answers(answers: Mapping[str, Sequence[Any]], least: int) -> list[tuple[str
 
 # ---------------------------------------------------------------- answer stability
 
+
 def accuracy_by_arm(correct: Mapping[str, Sequence[bool]]) -> dict[str, dict[str, Any]]:
     """Accuracy of every arm: ``{arm: {"accuracy", "correct", "n"}}``.
 
@@ -164,7 +165,7 @@ def pairwise_disagreement(answers: Mapping[str, Sequence[Any]]) -> list[dict[str
     arms = _answers(answers, 2)
     out = []
     for i, (a, xa) in enumerate(arms):
-        for b, xb in arms[i + 1:]:
+        for b, xb in arms[i + 1 :]:
             _, _, rate, changed = _pair(a, xa, b, xb)
             out.append({"a": a, "b": b, "rate": rate, "changed": changed, "n": len(xa)})
     return out
@@ -205,6 +206,7 @@ def answer_margin(probs: Sequence[float]) -> float:
 
 # ---------------------------------------------------------------- paired tests
 
+
 def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> dict[str, Any]:
     """Exact (binomial) McNemar test of two paired binary outcomes (statsmodels
     ``mcnemar(exact=True)``), e.g. per-question correctness of two arms, or
@@ -222,9 +224,18 @@ def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> dict[
     n11, n10 = int((a & b).sum()), int((a & ~b).sum())
     n01, n00 = int((~a & b).sum()), int((~a & ~b).sum())
     res = mcnemar([[n11, n10], [n01, n00]], exact=True)
-    return {"n": int(a.size), "n11": n11, "n10": n10, "n01": n01, "n00": n00,
-            "a_rate": float(a.mean()), "b_rate": float(b.mean()), "difference": float(a.mean() - b.mean()),
-            "statistic": float(res.statistic), "pvalue": float(res.pvalue)}
+    return {
+        "n": int(a.size),
+        "n11": n11,
+        "n10": n10,
+        "n01": n01,
+        "n00": n00,
+        "a_rate": float(a.mean()),
+        "b_rate": float(b.mean()),
+        "difference": float(a.mean() - b.mean()),
+        "statistic": float(res.statistic),
+        "pvalue": float(res.pvalue),
+    }
 
 
 def wilcoxon_signed_rank(x: Sequence[float], y: Sequence[float]) -> float:
@@ -249,8 +260,13 @@ def _cluster_codes(clusters: Sequence[Any], n: int) -> np.ndarray:
     return np.array([codes.setdefault(label, len(codes)) for label in labels], dtype=int)
 
 
-def tost_paired(a: Sequence[float], b: Sequence[float], margin: float = EQUIVALENCE_MARGIN, alpha: float = 0.05,
-                clusters: Sequence[Any] | None = None) -> dict[str, Any]:
+def tost_paired(
+    a: Sequence[float],
+    b: Sequence[float],
+    margin: float = EQUIVALENCE_MARGIN,
+    alpha: float = 0.05,
+    clusters: Sequence[Any] | None = None,
+) -> dict[str, Any]:
     """Two one-sided paired t-tests that mean(a - b) lies inside (-margin, +margin).
 
     Without ``clusters``: statsmodels ``ttost_paired`` on the per-item differences.
@@ -287,13 +303,23 @@ def tost_paired(a: Sequence[float], b: Sequence[float], margin: float = EQUIVALE
                 raise StatsError("clusters: a clustered test needs at least two clusters")
             fit = sm.OLS(d, np.ones_like(d)).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
             diff, se, df = np.float64(fit.params[0]), np.float64(fit.bse[0]), fit.df_resid_inference
-            p_lower = student_t.sf((diff + margin) / se, df)    # H0: diff <= -margin
-            p_upper = student_t.cdf((diff - margin) / se, df)   # H0: diff >= +margin
+            p_lower = student_t.sf((diff + margin) / se, df)  # H0: diff <= -margin
+            p_upper = student_t.cdf((diff - margin) / se, df)  # H0: diff >= +margin
             pvalue = max(p_lower, p_upper)
             ci = fit.conf_int(alpha=2 * alpha)[0]
-    return {"n": len(d), "n_clusters": n_clusters, "difference": diff, "se": se, "margin": margin, "alpha": alpha,
-            "ci": (float(ci[0]), float(ci[1])), "p_lower": float(p_lower), "p_upper": float(p_upper),
-            "pvalue": float(pvalue), "equivalent": bool(pvalue < alpha)}
+    return {
+        "n": len(d),
+        "n_clusters": n_clusters,
+        "difference": diff,
+        "se": se,
+        "margin": margin,
+        "alpha": alpha,
+        "ci": (float(ci[0]), float(ci[1])),
+        "p_lower": float(p_lower),
+        "p_upper": float(p_upper),
+        "pvalue": float(pvalue),
+        "equivalent": bool(pvalue < alpha),
+    }
 
 
 def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[list[bool], list[float]]:
@@ -310,19 +336,48 @@ def benjamini_hochberg(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[l
 
 # ---------------------------------------------------------------- bootstrap
 
-def _bootstrap(data: tuple[np.ndarray, ...], statistic: Callable, *, vectorized: bool, estimate: float, n: int,
-               n_clusters: int, n_resamples: int, confidence: float, seed: int, method: str) -> dict[str, Any]:
+
+def _bootstrap(
+    data: tuple[np.ndarray, ...],
+    statistic: Callable,
+    *,
+    vectorized: bool,
+    estimate: float,
+    n: int,
+    n_clusters: int,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+    method: str,
+) -> dict[str, Any]:
     from scipy.stats import bootstrap
 
     if not 0 < confidence < 1:
         raise StatsError(f"confidence={confidence}: must be in (0, 1)")
     if n_clusters < 2:
         raise StatsError("a bootstrap needs at least two questions (clusters) to resample")
-    res = bootstrap(data, statistic, n_resamples=n_resamples, vectorized=vectorized, paired=True,
-                    confidence_level=confidence, method=method, rng=np.random.default_rng(seed))
+    res = bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        vectorized=vectorized,
+        paired=True,
+        confidence_level=confidence,
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
     lo, hi = res.confidence_interval
-    return {"estimate": float(estimate), "ci": (float(lo), float(hi)), "se": float(res.standard_error), "n": n,
-            "n_clusters": n_clusters, "confidence": confidence, "method": method, "n_resamples": n_resamples, "seed": seed}
+    return {
+        "estimate": float(estimate),
+        "ci": (float(lo), float(hi)),
+        "se": float(res.standard_error),
+        "n": n,
+        "n_clusters": n_clusters,
+        "confidence": confidence,
+        "method": method,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
 
 
 def _cluster_sums(clusters: Sequence[Any] | None, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -334,8 +389,15 @@ def _cluster_sums(clusters: Sequence[Any] | None, *columns: np.ndarray) -> tuple
     return tuple(np.bincount(codes, weights=c, minlength=g) for c in columns) + (np.bincount(codes, minlength=g).astype(float),)
 
 
-def bootstrap_ci(values: Sequence[float], *, clusters: Sequence[Any] | None = None, n_resamples: int = 10_000,
-                 confidence: float = 0.95, seed: int = 0, method: str = "percentile") -> dict[str, Any]:
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    clusters: Sequence[Any] | None = None,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
     """Bootstrap CI of a mean (a rate when ``values`` are 0/1) with scipy.stats.bootstrap.
 
     The resampling unit is the question: with ``clusters`` the clusters are
@@ -348,14 +410,31 @@ def bootstrap_ci(values: Sequence[float], *, clusters: Sequence[Any] | None = No
     def pooled_mean(s, c, axis=-1):
         return s.sum(axis=axis) / c.sum(axis=axis)
 
-    return _bootstrap((sums, counts), pooled_mean, vectorized=True, estimate=x.mean(), n=len(x), n_clusters=len(sums),
-                      n_resamples=n_resamples, confidence=confidence, seed=seed, method=method)
+    return _bootstrap(
+        (sums, counts),
+        pooled_mean,
+        vectorized=True,
+        estimate=x.mean(),
+        n=len(x),
+        n_clusters=len(sums),
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        method=method,
+    )
 
 
-def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *,
-                        stat: str | Callable[[np.ndarray, np.ndarray], float] = "mean_difference",
-                        clusters: Sequence[Any] | None = None, n_resamples: int = 10_000, confidence: float = 0.95,
-                        seed: int = 0, method: str = "percentile") -> dict[str, Any]:
+def paired_bootstrap_ci(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    stat: str | Callable[[np.ndarray, np.ndarray], float] = "mean_difference",
+    clusters: Sequence[Any] | None = None,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: str = "percentile",
+) -> dict[str, Any]:
     """Paired bootstrap CI of ``stat(a, b)`` with scipy.stats.bootstrap, resampling questions
     (rows, or whole ``clusters``) so that a and b stay paired.
 
@@ -371,8 +450,18 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *,
         def mean_difference(sa, sb, c, axis=-1):
             return (sa.sum(axis=axis) - sb.sum(axis=axis)) / c.sum(axis=axis)
 
-        return _bootstrap((sa, sb, counts), mean_difference, vectorized=True, estimate=xa.mean() - xb.mean(), n=len(xa),
-                          n_clusters=len(counts), n_resamples=n_resamples, confidence=confidence, seed=seed, method=method)
+        return _bootstrap(
+            (sa, sb, counts),
+            mean_difference,
+            vectorized=True,
+            estimate=xa.mean() - xb.mean(),
+            n=len(xa),
+            n_clusters=len(counts),
+            n_resamples=n_resamples,
+            confidence=confidence,
+            seed=seed,
+            method=method,
+        )
     if not callable(stat):
         raise StatsError(f"stat={stat!r}: use 'mean_difference' or a function stat(a, b) -> float")
     codes = np.arange(len(xa)) if clusters is None else _cluster_codes(clusters, len(xa))
@@ -382,11 +471,22 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *,
         take = np.concatenate([rows[int(g)] for g in idx])
         return stat(xa[take], xb[take])
 
-    return _bootstrap((np.arange(len(rows)),), resampled, vectorized=False, estimate=stat(xa, xb), n=len(xa),
-                      n_clusters=len(rows), n_resamples=n_resamples, confidence=confidence, seed=seed, method=method)
+    return _bootstrap(
+        (np.arange(len(rows)),),
+        resampled,
+        vectorized=False,
+        estimate=stat(xa, xb),
+        n=len(xa),
+        n_clusters=len(rows),
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        method=method,
+    )
 
 
 # ---------------------------------------------------------------- risk control
+
 
 def _check_count(k: int, n: int) -> None:
     if not (isinstance(n, (int, np.integer)) and isinstance(k, (int, np.integer))):
@@ -439,12 +539,25 @@ def selective_risk(scores: Sequence[float], errors: Sequence[bool], threshold: f
     s, e = _risk_inputs(scores, errors)
     answered = np.zeros(len(s), bool) if threshold is None else s >= threshold
     n_ans, n_err = int(answered.sum()), int(e[answered].sum())
-    return {"threshold": threshold, "answered": n_ans, "errors": n_err, "coverage": n_ans / len(s),
-            "risk": n_err / n_ans if n_ans else None, "n": len(s)}
+    return {
+        "threshold": threshold,
+        "answered": n_ans,
+        "errors": n_err,
+        "coverage": n_ans / len(s),
+        "risk": n_err / n_ans if n_ans else None,
+        "n": len(s),
+    }
 
 
-def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: float, delta: float = LTT_DELTA, *,
-                    thresholds: Sequence[float] | None = None, min_answered: int = LTT_MIN_ANSWERED) -> dict[str, Any]:
+def learn_then_test(
+    scores: Sequence[float],
+    errors: Sequence[bool],
+    alpha: float,
+    delta: float = LTT_DELTA,
+    *,
+    thresholds: Sequence[float] | None = None,
+    min_answered: int = LTT_MIN_ANSWERED,
+) -> dict[str, Any]:
     """Fixed-sequence Learn-then-Test of an abstention threshold on calibration items (App. H).
 
     ``scores``: confidence per item, higher = more confident (the answer margin);
@@ -496,14 +609,29 @@ def learn_then_test(scores: Sequence[float], errors: Sequence[bool], alpha: floa
         pvalue = binom.cdf(k, answered, alpha)  # exact binomial p of H0: risk >= alpha (binomtest "less")
         accepted = upper <= alpha
         stop = int(np.argmin(accepted)) if not accepted.all() else len(accepted) - 1
-        steps = [{"threshold": None if np.isnan(candidates[i]) else float(candidates[i]), "answered": int(answered[i]),
-                  "errors": int(k[i]), "upper": float(upper[i]), "pvalue": float(pvalue[i]), "accepted": bool(accepted[i])}
-                 for i in range(stop + 1)]
+        steps = [
+            {
+                "threshold": None if np.isnan(candidates[i]) else float(candidates[i]),
+                "answered": int(answered[i]),
+                "errors": int(k[i]),
+                "upper": float(upper[i]),
+                "pvalue": float(pvalue[i]),
+                "accepted": bool(accepted[i]),
+            }
+            for i in range(stop + 1)
+        ]
         chosen = next((x for x in reversed(steps) if x["accepted"] and x["threshold"] is not None), None)
-    return {"alpha": alpha, "delta": delta, "threshold": chosen["threshold"] if chosen else None,
-            "coverage": chosen["answered"] / len(s) if chosen else 0.0, "answered": chosen["answered"] if chosen else 0,
-            "errors": chosen["errors"] if chosen else 0, "upper": chosen["upper"] if chosen else None,
-            "n": len(s), "steps": steps}
+    return {
+        "alpha": alpha,
+        "delta": delta,
+        "threshold": chosen["threshold"] if chosen else None,
+        "coverage": chosen["answered"] / len(s) if chosen else 0.0,
+        "answered": chosen["answered"] if chosen else 0,
+        "errors": chosen["errors"] if chosen else 0,
+        "upper": chosen["upper"] if chosen else None,
+        "n": len(s),
+        "steps": steps,
+    }
 
 
 def ltt_halves(n: int, key: Sequence[Any], split: int) -> tuple[np.ndarray, np.ndarray]:
@@ -512,12 +640,20 @@ def ltt_halves(n: int, key: Sequence[Any], split: int) -> tuple[np.ndarray, np.n
     from judgetrain.seeding import rng_for
 
     perm = rng_for("ltt-split", *key, split).permutation(n)
-    return np.sort(perm[:n // 2]), np.sort(perm[n // 2:])
+    return np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
 
 
-def ltt_splits(scores: Sequence[float], errors: Sequence[bool], alpha: float, delta: float = LTT_DELTA, *,
-               n_splits: int = LTT_SPLITS, key: Sequence[Any] = (), min_answered: int = LTT_MIN_ANSWERED,
-               details: bool = False) -> dict[str, Any]:
+def ltt_splits(
+    scores: Sequence[float],
+    errors: Sequence[bool],
+    alpha: float,
+    delta: float = LTT_DELTA,
+    *,
+    n_splits: int = LTT_SPLITS,
+    key: Sequence[Any] = (),
+    min_answered: int = LTT_MIN_ANSWERED,
+    details: bool = False,
+) -> dict[str, Any]:
     """App. H's in-cell certified mode (Table S10): ``n_splits`` seeded random halves of one
     cell's items (:func:`ltt_halves`); on each, :func:`learn_then_test` picks the threshold on
     the calibration half and the test half is answered at it.
@@ -540,16 +676,25 @@ def ltt_splits(scores: Sequence[float], errors: Sequence[bool], alpha: float, de
         t = res["threshold"]
         answered = np.zeros(len(test), bool) if t is None else s[test] >= t
         risk = float(e[test][answered].mean()) if answered.any() else None
-        rows.append({"threshold": t, "coverage": float(answered.mean()), "risk": risk,
-                     "violated": risk is not None and risk > alpha})
+        rows.append(
+            {"threshold": t, "coverage": float(answered.mean()), "risk": risk, "violated": risk is not None and risk > alpha}
+        )
     if not rows:  # a calibration half smaller than the walk's start certifies nothing, on every split
         rows = [{"threshold": None, "coverage": 0.0, "risk": None, "violated": False} for _ in range(n_splits)]
     thresholds = [r["threshold"] for r in rows if r["threshold"] is not None]
-    out: dict[str, Any] = {"alpha": alpha, "delta": delta, "n": len(s), "n_calibration": len(s) // 2, "n_test": len(s) - len(s) // 2,
-           "n_splits": n_splits, "coverage": float(np.mean([r["coverage"] for r in rows])),
-           "violation_rate": float(np.mean([r["violated"] for r in rows])),
-           "violations": int(sum(r["violated"] for r in rows)), "certified_splits": len(thresholds),
-           "median_threshold": float(np.median(thresholds)) if thresholds else None}
+    out: dict[str, Any] = {
+        "alpha": alpha,
+        "delta": delta,
+        "n": len(s),
+        "n_calibration": len(s) // 2,
+        "n_test": len(s) - len(s) // 2,
+        "n_splits": n_splits,
+        "coverage": float(np.mean([r["coverage"] for r in rows])),
+        "violation_rate": float(np.mean([r["violated"] for r in rows])),
+        "violations": int(sum(r["violated"] for r in rows)),
+        "certified_splits": len(thresholds),
+        "median_threshold": float(np.median(thresholds)) if thresholds else None,
+    }
     if details:
         out["splits"] = rows
     return out
@@ -592,8 +737,19 @@ def delong_auroc_difference(scores_a: Sequence[float], scores_b: Sequence[float]
     auc_a, auc_b = float(v10[0].mean()), float(v10[1].mean())
     se = float(np.sqrt(max(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1], 0.0)))
     if se == 0.0:
-        raise StatsError("scores_a, scores_b: the AUROC difference has zero standard error (the two scores rank "
-                         "every positive–negative pair alike); DeLong's z is undefined")
+        raise StatsError(
+            "scores_a, scores_b: the AUROC difference has zero standard error (the two scores rank "
+            "every positive–negative pair alike); DeLong's z is undefined"
+        )
     z = (auc_a - auc_b) / se
-    return {"auroc_a": auc_a, "auroc_b": auc_b, "difference": auc_a - auc_b, "se": se, "z": float(z),
-            "pvalue": float(2 * norm.sf(abs(z))), "n_positive": m, "n_negative": n, "test": "DeLong, two-sided"}
+    return {
+        "auroc_a": auc_a,
+        "auroc_b": auc_b,
+        "difference": auc_a - auc_b,
+        "se": se,
+        "z": float(z),
+        "pvalue": float(2 * norm.sf(abs(z))),
+        "n_positive": m,
+        "n_negative": n,
+        "test": "DeLong, two-sided",
+    }

@@ -41,9 +41,22 @@ from judgetrain.errors import UserError
 
 from .runs import METRICS, read_run
 
-__all__ = ["DEFAULT_IMAGE_ROWS", "DEFAULT_WANDB_PROJECT", "IMAGE_ROWS_ENV", "ITEM_COLUMNS", "REPORT_TO", "TABLE_KEY",
-           "filmstrip", "flat_metrics", "image_rows_limit", "item_rows", "log_run", "reports_to_wandb", "run_config",
-           "wandb_mode"]
+__all__ = [
+    "DEFAULT_IMAGE_ROWS",
+    "DEFAULT_WANDB_PROJECT",
+    "IMAGE_ROWS_ENV",
+    "ITEM_COLUMNS",
+    "REPORT_TO",
+    "TABLE_KEY",
+    "filmstrip",
+    "flat_metrics",
+    "image_rows_limit",
+    "item_rows",
+    "log_run",
+    "reports_to_wandb",
+    "run_config",
+    "wandb_mode",
+]
 
 REPORT_TO = ("none", "wandb")  # what an evaluation's --report_to takes (transformers' spelling)
 DEFAULT_IMAGE_ROWS = 200
@@ -52,8 +65,20 @@ DEFAULT_WANDB_PROJECT = "judgetrain"  # training's and the sweep's project (judg
 TABLE_KEY = "item_table"  # not "items": metrics.json has an items block (selected, evaluated)
 STRIP_HEIGHT = 128  # frames taller than this are scaled down in the table's image
 STRIP_GAP = 2  # white pixels between two frames
-ITEM_COLUMNS = ["id", "task", "source", "view", "gold", "prediction", "correct", "top_prob", "posterior", "prompt",
-                "n_frames", "frames"]
+ITEM_COLUMNS = [
+    "id",
+    "task",
+    "source",
+    "view",
+    "gold",
+    "prediction",
+    "correct",
+    "top_prob",
+    "posterior",
+    "prompt",
+    "n_frames",
+    "frames",
+]
 # run.json keys that are bulky and say nothing a wandb filter needs (item ids, content hashes)
 _CONFIG_DROP = ("items", "identity", "argv")
 _SECRET = re.compile(r"token|secret|password|passwd|api[_-]?key|credential", re.I)
@@ -86,6 +111,7 @@ def flat_metrics(metrics: Any, prefix: str = "") -> dict[str, float | int | bool
 def run_config(info: Mapping[str, Any]) -> dict[str, Any]:
     """``run.json`` as a wandb config: without the item ids, the identity hashes and ``argv``
     (``command`` stays), the number of items kept; keys that look like secrets left out."""
+
     def clean(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {k: clean(v) for k, v in value.items() if not _SECRET.search(str(k))}
@@ -114,8 +140,13 @@ def image_rows_limit() -> int:
     except ValueError:
         value = -1
     if value < 0:
-        raise ConfigError([f"{IMAGE_ROWS_ENV}={text!r}: give how many rows of the wandb item table carry their "
-                           f"frames, a whole number >= 0 (default {DEFAULT_IMAGE_ROWS})"], "environment")
+        raise ConfigError(
+            [
+                f"{IMAGE_ROWS_ENV}={text!r}: give how many rows of the wandb item table carry their "
+                f"frames, a whole number >= 0 (default {DEFAULT_IMAGE_ROWS})"
+            ],
+            "environment",
+        )
     return value
 
 
@@ -171,8 +202,11 @@ def _records(info: Mapping[str, Any]) -> Any:
     try:
         return records.load(data)[split] if data and split else None
     except (OSError, KeyError, UserError) as e:
-        print(f"warning: wandb items table: prompts and frames left out, the records of {data} [{split}] did not load "
-              f"({e})", file=sys.stderr, flush=True)
+        print(
+            f"warning: wandb items table: prompts and frames left out, the records of {data} [{split}] did not load ({e})",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 
@@ -190,9 +224,22 @@ def _record_rows(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], ima
         prompt = r.get("prompt") or (_prompt_text(prompts[k]["prompt"]) if prompts is not None and k is not None else None)
         frames = ds[k]["images"] if k is not None and n < image_rows else []
         strip = filmstrip(frames)
-        out.append([r["id"], r.get("task"), r.get("source"), None, _text(r.get("label")), _text(r.get("prediction")),
-                    r.get("correct"), top, post, prompt, r.get("n_frames"),
-                    wandb.Image(strip, caption=f"{len(frames)} frames") if strip is not None else None])
+        out.append(
+            [
+                r["id"],
+                r.get("task"),
+                r.get("source"),
+                None,
+                _text(r.get("label")),
+                _text(r.get("prediction")),
+                r.get("correct"),
+                top,
+                post,
+                prompt,
+                r.get("n_frames"),
+                wandb.Image(strip, caption=f"{len(frames)} frames") if strip is not None else None,
+            ]
+        )
     return out
 
 
@@ -225,9 +272,22 @@ def _pass_rows(rows: Sequence[Mapping[str, Any]], image_rows: int) -> list[list[
                 unreadable.add(q["video"])
                 print(f"warning: wandb item table: frames of {q['video']} left out ({e})", file=sys.stderr, flush=True)
         view = f"{r['grid']} origin {r['origin']} phase {r['phase']} ordering {r['ordering']}"
-        out.append([r["id"], "video_mcq", r.get("benchmark"), view, options[q["answer"]], options[r["pred"]],
-                    r.get("correct"), top, post, prompt, len(r["frames"]),
-                    wandb.Image(strip, caption=f"frames {r['frames']}") if strip is not None else None])
+        out.append(
+            [
+                r["id"],
+                "video_mcq",
+                r.get("benchmark"),
+                view,
+                options[q["answer"]],
+                options[r["pred"]],
+                r.get("correct"),
+                top,
+                post,
+                prompt,
+                len(r["frames"]),
+                wandb.Image(strip, caption=f"frames {r['frames']}") if strip is not None else None,
+            ]
+        )
     return out
 
 
@@ -239,8 +299,7 @@ def item_rows(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], image_
     return _record_rows(rows, info, image_rows)
 
 
-def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
-            image_rows: int | None = None) -> Path:
+def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *, image_rows: int | None = None) -> Path:
     """Log a finished run folder to wandb (see the module docstring): its metrics and its items
     table. ``cfg``: the wandb config (default: :func:`run_config` of ``run.json``);
     ``image_rows``: rows carrying frames (default :func:`image_rows_limit`). Returns the wandb
@@ -257,8 +316,15 @@ def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
     mode, folder = wandb_mode(), Path(os.environ.get("WANDB_DIR") or run_dir)
     folder.mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT)
-    run = wandb.init(project=project, name=run_dir.resolve().name, dir=str(folder), mode=mode, job_type="eval",
-                     config=dict(cfg) if cfg is not None else run_config(info), reinit="create_new")
+    run = wandb.init(
+        project=project,
+        name=run_dir.resolve().name,
+        dir=str(folder),
+        mode=mode,
+        job_type="eval",
+        config=dict(cfg) if cfg is not None else run_config(info),
+        reinit="create_new",
+    )
     try:
         run.log({**metrics, TABLE_KEY: table})
         local = Path(run.dir).parent
@@ -269,6 +335,10 @@ def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
         wandb.teardown()
     n_images = sum(row[-1] is not None for row in table.data)
     where = f"offline in {local} (upload with `wandb sync {local}`)" if mode == "offline" else f"project {project}"
-    print(f"wandb: logged {len(metrics)} metrics and {len(table.data)} items ({n_images} with their frames; "
-          f"{IMAGE_ROWS_ENV} sets how many) of {run_dir}, {where}", file=sys.stderr, flush=True)
+    print(
+        f"wandb: logged {len(metrics)} metrics and {len(table.data)} items ({n_images} with their frames; "
+        f"{IMAGE_ROWS_ENV} sets how many) of {run_dir}, {where}",
+        file=sys.stderr,
+        flush=True,
+    )
     return local

@@ -114,8 +114,20 @@ if TYPE_CHECKING:
     from judgetrain.scoring import BatchSize
 
 __all__ = [
-    "JUDGE_TASKS", "JudgeEvalConfig", "MODES", "evaluate", "judge_metrics", "main", "make_parser", "model_scorer", "predict",
-    "prediction_row", "run", "select", "split_rationale", "subset_of",
+    "JUDGE_TASKS",
+    "JudgeEvalConfig",
+    "MODES",
+    "evaluate",
+    "judge_metrics",
+    "main",
+    "make_parser",
+    "model_scorer",
+    "predict",
+    "prediction_row",
+    "run",
+    "select",
+    "split_rationale",
+    "subset_of",
 ]
 EVALUATION = "judge"
 
@@ -220,8 +232,15 @@ def prediction_row(record: Mapping[str, Any], result: Any, model: str, adapter: 
     }
 
 
-def predict(scorer: Any, items: Sequence[Mapping[str, Any]], mode: str = "score", *,
-            max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, model: str = "", adapter: str | None = None) -> list[dict[str, Any]]:
+def predict(
+    scorer: Any,
+    items: Sequence[Mapping[str, Any]],
+    mode: str = "score",
+    *,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    model: str = "",
+    adapter: str | None = None,
+) -> list[dict[str, Any]]:
     """Prediction rows for ``items`` (task records), in order: scored over their choices in
     ``score`` mode (records without choices are generated), generated in ``rationale`` mode."""
     if mode not in MODES:
@@ -242,8 +261,14 @@ def predict(scorer: Any, items: Sequence[Mapping[str, Any]], mode: str = "score"
 # --------------------------------------------------------------------------- in-process API
 
 
-def select(dataset: Any, *, tasks: Sequence[str] | None = None, layouts: Sequence[str] | None = None,
-           subsets: Sequence[str] | None = None, limit: int | None = None) -> list[int]:
+def select(
+    dataset: Any,
+    *,
+    tasks: Sequence[str] | None = None,
+    layouts: Sequence[str] | None = None,
+    subsets: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> list[int]:
     """Indices of ``dataset`` rows (a ``datasets.Dataset`` of task records) of the given
     tasks / layouts / subsets (``None``: all), in dataset order, the first ``limit``."""
     cols = dataset.select_columns(["task", "layout", "perturbation", "source", "meta"])
@@ -272,10 +297,21 @@ def model_scorer(model: Any, processor: Any, batch_size: BatchSize = "auto") -> 
     return Scorer(model, processor, batch_size=batch_size, prefill=prefill, progress=False)
 
 
-def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score", *, tasks: Sequence[str] | None = None,
-                  layouts: Sequence[str] | None = None, subsets: Sequence[str] | None = None, limit: int | None = None,
-                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, batch_size: BatchSize = "auto",
-                  explanations: bool = False, progress: bool = False) -> dict[str, Any]:
+def judge_metrics(
+    model: Any,
+    processor: Any,
+    dataset: Any,
+    mode: str = "score",
+    *,
+    tasks: Sequence[str] | None = None,
+    layouts: Sequence[str] | None = None,
+    subsets: Sequence[str] | None = None,
+    limit: int | None = None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    batch_size: BatchSize = "auto",
+    explanations: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
     """The metrics dict of ``judgetrain eval judge`` for a model already in memory.
 
     ``model``, ``processor``: as loaded (a PEFT model mid-training works; its
@@ -311,7 +347,7 @@ def judge_metrics(model: Any, processor: Any, dataset: Any, mode: str = "score",
     try:
         with tqdm(total=len(idx), desc="judge", unit="item", disable=not progress) as bar:
             for start in range(0, len(idx), chunk):
-                items = list(dataset.select(idx[start:start + chunk]))
+                items = list(dataset.select(idx[start : start + chunk]))
                 rows += predict(scorer, items, mode, max_new_tokens=max_new_tokens)
                 bar.update(len(items))
     finally:
@@ -330,19 +366,28 @@ class JudgeEvalConfig(EvalArgs):
     split's content hash) are the run's identity; ``tasks``, ``layouts``, ``subsets`` and
     ``limit`` only select which items of it are evaluated and reported."""
 
-    data: Path = arg(help="a PRISM / MIRAGE / ordering-probe dataset folder (judgetrain build prism|mirage|ordering-probe|"
-                          "rationales --out)")
+    data: Path = arg(
+        help="a PRISM / MIRAGE / ordering-probe dataset folder (judgetrain build prism|mirage|ordering-probe|rationales --out)"
+    )
     split: str = arg("test", "split to evaluate", identity=True)
-    mode: str = arg("score", "score: constrained A/B or 1-5 scoring over each record's choices (records without choices, "
-                             "the ordering probe, are generated); rationale: generate, parse, count invalid answers and "
-                             "score the explanations", identity=True, metavar="{" + ",".join(MODES) + "}")
-    tasks: list[str] = arg(list(JUDGE_TASKS), "tasks to evaluate, from " + ",".join(JUDGE_TASKS)
-                           + " (space- or comma-separated)")
+    mode: str = arg(
+        "score",
+        "score: constrained A/B or 1-5 scoring over each record's choices (records without choices, "
+        "the ordering probe, are generated); rationale: generate, parse, count invalid answers and "
+        "score the explanations",
+        identity=True,
+        metavar="{" + ",".join(MODES) + "}",
+    )
+    tasks: list[str] = arg(list(JUDGE_TASKS), "tasks to evaluate, from " + ",".join(JUDGE_TASKS) + " (space- or comma-separated)")
     layouts: list[str] | None = arg(None, "layouts to evaluate, e.g. P0,P6 (space- or comma-separated; default: all)")
-    subsets: list[str] | None = arg(None, "subsets to evaluate, e.g. PRISM-Temporal (space- or comma-separated; default: "
-                                          "all): " + ",".join(SUBSETS))
-    max_new_tokens: int = arg(DEFAULT_MAX_NEW_TOKENS, "generation budget per item (rationale mode, and the ordering probe "
-                                                      "in either mode)", identity=True)
+    subsets: list[str] | None = arg(
+        None, "subsets to evaluate, e.g. PRISM-Temporal (space- or comma-separated; default: all): " + ",".join(SUBSETS)
+    )
+    max_new_tokens: int = arg(
+        DEFAULT_MAX_NEW_TOKENS,
+        "generation budget per item (rationale mode, and the ordering probe in either mode)",
+        identity=True,
+    )
 
     def __post_init__(self) -> None:
         common = self.common_problems()  # listed after this command's own
@@ -374,10 +419,12 @@ def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
     idx = select(ds, tasks=cfg.tasks, layouts=cfg.layouts, subsets=cfg.subsets, limit=cfg.limit)
     if not idx:
         present = dict(Counter(list(ds["task"])))
-        raise EvalInputError(f"{cfg.data} [{cfg.split}] has no record of task(s) {list(cfg.tasks)}"
-                             + (f", layout(s) {list(cfg.layouts)}" if cfg.layouts else "")
-                             + (f", subset(s) {list(cfg.subsets)}" if cfg.subsets else "")
-                             + f"; its tasks are {present} (check --tasks, --layouts, --subsets)")
+        raise EvalInputError(
+            f"{cfg.data} [{cfg.split}] has no record of task(s) {list(cfg.tasks)}"
+            + (f", layout(s) {list(cfg.layouts)}" if cfg.layouts else "")
+            + (f", subset(s) {list(cfg.subsets)}" if cfg.subsets else "")
+            + f"; its tasks are {present} (check --tasks, --layouts, --subsets)"
+        )
     return ds, idx, list(ds["id"])
 
 
@@ -402,8 +449,14 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
     state = process_state("judgetrain.eval.judge")
     ds, idx, order = _select(cfg)
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
-    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [cfg.split]), items=[order[i] for i in idx],
-                    world_size=state.num_processes, prefill=prefill)
+    info = run_info(
+        EVALUATION,
+        cfg,
+        data=dataset_identity(cfg.data, [cfg.split]),
+        items=[order[i] for i in idx],
+        world_size=state.num_processes,
+        prefill=prefill,
+    )
     info["data"] = str(cfg.data.resolve())
 
     position = {rid: i for i, rid in enumerate(order)}
@@ -412,12 +465,28 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
         rows = predict(scorer, items, cfg.mode, max_new_tokens=cfg.max_new_tokens, model=cfg.model, adapter=cfg.adapter)
         frames = records.frame_digests(ds, [position[r["id"]] for r in items])
         # what `eval view` shows of the item: the exact text scored and the frames in the order the model saw them
-        return [{**row, "prompt_text": scorer.render(r["prompt"]), "frames": f}
-                for row, r, f in zip(rows, items, frames, strict=True)]
+        return [
+            {**row, "prompt_text": scorer.render(r["prompt"]), "frames": f} for row, r, f in zip(rows, items, frames, strict=True)
+        ]
 
-    return run_sharded(state, cfg.out, info, ds, idx, order, score, report, model=cfg.model, adapter=cfg.adapter,
-                       dtype=cfg.dtype, batch_size=parse_batch_size(cfg.batch_size), desc=f"judge ({cfg.mode})",
-                       progress=cfg.progress, overwrite=cfg.overwrite, load=scorer_loader(cfg, prefill))
+    return run_sharded(
+        state,
+        cfg.out,
+        info,
+        ds,
+        idx,
+        order,
+        score,
+        report,
+        model=cfg.model,
+        adapter=cfg.adapter,
+        dtype=cfg.dtype,
+        batch_size=parse_batch_size(cfg.batch_size),
+        desc=f"judge ({cfg.mode})",
+        progress=cfg.progress,
+        overwrite=cfg.overwrite,
+        load=scorer_loader(cfg, prefill),
+    )
 
 
 # --------------------------------------------------------------------------- CLI
@@ -425,7 +494,8 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
 
 def make_parser():
     return make_config_parser(
-        JudgeEvalConfig, "judgetrain eval judge",
+        JudgeEvalConfig,
+        "judgetrain eval judge",
         "Evaluate a judge (optionally + LoRA adapter) on PRISM / MIRAGE pairwise and pointwise records and the ordering "
         "probe: accuracy, macro P/R/F1, n_val per layout and subset; Pearson r / MAE / RMSE; explanation metrics in "
         "rationale mode.",
@@ -439,7 +509,8 @@ def make_parser():
         "  judgetrain eval compare results/ov results/q25          # accuracy / F1 per subset side by side\n"
         "\na real judge: --model llava-hf/llava-onevision-qwen2-7b-ov-hf (a hub id or a local folder), --adapter runs/…;\n"
         "rationales (--mode rationale) and many processes (accelerate launch -m judgetrain.eval.judge): README,\n"
-        "\"`judgetrain eval judge`, `eval bias`\".\n")
+        '"`judgetrain eval judge`, `eval bias`".\n',
+    )
 
 
 def main(cfg: JudgeEvalConfig) -> int:
@@ -461,21 +532,37 @@ def _print_summary(result: Mapping[str, Any]) -> None:
             t.add_column(c, justify="left" if c in ("benchmark", "layout") else "right")
         for bench, block in m["pairwise"]["by_benchmark"].items():
             for lay, c in [*block["by_layout"].items(), ("all", block["all"])]:
-                t.add_row(bench, lay, rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]), pct(c["f1"]), str(c["n_valid"]),
-                          str(c["n_invalid"]))
+                t.add_row(
+                    bench,
+                    lay,
+                    rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]),
+                    pct(c["f1"]),
+                    str(c["n_valid"]),
+                    str(c["n_invalid"]),
+                )
         console.print(t)
     if "pointwise" in m:
         t = Table(title=f"Pointwise — {m['pointwise']['all']['n']} items")
         for c in ("layout", "F1", "r_G", "r_H", "r_gold", "MAE_gold", "n_val", "invalid"):
             t.add_column(c, justify="left" if c == "layout" else "right")
         for lay, c in [*m["pointwise"]["by_layout"].items(), ("all", m["pointwise"]["all"])]:
-            t.add_row(lay, pct(c["f1"]), fmt(c["teacher"]["r"]), fmt(c["human"]["r"]), fmt(c["gold"]["r"]), fmt(c["gold"]["mae"]),
-                      str(c["n_valid"]), str(c["n_invalid"]))
+            t.add_row(
+                lay,
+                pct(c["f1"]),
+                fmt(c["teacher"]["r"]),
+                fmt(c["human"]["r"]),
+                fmt(c["gold"]["r"]),
+                fmt(c["gold"]["mae"]),
+                str(c["n_valid"]),
+                str(c["n_invalid"]),
+            )
         console.print(t)
     if "ordering" in m:
         o = m["ordering"]
-        console.print(f"Ordering probe: exact match {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} over {o['n']} items, {o['n_invalid']} invalid, "
-                      f"{o['label_order']} in label order, {o['reverse_label_order']} reversed")
+        console.print(
+            f"Ordering probe: exact match {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} over {o['n']} items, {o['n_invalid']} invalid, "
+            f"{o['label_order']} in label order, {o['reverse_label_order']} reversed"
+        )
     if result.get("n_scored") == 0:
         print("Nothing left to evaluate: every selected item was already in predictions.jsonl.", flush=True)
     print(f"Predictions in {out / PREDICTIONS}; metrics in {out / METRICS}; report in {out / REPORT}", flush=True)

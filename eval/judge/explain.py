@@ -65,7 +65,53 @@ EXTRA = "pip install 'judgetrain[explain]'"
 # file, which nltk's reader opens first; this is that file (lexnames(5WN)): the
 # 45 lexicographer file names, their numbers and syntactic categories
 # (1 noun, 2 verb, 3 adjective, 4 adverb).
-_LEXNAMES = ["adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact", "noun.attribute", "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling", "noun.food", "noun.group", "noun.location", "noun.motive", "noun.object", "noun.person", "noun.phenomenon", "noun.plant", "noun.possession", "noun.process", "noun.quantity", "noun.relation", "noun.shape", "noun.state", "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition", "verb.communication", "verb.competition", "verb.consumption", "verb.contact", "verb.creation", "verb.emotion", "verb.motion", "verb.perception", "verb.possession", "verb.social", "verb.stative", "verb.weather", "adj.ppl"]
+_LEXNAMES = [
+    "adj.all",
+    "adj.pert",
+    "adv.all",
+    "noun.Tops",
+    "noun.act",
+    "noun.animal",
+    "noun.artifact",
+    "noun.attribute",
+    "noun.body",
+    "noun.cognition",
+    "noun.communication",
+    "noun.event",
+    "noun.feeling",
+    "noun.food",
+    "noun.group",
+    "noun.location",
+    "noun.motive",
+    "noun.object",
+    "noun.person",
+    "noun.phenomenon",
+    "noun.plant",
+    "noun.possession",
+    "noun.process",
+    "noun.quantity",
+    "noun.relation",
+    "noun.shape",
+    "noun.state",
+    "noun.substance",
+    "noun.time",
+    "verb.body",
+    "verb.change",
+    "verb.cognition",
+    "verb.communication",
+    "verb.competition",
+    "verb.consumption",
+    "verb.contact",
+    "verb.creation",
+    "verb.emotion",
+    "verb.motion",
+    "verb.perception",
+    "verb.possession",
+    "verb.social",
+    "verb.stative",
+    "verb.weather",
+    "adj.ppl",
+]
 _CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 _WORD = re.compile(r"\w+")
 
@@ -133,19 +179,24 @@ def wordnet(root: str | os.PathLike | None = None) -> Any:
             warnings.simplefilter("ignore")  # "multilingual functions are not available": not needed here
             reader = _wordnet_reader_class()(str(folder), None)
         if reader.get_version() != "3.0":
-            raise WordNetMissing(f"{folder} holds WordNet {reader.get_version()}; METEOR here expects WordNet 3.0 "
-                                 "(Debian's wordnet-base, or nltk's 'wordnet' corpus)")
+            raise WordNetMissing(
+                f"{folder} holds WordNet {reader.get_version()}; METEOR here expects WordNet 3.0 "
+                "(Debian's wordnet-base, or nltk's 'wordnet' corpus)"
+            )
         return reader
     if given:
-        raise WordNetMissing(f"{folder} is not a WordNet dict folder (no data.noun / index.noun in it); point "
-                             "JUDGETRAIN_WORDNET at the folder that holds them (Debian: /usr/share/wordnet)")
+        raise WordNetMissing(
+            f"{folder} is not a WordNet dict folder (no data.noun / index.noun in it); point "
+            "JUDGETRAIN_WORDNET at the folder that holds them (Debian: /usr/share/wordnet)"
+        )
     try:
         nltk.data.find("corpora/wordnet")
     except LookupError:
         raise WordNetMissing(
             "METEOR needs WordNet and none was found. Install Debian's copy (`apt-get install wordnet-base`, or "
             "`make system-deps`), or set JUDGETRAIN_WORDNET to a WordNet 3.0 dict folder, or run "
-            "`python -m nltk.downloader wordnet` on a connected machine.") from None
+            "`python -m nltk.downloader wordnet` on a connected machine."
+        ) from None
     from nltk.corpus import wordnet as nltk_wordnet
 
     return nltk_wordnet
@@ -215,12 +266,23 @@ def length_difference(generated: str, reference: str) -> int:
 # --------------------------------------------------------------------------- aggregate
 
 
-_SCORE_KEYS = ("bleu", "rouge1", "rouge2", "rougeL", "meteor", "cosine", "len_diff", "len_abs_diff", "len_generated",
-               "len_reference")
+_SCORE_KEYS = (
+    "bleu",
+    "rouge1",
+    "rouge2",
+    "rougeL",
+    "meteor",
+    "cosine",
+    "len_diff",
+    "len_abs_diff",
+    "len_generated",
+    "len_reference",
+)
 
 
-def explanation_scores(generated: Sequence[str], references: Sequence[str], *,
-                       wordnet_root: str | os.PathLike | None = None) -> list[dict[str, float]]:
+def explanation_scores(
+    generated: Sequence[str], references: Sequence[str], *, wordnet_root: str | os.PathLike | None = None
+) -> list[dict[str, float]]:
     """Every metric for each (generated, reference) pair, in input order.
 
     Per pair: ``{"bleu", "rouge1", "rouge2", "rougeL", "meteor", "cosine",
@@ -232,14 +294,26 @@ def explanation_scores(generated: Sequence[str], references: Sequence[str], *,
         raise ValueError(f"{len(generated)} generated texts for {len(references)} references")
     for i, (g, r) in enumerate(zip(generated, references, strict=True)):
         if not words(g) or not words(r):
-            raise ValueError(f"pair {i}: an empty {'generated text' if not words(g) else 'reference'}; explanation "
-                             "metrics are computed on valid non-empty explanations only")
+            raise ValueError(
+                f"pair {i}: an empty {'generated text' if not words(g) else 'reference'}; explanation "
+                "metrics are computed on valid non-empty explanations only"
+            )
     cosines = cosine_similarities(generated, references)
     out = []
     for g, r, cos in zip(generated, references, cosines, strict=True):
         d = length_difference(g, r)
-        out.append({"bleu": bleu(g, r), **rouge(g, r), "meteor": meteor(g, r, wordnet_root), "cosine": cos,
-                    "len_diff": d, "len_abs_diff": abs(d), "len_generated": len(words(g)), "len_reference": len(words(r))})
+        out.append(
+            {
+                "bleu": bleu(g, r),
+                **rouge(g, r),
+                "meteor": meteor(g, r, wordnet_root),
+                "cosine": cos,
+                "len_diff": d,
+                "len_abs_diff": abs(d),
+                "len_generated": len(words(g)),
+                "len_reference": len(words(r)),
+            }
+        )
     return out
 
 
@@ -251,7 +325,8 @@ def mean_scores(scores: Sequence[dict[str, float]]) -> dict[str, Any]:
     return {"n": len(scores), **{k: math.fsum(s[k] for s in scores) / len(scores) for k in _SCORE_KEYS}}
 
 
-def explanation_metrics(generated: Sequence[str], references: Sequence[str], *,
-                        wordnet_root: str | os.PathLike | None = None) -> dict[str, Any]:
+def explanation_metrics(
+    generated: Sequence[str], references: Sequence[str], *, wordnet_root: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """Mean of every metric of :func:`explanation_scores` over the pairs (see :func:`mean_scores`)."""
     return mean_scores(explanation_scores(generated, references, wordnet_root=wordnet_root))

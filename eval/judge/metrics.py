@@ -17,9 +17,22 @@ from typing import Any
 
 from ..core.metrics import accuracy, ci95
 
-__all__ = ["MIRAGE_DOMAINS", "ORDERING_METRICS", "PAIRWISE_METRICS", "POINTWISE_METRICS", "REFERENCES", "SCORES", "SUBSETS",
-           "benchmark_of", "classification_cell", "compute_judge_metrics", "metric_value", "ordering_cell", "pointwise_cell",
-           "score_distribution"]
+__all__ = [
+    "MIRAGE_DOMAINS",
+    "ORDERING_METRICS",
+    "PAIRWISE_METRICS",
+    "POINTWISE_METRICS",
+    "REFERENCES",
+    "SCORES",
+    "SUBSETS",
+    "benchmark_of",
+    "classification_cell",
+    "compute_judge_metrics",
+    "metric_value",
+    "ordering_cell",
+    "pointwise_cell",
+    "score_distribution",
+]
 
 SUBSETS = ("PRISM-Semantic", "PRISM-Temporal", "PRISM-Coherent", "MIRAGE-Recipes", "MIRAGE-Vist", "Ordering-probe")
 MIRAGE_DOMAINS = {"recipes": "MIRAGE-Recipes", "vist": "MIRAGE-Vist"}
@@ -45,16 +58,25 @@ def classification_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     acc = _none_if_nan(accuracy(valid))
     correct = round(acc * len(valid)) if acc is not None else 0
     right = sum(bool(r.get("correct")) for r in valid)  # the rows' own verdicts, as before
-    cell: dict[str, Any] = {"n": len(rows), "n_valid": len(valid), "n_invalid": len(rows) - len(valid), "correct": correct,
-                            "accuracy": acc, "accuracy_ci95": ci95(correct, len(valid)),
-                            "accuracy_all": right / len(rows) if rows else None,
-                            "accuracy_all_ci95": ci95(right, len(rows)),
-                            "precision": None, "recall": None, "f1": None}
+    cell: dict[str, Any] = {
+        "n": len(rows),
+        "n_valid": len(valid),
+        "n_invalid": len(rows) - len(valid),
+        "correct": correct,
+        "accuracy": acc,
+        "accuracy_ci95": ci95(correct, len(valid)),
+        "accuracy_all": right / len(rows) if rows else None,
+        "accuracy_all_ci95": ci95(right, len(rows)),
+        "precision": None,
+        "recall": None,
+        "f1": None,
+    }
     if valid:
         from sklearn.metrics import precision_recall_fscore_support
 
-        p, r, f, _ = precision_recall_fscore_support([str(x["label"]) for x in valid], [str(x["prediction"]) for x in valid],
-                                                     average="macro", zero_division=0)
+        p, r, f, _ = precision_recall_fscore_support(
+            [str(x["label"]) for x in valid], [str(x["prediction"]) for x in valid], average="macro", zero_division=0
+        )
         cell.update(precision=float(p), recall=float(r), f1=float(f))
     return cell
 
@@ -122,8 +144,12 @@ def score_distribution(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         counts = Counter(vals)
         low = counts.get(1, 0) + counts.get(2, 0)
-        out[name] = {"counts": {str(s): counts.get(s, 0) for s in SCORES}, "n": len(vals),
-                     "share_1_2": low / len(vals), "share_1_2_ci95": ci95(low, len(vals))}
+        out[name] = {
+            "counts": {str(s): counts.get(s, 0) for s in SCORES},
+            "n": len(vals),
+            "share_1_2": low / len(vals),
+            "share_1_2_ci95": ci95(low, len(vals)),
+        }
     return out
 
 
@@ -148,11 +174,19 @@ def ordering_cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     label_order = sum(p is not None and p == sorted(p) for p in preds)
     reverse = sum(p is not None and len(p) > 1 and p == sorted(p, reverse=True) for p in preds)
     exact = sum(p is not None and p == g for p, g in zip(preds, golds, strict=False))
-    cell.update(invalid_rate=cell["n_invalid"] / n if n else None, label_order=label_order, reverse_label_order=reverse,
-                label_order_share=label_order / n if n else None, reverse_label_order_share=reverse / n if n else None,
-                by_position_share=(label_order + reverse) / n if n else None, exact=exact,
-                exact_match_ci95=ci95(exact, n), exact_match_valid_ci95=ci95(exact, cell["n_valid"]),
-                invalid_rate_ci95=ci95(cell["n_invalid"], n), by_position_share_ci95=ci95(label_order + reverse, n))
+    cell.update(
+        invalid_rate=cell["n_invalid"] / n if n else None,
+        label_order=label_order,
+        reverse_label_order=reverse,
+        label_order_share=label_order / n if n else None,
+        reverse_label_order_share=reverse / n if n else None,
+        by_position_share=(label_order + reverse) / n if n else None,
+        exact=exact,
+        exact_match_ci95=ci95(exact, n),
+        exact_match_valid_ci95=ci95(exact, cell["n_valid"]),
+        invalid_rate_ci95=ci95(cell["n_invalid"], n),
+        by_position_share_ci95=ci95(label_order + reverse, n),
+    )
     return cell
 
 
@@ -206,14 +240,19 @@ def compute_judge_metrics(rows: Sequence[Mapping[str, Any]], *, explanations: bo
     pair = [r for r in rows if r["task"] == "pairwise"]
     if pair:
         out["pairwise"] = _breakdown(pair, classification_cell)
-        out["pairwise"]["by_benchmark"] = {b: _breakdown([r for r in pair if benchmark_of(str(r["subset"])) == b], classification_cell)
-                                           for b in dict.fromkeys(benchmark_of(s) for s in _ordered_subsets(pair))}
-        out["pairwise"]["by_subset"] = {s: _breakdown([r for r in pair if r["subset"] == s], classification_cell)
-                                        for s in _ordered_subsets(pair)}
+        out["pairwise"]["by_benchmark"] = {
+            b: _breakdown([r for r in pair if benchmark_of(str(r["subset"])) == b], classification_cell)
+            for b in dict.fromkeys(benchmark_of(s) for s in _ordered_subsets(pair))
+        }
+        out["pairwise"]["by_subset"] = {
+            s: _breakdown([r for r in pair if r["subset"] == s], classification_cell) for s in _ordered_subsets(pair)
+        }
     point = [r for r in rows if r["task"] == "pointwise"]
     if point:
         out["pointwise"] = _breakdown(point, pointwise_cell)
-        out["pointwise"]["by_subset"] = {s: pointwise_cell([r for r in point if r["subset"] == s]) for s in _ordered_subsets(point)}
+        out["pointwise"]["by_subset"] = {
+            s: pointwise_cell([r for r in point if r["subset"] == s]) for s in _ordered_subsets(point)
+        }
         out["pointwise"]["distribution"] = score_distribution(point)
     order = [r for r in rows if r["task"] == "ordering"]
     if order:
@@ -269,7 +308,7 @@ def metric_value(metrics: Mapping[str, Any], subset: str, metric: str) -> float 
         return cell[ref][stat]
     if name in ORDERING_METRICS:
         return (metrics.get("ordering") or {}).get(name)
-    raise ValueError(f"unknown judge metric {metric!r}; pairwise: {', '.join(PAIRWISE_METRICS)} (macro_f1 = f1); "
-                     f"pointwise: {', '.join(POINTWISE_METRICS)}; ordering: {', '.join(ORDERING_METRICS)}")
-
-
+    raise ValueError(
+        f"unknown judge metric {metric!r}; pairwise: {', '.join(PAIRWISE_METRICS)} (macro_f1 = f1); "
+        f"pointwise: {', '.join(POINTWISE_METRICS)}; ordering: {', '.join(ORDERING_METRICS)}"
+    )

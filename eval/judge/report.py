@@ -31,8 +31,15 @@ _CLS = ("Acc", "Acc (inv.=wrong)", "Pr", "Rec", "F1", "n_val", "invalid")
 
 
 def _cls_cells(c: Mapping[str, Any]) -> list[str]:
-    return [rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]),
-            rate(c["accuracy_all"], c.get("accuracy_all_ci95"), c["n"]), pct(c["precision"]), pct(c["recall"]), pct(c["f1"]), str(c["n_valid"]), str(c["n_invalid"])]
+    return [
+        rate(c["accuracy"], c.get("accuracy_ci95"), c["n_valid"]),
+        rate(c["accuracy_all"], c.get("accuracy_all_ci95"), c["n"]),
+        pct(c["precision"]),
+        pct(c["recall"]),
+        pct(c["f1"]),
+        str(c["n_valid"]),
+        str(c["n_invalid"]),
+    ]
 
 
 def _layout_rows(block: Mapping[str, Any], cells: Callable[[Mapping[str, Any]], list[str]]) -> list[list[str]]:
@@ -42,8 +49,7 @@ def _layout_rows(block: Mapping[str, Any], cells: Callable[[Mapping[str, Any]], 
     return rows
 
 
-_POINT = ("Acc", "F1", "r_G", "MAE_G", "RMSE_G", "r_H", "MAE_H", "RMSE_H", "r_gold", "MAE_gold", "RMSE_gold", "n_val",
-          "invalid")
+_POINT = ("Acc", "F1", "r_G", "MAE_G", "RMSE_G", "r_H", "MAE_H", "RMSE_H", "r_gold", "MAE_gold", "RMSE_gold", "n_val", "invalid")
 
 
 def _point_cells(c: Mapping[str, Any]) -> list[str]:
@@ -71,7 +77,9 @@ def plot_score_distribution(dist: Mapping[str, Any], path: str | os.PathLike) ->
         d = dist[name]
         shares = [d["counts"][str(s)] / d["n"] for s in SCORES]
         xs = [s + (k - (len(names) - 1) / 2) * width for s in SCORES]
-        ax.bar(xs, shares, width=width, color=colors.get(name), label=f"{name} (n={d['n']}, {100 * d['share_1_2']:.0f}% in {{1,2}})")
+        ax.bar(
+            xs, shares, width=width, color=colors.get(name), label=f"{name} (n={d['n']}, {100 * d['share_1_2']:.0f}% in {{1,2}})"
+        )
     ax.set_xticks(list(SCORES))
     ax.set_xlabel("score")
     ax.set_ylabel("share of items")
@@ -98,17 +106,28 @@ def pairwise_layouts_figure(pairwise: Mapping[str, Any]):
     plt = pyplot()
     benches = list(pairwise["by_benchmark"])
     widest = max(len(_layout_points(pairwise["by_benchmark"][b])) for b in benches)
-    fig, axes = plt.subplots(1, len(benches), figsize=(max(4.2, 1.0 + 0.9 * widest) * len(benches), 3.2), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(benches), figsize=(max(4.2, 1.0 + 0.9 * widest) * len(benches), 3.2), squeeze=False, layout="constrained"
+    )
     for ax, bench in zip(axes[0], benches, strict=True):
         points = _layout_points(pairwise["by_benchmark"][bench])
         xs = list(range(len(points)))
-        for off, key, face, label in ((-0.12, "accuracy", "#4C72B0", "Acc (valid answers)"),
-                                      (0.12, "accuracy_all", "white", "Acc (invalid = wrong)")):
+        for off, key, face, label in (
+            (-0.12, "accuracy", "#4C72B0", "Acc (valid answers)"),
+            (0.12, "accuracy_all", "white", "Acc (invalid = wrong)"),
+        ):
             vals = [c.get(key) for _, c in points]
             yerr = wilson_yerr(vals, [c.get(f"{key}_ci95") for _, c in points], 100)
-            ax.errorbar([x + off for x in xs], [float("nan") if v is None else 100 * v for v in vals], yerr=yerr,
-                        fmt="o", color="#4C72B0", markerfacecolor=face, capsize=3, label=label)
+            ax.errorbar(
+                [x + off for x in xs],
+                [float("nan") if v is None else 100 * v for v in vals],
+                yerr=yerr,
+                fmt="o",
+                color="#4C72B0",
+                markerfacecolor=face,
+                capsize=3,
+                label=label,
+            )
         ax.axhline(50, color="grey", linestyle="--", linewidth=1, label="chance")
         ax.set_xticks(xs, [f"{lay}\nn={c.get('n_valid', '?')}/{c.get('n', '?')}" for lay, c in points], fontsize=7)
         ax.set_xlim(-0.6, len(points) - 0.4)
@@ -131,9 +150,25 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     its ``predictions.jsonl`` (``run.json`` names the model and the command). Returns the metrics."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval judge --out {run_dir} …` first")
-    metrics: dict[str, Any] = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "mode", "max_new_tokens",
-                                                                "tasks", "layouts", "subsets", "limit", "world_size")},
-                               "items": items_count(rows, info)}
+    metrics: dict[str, Any] = {
+        "run": {
+            k: info.get(k)
+            for k in (
+                "model",
+                "adapter",
+                "data",
+                "split",
+                "mode",
+                "max_new_tokens",
+                "tasks",
+                "layouts",
+                "subsets",
+                "limit",
+                "world_size",
+            )
+        },
+        "items": items_count(rows, info),
+    }
     metrics.update(compute_judge_metrics(rows))
     figures: list[tuple[str, str]] = []
     if "pairwise" in metrics:
@@ -149,17 +184,30 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     return metrics
 
 
-def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-              figures: Sequence[tuple[str, str]]) -> str:
+def _markdown(
+    run_dir: Path,
+    m: Mapping[str, Any],
+    info: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    figures: Sequence[tuple[str, str]],
+) -> str:
     name = display_name(info, rows)
-    md = [f"# Judge evaluation: {name}\n\n",
-          run_header(info, rows, f"mode: {info.get('mode', '?')}; items: {m['n']} of the {m['items']['selected']} the run "
-                                 f"selects ({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})")]
+    md = [
+        f"# Judge evaluation: {name}\n\n",
+        run_header(
+            info,
+            rows,
+            f"mode: {info.get('mode', '?')}; items: {m['n']} of the {m['items']['selected']} the run "
+            f"selects ({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})",
+        ),
+    ]
     if "pairwise" in m:
         pw = m["pairwise"]
         md.append("\n## Pairwise (paper 002 Table S2 layout)\n\n")
-        md.append("Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); \"Acc (inv.=wrong)\" counts invalid answers as "
-                  f"wrong (n: all items); Pr, Rec, F1 in %. {RATE_NOTE}\n\n")
+        md.append(
+            'Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); "Acc (inv.=wrong)" counts invalid answers as '
+            f"wrong (n: all items); Pr, Rec, F1 in %. {RATE_NOTE}\n\n"
+        )
         for bench, block in pw["by_benchmark"].items():
             md.append(f"### {bench}\n\n")
             md.append(rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
@@ -169,23 +217,37 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     if "pointwise" in m:
         pt = m["pointwise"]
         md.append("\n## Pointwise (paper 002 Table S7 layout)\n\n")
-        md.append(f"Acc: exact score over valid predictions; F1: macro, in %. {RATE_NOTE} "
-                  "Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
-                  "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
-                  "or r is undefined (fewer than two pairs, or a constant side).\n\n")
+        md.append(
+            f"Acc: exact score over valid predictions; F1: macro, in %. {RATE_NOTE} "
+            "Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
+            "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
+            "or r is undefined (fewer than two pairs, or a constant side).\n\n"
+        )
         md.append(rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
         md.append("\n")
         md.append(rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
         md.append("\nScore distribution (share in {1, 2} shows a binary collapse):\n\n")
-        md.append(rows_markdown(("scores of", *map(str, SCORES), "n", "share in {1,2}"),
-                                 [[k, *(str(d["counts"][str(s)]) for s in SCORES), str(d["n"]),
-                                   rate(d["share_1_2"], d.get("share_1_2_ci95"), d["n"])]
-                                  for k, d in pt["distribution"].items()]))
+        md.append(
+            rows_markdown(
+                ("scores of", *map(str, SCORES), "n", "share in {1,2}"),
+                [
+                    [
+                        k,
+                        *(str(d["counts"][str(s)]) for s in SCORES),
+                        str(d["n"]),
+                        rate(d["share_1_2"], d.get("share_1_2_ci95"), d["n"]),
+                    ]
+                    for k, d in pt["distribution"].items()
+                ],
+            )
+        )
     if "explanations" in m:
         ex = m["explanations"]
         md.append("\n## Explanations (paper 002 Tables S7, S14)\n\n")
-        md.append("Against `meta.teacher_rationale`, on valid non-empty explanations only. BL: BLEU-4 (smoothing method1), "
-                  "R1/R2/RL: ROUGE F-measure, MTR: METEOR, CS: all-MiniLM-L6-v2 cosine, LenΔ: words generated − reference.\n\n")
+        md.append(
+            "Against `meta.teacher_rationale`, on valid non-empty explanations only. BL: BLEU-4 (smoothing method1), "
+            "R1/R2/RL: ROUGE F-measure, MTR: METEOR, CS: all-MiniLM-L6-v2 cosine, LenΔ: words generated − reference.\n\n"
+        )
         skipped = ", ".join(f"{n} {why}" for why, n in ex["skipped"].items()) or "none"
         md.append(f"Generated answers: {ex['n_generated']}; left out: {skipped}.\n\n")
         for task, block in ex["by_task"].items():
@@ -195,14 +257,25 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
     if "ordering" in m:
         o = m["ordering"]
         md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
-        md.append(f"Exact match over all items (invalid = wrong) and over valid answers; chance: a uniform guess, in %. "
-                  f"{RATE_NOTE}\n\n")
-        md.append(rows_markdown(
-            ("exact match", "exact (valid)", "Kendall τ", "invalid rate", "chance", "label order", "reverse"),
-            [[rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
-              rate(o["exact_match_valid"], o.get("exact_match_valid_ci95"), o["n_valid"]), fmt(o["kendall_tau"]),
-              rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]), pct(o["chance_exact_match"]),
-              str(o["label_order"]), str(o["reverse_label_order"])]]))
+        md.append(
+            f"Exact match over all items (invalid = wrong) and over valid answers; chance: a uniform guess, in %. {RATE_NOTE}\n\n"
+        )
+        md.append(
+            rows_markdown(
+                ("exact match", "exact (valid)", "Kendall τ", "invalid rate", "chance", "label order", "reverse"),
+                [
+                    [
+                        rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
+                        rate(o["exact_match_valid"], o.get("exact_match_valid_ci95"), o["n_valid"]),
+                        fmt(o["kendall_tau"]),
+                        rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]),
+                        pct(o["chance_exact_match"]),
+                        str(o["label_order"]),
+                        str(o["reverse_label_order"]),
+                    ]
+                ],
+            )
+        )
     md.append(figures_markdown(figures))
     md.append("\n## Reproduce\n\n```bash\n")
     if info.get("command"):
@@ -215,6 +288,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], info: Mapping[str, Any], rows
 def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Any, tuple[int | None, int] | None]]:
     """(label, fraction, (k, n)) of every column ``eval compare`` shows, in order; ``k`` None for
     a macro-F1 (not a rate), the count None for a metrics.json that records no n."""
+
     def acc(c: Mapping[str, Any]) -> tuple[int | None, int] | None:
         if "n_valid" not in c:
             return None
@@ -232,8 +306,9 @@ def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Any, tuple[int
             out.append((f"pairwise F1 {subset}", c["f1"], None if "n_valid" not in c else (None, c["n_valid"])))
     pt = metrics.get("pointwise")
     if pt:
-        out += [(f"pointwise Acc {subset}", c["accuracy"], acc(c))
-                for subset, c in [*pt["by_subset"].items(), ("all", pt["all"])]]
+        out += [
+            (f"pointwise Acc {subset}", c["accuracy"], acc(c)) for subset, c in [*pt["by_subset"].items(), ("all", pt["all"])]
+        ]
     o = metrics.get("ordering")
     if o:
         exact = o.get("exact")
@@ -248,8 +323,10 @@ def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     answers) and macro-F1 per subset and overall, pointwise accuracy per subset and
     overall, and the ordering probe's exact match (invalid = wrong). ``None``: undefined
     (no valid answer)."""
-    return {label: None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
-            for label, x, _ in _compare_cells(metrics)}
+    return {
+        label: None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
+        for label, x, _ in _compare_cells(metrics)
+    }
 
 
 def cell_counts(metrics: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:

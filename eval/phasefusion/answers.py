@@ -36,8 +36,7 @@ def collect_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         elif kind == "error":
             errors.append(r)
         elif kind == "pass":
-            blocks.setdefault((r["origin"], r["grid"]), {}).setdefault(r["id"], {})[(r["phase"], r["ordering"])] = \
-                r["posterior"]
+            blocks.setdefault((r["origin"], r["grid"]), {}).setdefault(r["id"], {})[(r["phase"], r["ordering"])] = r["posterior"]
         elif kind == "cost":
             costs.setdefault((r["origin"], r["grid"]), []).append(r)
             grid_shape[r["grid"]] = (int(r["views"]), int(r["budget"]))
@@ -86,8 +85,18 @@ def arm_specs(info: Mapping[str, Any], grids: Mapping[str, tuple[int, int]]) -> 
     for a in arms:
         g = parsed[a.grid]
         frames = f"{g.views}×{g.budget}f" if g.views > 1 else f"{g.budget}f"
-        out.append({"name": a.name, "grid": a.grid, "pool": a.pool, "frames": frames, "views": g.views,
-                    "budget": g.budget, "attention_units": g.attention_units, "origin_free": g.origin_free})
+        out.append(
+            {
+                "name": a.name,
+                "grid": a.grid,
+                "pool": a.pool,
+                "frames": frames,
+                "views": g.views,
+                "budget": g.budget,
+                "attention_units": g.attention_units,
+                "origin_free": g.origin_free,
+            }
+        )
     return out
 
 
@@ -99,10 +108,16 @@ def per_question_answers(col: Mapping[str, Any], arm: Mapping[str, Any], origin:
         gold = int(col["questions"][qid]["answer"])
         answers, post = arm_answers(block, arm["pool"])
         consensus = stats.consensus_answer(answers)
-        out[qid] = {"answers": answers, "identity": answers[0], "correct": answers[0] == gold,
-                    "order_avg": float(np.mean([a == gold for a in answers])), "consensus": consensus,
-                    "consensus_correct": consensus == gold, "flip": stats.flipped(answers),
-                    "margin": stats.answer_margin(post[0]) if post is not None else None,
-                    "top1": float(max(post[0])) if post is not None else None,
-                    "posterior": post[0] if post is not None else None}
+        out[qid] = {
+            "answers": answers,
+            "identity": answers[0],
+            "correct": answers[0] == gold,
+            "order_avg": float(np.mean([a == gold for a in answers])),
+            "consensus": consensus,
+            "consensus_correct": consensus == gold,
+            "flip": stats.flipped(answers),
+            "margin": stats.answer_margin(post[0]) if post is not None else None,
+            "top1": float(max(post[0])) if post is not None else None,
+            "posterior": post[0] if post is not None else None,
+        }
     return out

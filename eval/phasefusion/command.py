@@ -26,8 +26,7 @@ from ..core.prefill import RunPrefill, run_prefill
 from ..core.runs import run_info
 from .views import NAMED_ARMS, parse_arms, parse_origins
 
-__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "media_identity",
-           "run"]
+__all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "media_identity", "run"]
 
 EVALUATION = "phasefusion"
 DEFAULT_ARMS = "single,fusion,vote,union,dense32"
@@ -40,8 +39,11 @@ _DEVICE_KEYS = ("device", "model_dtype", "memory_kind", "family")
 
 def _check_sizes(budget: int, phases: int, n_orderings: int) -> list[str]:
     """One problem per size below 1, naming the field."""
-    return [f"{name}: must be >= 1, got {value}" for name, value in
-            (("budget", budget), ("phases", phases), ("orderings", n_orderings)) if value < 1]
+    return [
+        f"{name}: must be >= 1, got {value}"
+        for name, value in (("budget", budget), ("phases", phases), ("orderings", n_orderings))
+        if value < 1
+    ]
 
 
 def _origin_parts(spec: Any) -> list[Any] | None:
@@ -67,25 +69,43 @@ class PhaseFusionConfig(EvalArgs):
     and ``origins`` are normalised here (``origins`` ``None`` becomes its default, ``0``
     and ``1/(2S)``), so equal settings written differently are the same run."""
 
-    manifest: Path = arg(help="video-MCQ manifest (JSON Lines; `judgetrain build video-mcq` writes one); its sha256 "
-                              "and that of every video read are part of the run's identity")
+    manifest: Path = arg(
+        help="video-MCQ manifest (JSON Lines; `judgetrain build video-mcq` writes one); its sha256 "
+        "and that of every video read are part of the run's identity"
+    )
     budget: int = arg(8, "frames per grid, b", identity=True)
     phases: int = arg(3, "phase grids fused, S", identity=True)
     orderings: int = arg(10, "option orderings per question, K (the identity first)", identity=True)
-    arms: list[str] = arg(DEFAULT_ARMS.split(","), f"arms to score (space- or comma-separated): {', '.join(NAMED_ARMS)}, "
-                          f"dense<N> (e.g. dense32), and the samplers {', '.join(SAMPLERS)}", identity=True)
-    origins: list[str] | None = arg(None, "grid origins in steps of the b-frame grid, each in [0, 1) (space- or "
-                                          "comma-separated, e.g. 0,1/6; default: 0 and the half-step shift 1/(2S))",
-                                    identity=True)
-    max_side: int | None = arg(360, "resize frames so the longer side is at most this many pixels (App. A; null in "
-                                    "a --config file: as decoded)", identity=True)
+    arms: list[str] = arg(
+        DEFAULT_ARMS.split(","),
+        f"arms to score (space- or comma-separated): {', '.join(NAMED_ARMS)}, "
+        f"dense<N> (e.g. dense32), and the samplers {', '.join(SAMPLERS)}",
+        identity=True,
+    )
+    origins: list[str] | None = arg(
+        None,
+        "grid origins in steps of the b-frame grid, each in [0, 1) (space- or "
+        "comma-separated, e.g. 0,1/6; default: 0 and the half-step shift 1/(2S))",
+        identity=True,
+    )
+    max_side: int | None = arg(
+        360,
+        "resize frames so the longer side is at most this many pixels (App. A; null in a --config file: as decoded)",
+        identity=True,
+    )
     frame_cache: Path | None = arg(None, "folder to keep decoded frames in across runs (keyed by video and max_side)")
-    latency_lines: int = arg(100, "time decoding + scoring at batch 1 (paper 001 Table S8) on the questions of the "
-                                  "manifest's first N lines; each of their grids is decoded again and its views "
-                                  "scored one at a time; 0 turns it off")
+    latency_lines: int = arg(
+        100,
+        "time decoding + scoring at batch 1 (paper 001 Table S8) on the questions of the "
+        "manifest's first N lines; each of their grids is decoded again and its views "
+        "scored one at a time; 0 turns it off",
+    )
     batch_size: str = arg("auto", "frame grids per forward pass, or 'auto' (a question's S phase grids in one batch)")
-    limit: int | None = arg(None, "score only the first N questions of the manifest (a larger N later extends the "
-                                  "run; a smaller one restricts the metrics to those N)")
+    limit: int | None = arg(
+        None,
+        "score only the first N questions of the manifest (a larger N later extends the "
+        "run; a smaller one restricts the metrics to those N)",
+    )
 
     def __post_init__(self) -> None:
         common = self.common_problems()  # listed after this command's own
@@ -168,14 +188,26 @@ class _Questions:
 
         cfg = self.cfg
         # the run's prefill as text; load_scorer reads "none" as no prefill
-        scorer, self.memory = load_scorer(cfg.model, cfg.adapter, cfg.dtype, parse_batch_size(cfg.batch_size),
-                                          self.prefill.text or "none", self.grids, cfg.budget, device=device)
+        scorer, self.memory = load_scorer(
+            cfg.model,
+            cfg.adapter,
+            cfg.dtype,
+            parse_batch_size(cfg.batch_size),
+            self.prefill.text or "none",
+            self.grids,
+            cfg.budget,
+            device=device,
+        )
         return scorer
 
     def describe(self, scorer: Any) -> dict[str, Any]:
         """What run.json records of the device the model ran on."""
-        return {"device": str(scorer.device), "model_dtype": str(scorer.dtype).replace("torch.", ""),
-                "memory_kind": self.memory.kind, "family": scorer.family.name if scorer.family else None}
+        return {
+            "device": str(scorer.device),
+            "model_dtype": str(scorer.dtype).replace("torch.", ""),
+            "memory_kind": self.memory.kind,
+            "family": scorer.family.name if scorer.family else None,
+        }
 
     def predict(self, scorer: Any, questions: list[Any]) -> list[dict[str, Any]]:
         """Every row of ``questions``; a video that cannot be decoded gives that question an error row."""
@@ -190,8 +222,16 @@ class _Questions:
             try:
                 decoded = decode_question(q, self.cache, self.grids, self.origins, self.cfg.budget, self.cfg.latency_lines)
             except (VideoDecodeError, ManifestError) as e:  # this question only: recorded, counted
-                rows.append({"id": q.id, "kind": "error", "benchmark": q.benchmark, "video": str(q.video),
-                             "line": q.line, "error": str(e)})
+                rows.append(
+                    {
+                        "id": q.id,
+                        "kind": "error",
+                        "benchmark": q.benchmark,
+                        "video": str(q.video),
+                        "line": q.line,
+                        "error": str(e),
+                    }
+                )
                 self.n_errors += 1
                 continue
             rows += score_question(q, decoded, scorer, self.cfg.orderings, self.memory)
@@ -231,17 +271,41 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     # video rewritten in place is other data, never mixed with its old predictions
     data = {"sha256": sha256_file(cfg.manifest), "media": media_identity(cfg.manifest, [questions[i] for i in idx])}
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
-    info = run_info(EVALUATION, cfg, data=data, items=order[:len(idx)], world_size=state.num_processes, prefill=prefill)
+    info = run_info(EVALUATION, cfg, data=data, items=order[: len(idx)], world_size=state.num_processes, prefill=prefill)
     info["manifest"] = str(cfg.manifest.resolve())
     shard = _Questions(cfg, prefill)
     # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
-    result = run_sharded(state, cfg.out, info, questions, idx, order, shard.predict, report, model=cfg.model,
-                         adapter=str(cfg.adapter) if cfg.adapter else None, dtype=cfg.dtype,
-                         batch_size=parse_batch_size(cfg.batch_size), desc="PhaseFusion", progress=cfg.progress,
-                         overwrite=cfg.overwrite, load=shard.load, describe=shard.describe,
-                         carry=("rerun_of", *_DEVICE_KEYS), finished=finished_questions, chunk=1, unit="question")
-    return {"out": result["out"], "n_questions": len(idx), "n_scored": result["n_scored"] - shard.n_errors,
-            "n_errors": shard.n_errors, "world_size": result["world_size"], "metrics": result["metrics"]}
+    result = run_sharded(
+        state,
+        cfg.out,
+        info,
+        questions,
+        idx,
+        order,
+        shard.predict,
+        report,
+        model=cfg.model,
+        adapter=str(cfg.adapter) if cfg.adapter else None,
+        dtype=cfg.dtype,
+        batch_size=parse_batch_size(cfg.batch_size),
+        desc="PhaseFusion",
+        progress=cfg.progress,
+        overwrite=cfg.overwrite,
+        load=shard.load,
+        describe=shard.describe,
+        carry=("rerun_of", *_DEVICE_KEYS),
+        finished=finished_questions,
+        chunk=1,
+        unit="question",
+    )
+    return {
+        "out": result["out"],
+        "n_questions": len(idx),
+        "n_scored": result["n_scored"] - shard.n_errors,
+        "n_errors": shard.n_errors,
+        "world_size": result["world_size"],
+        "metrics": result["metrics"],
+    }
 
 
 # --------------------------------------------------------------------------- CLI
@@ -249,7 +313,8 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
 
 def make_parser():
     return make_config_parser(
-        PhaseFusionConfig, "judgetrain eval phasefusion",
+        PhaseFusionConfig,
+        "judgetrain eval phasefusion",
         "PhaseFusion (paper 001): score video multiple-choice questions over S phase-offset frame grids and K option "
         "orderings, fuse the option posteriors, and report cost, accuracy and stability per arm (Table 1 layout).",
         "examples:\n"
@@ -261,7 +326,8 @@ def make_parser():
         "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
         "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --limit 2 --out results/pf-q3-again\n"
         "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n"
-        "\nthe paper's setting (Table 1) on a real checkpoint: README, \"`judgetrain eval phasefusion`\".\n")
+        '\nthe paper\'s setting (Table 1) on a real checkpoint: README, "`judgetrain eval phasefusion`".\n',
+    )
 
 
 def main(cfg: PhaseFusionConfig) -> int:

@@ -21,31 +21,63 @@ from ..core import stats
 from .answers import per_question_answers
 from .signals import SIGNALS, VOTE_SHARE, deployed_error, signal_value
 
-__all__ = ["BH_ALPHA", "LTT_ALPHAS", "LTT_SIGNALS", "SCORING", "TABLE_S2", "certified_selection",
-           "confirmatory_family", "tost_reference"]
+__all__ = [
+    "BH_ALPHA",
+    "LTT_ALPHAS",
+    "LTT_SIGNALS",
+    "SCORING",
+    "TABLE_S2",
+    "certified_selection",
+    "confirmatory_family",
+    "tost_reference",
+]
 
 BH_ALPHA = 0.05
 LTT_ALPHAS = (0.30, 0.25)
 SCORING = "letter log-probabilities, the logit path"
 # Table S2's eight rows: (key, the paper's row, how one run tests it, or None and why it cannot).
 TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
-    ("margin_vs_msp", "Margin vs. MSP, flip prediction",
-     "the single pass's answer margin vs its top-1 probability as predictors of an ordering flip "
-     "(both negated: low predicts a flip), DeLong's test of the two correlated AUROCs, two-sided", ""),
+    (
+        "margin_vs_msp",
+        "Margin vs. MSP, flip prediction",
+        "the single pass's answer margin vs its top-1 probability as predictors of an ordering flip "
+        "(both negated: low predicts a flip), DeLong's test of the two correlated AUROCs, two-sided",
+        "",
+    ),
     ("s3_vs_s2", "S = 3 vs. S = 2 phase count", None, "needs a second run at S = 2 on the same items"),
-    ("tost_vs_reference", "Fusion vs. 32f, clustered TOST",
-     "fusion vs the dense pass of 4·b frames (the paper's 32f at b = 8: the arm dense<4b>), two one-sided paired "
-     "t-tests, ±2.5 points; never against another arm standing in", ""),
-    ("fusion_vs_own_view", "S = 3 vs. its own single views",
-     "fusion vs its phase-0 view (the standard sampler, App. G's first view), exact McNemar on correctness", ""),
-    ("origin_shift_vs_union", "Fusion vs. union pass, origin shift",
-     "answers changed under the first origin shift, fusion vs union, exact McNemar", ""),
-    ("mimo_fusion_gain", "MiMo-VL fusion gain", None,
-     "a replication on another model (MiMo-VL-7B-RL); this run's own fusion gain over its phase-0 view "
-     "is the 'its own single views' row"),
-    ("margin_vs_vote", "One-pass margin vs. ten-pass vote",
-     "the single pass's answer margin vs the vote share of its K orderings (the paper's ten) as predictors of the "
-     "identity pass's correctness, the target every signal shares (Table S11), DeLong's test, two-sided", ""),
+    (
+        "tost_vs_reference",
+        "Fusion vs. 32f, clustered TOST",
+        "fusion vs the dense pass of 4·b frames (the paper's 32f at b = 8: the arm dense<4b>), two one-sided paired "
+        "t-tests, ±2.5 points; never against another arm standing in",
+        "",
+    ),
+    (
+        "fusion_vs_own_view",
+        "S = 3 vs. its own single views",
+        "fusion vs its phase-0 view (the standard sampler, App. G's first view), exact McNemar on correctness",
+        "",
+    ),
+    (
+        "origin_shift_vs_union",
+        "Fusion vs. union pass, origin shift",
+        "answers changed under the first origin shift, fusion vs union, exact McNemar",
+        "",
+    ),
+    (
+        "mimo_fusion_gain",
+        "MiMo-VL fusion gain",
+        None,
+        "a replication on another model (MiMo-VL-7B-RL); this run's own fusion gain over its phase-0 view "
+        "is the 'its own single views' row",
+    ),
+    (
+        "margin_vs_vote",
+        "One-pass margin vs. ten-pass vote",
+        "the single pass's answer margin vs the vote share of its K orderings (the paper's ten) as predictors of the "
+        "identity pass's correctness, the target every signal shares (Table S11), DeLong's test, two-sided",
+        "",
+    ),
     ("phase_lever", "Phase lever, order-averaged", None, "a gap between two models: needs two runs"),
 )
 # Table S10's rows, in its order
@@ -60,8 +92,13 @@ def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list
     return {"all": list(order), **(by_bench if len(by_bench) > 1 else {})}
 
 
-def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: Mapping[str, Any],
-                shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None, reference: str) -> list[dict]:
+def _cell_tests(
+    ids: Sequence[str],
+    pq: Mapping[str, Mapping[str, Any]],
+    view0: Mapping[str, Any],
+    shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None,
+    reference: str,
+) -> list[dict]:
     """The computable members on ``ids``; a member whose arms the run lacks is left out, with why."""
     out = [_margin_vs("margin_vs_msp", ids, pq.get("single"), "top-1 prob.")]
     vote = _margin_vs("margin_vs_vote", ids, pq.get("single"), VOTE_SHARE)
@@ -71,34 +108,67 @@ def _cell_tests(ids: Sequence[str], pq: Mapping[str, Mapping[str, Any]], view0: 
         return [bool(arm[q]["correct"]) for q in qs]
 
     if fusion is None:
-        return out + [{"key": k, "pvalue": None, "note": "no fusion arm in this run"} for k, _, how, _ in TABLE_S2
-                      if how and k not in ("margin_vs_msp", "margin_vs_vote")] + [vote]
+        return (
+            out
+            + [
+                {"key": k, "pvalue": None, "note": "no fusion arm in this run"}
+                for k, _, how, _ in TABLE_S2
+                if how and k not in ("margin_vs_msp", "margin_vs_vote")
+            ]
+            + [vote]
+        )
     if reference in pq:
         qs = [q for q in ids if q in fusion and q in pq[reference]]
-        res = stats.or_none(stats.tost_paired, [float(x) for x in correct(fusion, qs)],
-                            [float(x) for x in correct(pq[reference], qs)])
+        res = stats.or_none(
+            stats.tost_paired, [float(x) for x in correct(fusion, qs)], [float(x) for x in correct(pq[reference], qs)]
+        )
         ok = res is not None and math.isfinite(res["pvalue"]) and res["se"] > 0
-        out.append({"key": "tost_vs_reference", "against": reference, "n": len(qs),
-                    "pvalue": res["pvalue"] if ok else None, "difference": res["difference"] if ok else None,
-                    **({} if ok else {"note": "undefined (no variation in the paired differences)"})})
+        out.append(
+            {
+                "key": "tost_vs_reference",
+                "against": reference,
+                "n": len(qs),
+                "pvalue": res["pvalue"] if ok else None,
+                "difference": res["difference"] if ok else None,
+                **({} if ok else {"note": "undefined (no variation in the paired differences)"}),
+            }
+        )
     else:
-        out.append({"key": "tost_vs_reference", "pvalue": None,
-                    "note": f"not computed: the run has no {reference} arm (the pre-registered 32f reference at 4·b "
-                            f"frames); add {reference} to --arms"})
+        out.append(
+            {
+                "key": "tost_vs_reference",
+                "pvalue": None,
+                "note": f"not computed: the run has no {reference} arm (the pre-registered 32f reference at 4·b "
+                f"frames); add {reference} to --arms",
+            }
+        )
     qs = [q for q in ids if q in fusion and q in view0]
     mc = stats.or_none(stats.mcnemar_exact, correct(fusion, qs), correct(view0, qs)) if qs else None
-    out.append({"key": "fusion_vs_own_view", "against": "phase 0", "n": len(qs),
-                "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
+    out.append(
+        {
+            "key": "fusion_vs_own_view",
+            "against": "phase 0",
+            "n": len(qs),
+            "pvalue": mc["pvalue"] if mc else None,
+            "difference": mc["difference"] if mc else None,
+        }
+    )
     if shifted is None:
-        out.append({"key": "origin_shift_vs_union", "pvalue": None,
-                    "note": "needs the union arm and a second origin"})
+        out.append({"key": "origin_shift_vs_union", "pvalue": None, "note": "needs the union arm and a second origin"})
     else:
         first, second = shifted
         qs = [q for q in ids if all(q in first[a] and q in second[a] for a in ("fusion", "union"))]
         changed = {a: [first[a][q]["identity"] != second[a][q]["identity"] for q in qs] for a in ("fusion", "union")}
         mc = stats.or_none(stats.mcnemar_exact, changed["fusion"], changed["union"]) if qs else None
-        out.append({"key": "origin_shift_vs_union", "against": "union", "n": len(qs),
-                    "pvalue": mc["pvalue"] if mc else None, "difference": mc["difference"] if mc else None})
+        out.append(
+            {
+                "key": "origin_shift_vs_union",
+                "against": "union",
+                "n": len(qs),
+                "pvalue": mc["pvalue"] if mc else None,
+                "difference": mc["difference"] if mc else None,
+            }
+        )
     return out + [vote]
 
 
@@ -113,15 +183,34 @@ def _margin_vs(key: str, ids: Sequence[str], single: Mapping[str, Any] | None, o
         return {"key": key, "n": len(qs), "pvalue": None, "note": "one ordering: no vote share (run with --orderings K > 1)"}
     target, sign = ("flip", -1.0) if other == "top-1 prob." else ("correct", 1.0)
     labels = [bool(single[q][target]) for q in qs]
-    res = stats.or_none(stats.delong_auroc_difference, [sign * signal_value("margin", single[q], q) for q in qs],
-                        [sign * signal_value(other, single[q], q) for q in qs], labels) if qs else None
+    res = (
+        stats.or_none(
+            stats.delong_auroc_difference,
+            [sign * signal_value("margin", single[q], q) for q in qs],
+            [sign * signal_value(other, single[q], q) for q in qs],
+            labels,
+        )
+        if qs
+        else None
+    )
     if res is None:
         words = ("flipped", "stable") if target == "flip" else ("right", "wrong")
-        return {"key": key, "n": len(qs), "pvalue": None,
-                "note": f"undefined ({sum(labels)} {words[0]}, {len(qs) - sum(labels)} {words[1]}: DeLong needs two of "
-                        "each and rankings that differ)"}
-    return {"key": key, "against": other, "n": len(qs), "pvalue": res["pvalue"], "difference": res["difference"],
-            "auroc_margin": res["auroc_a"], "auroc_other": res["auroc_b"]}
+        return {
+            "key": key,
+            "n": len(qs),
+            "pvalue": None,
+            "note": f"undefined ({sum(labels)} {words[0]}, {len(qs) - sum(labels)} {words[1]}: DeLong needs two of "
+            "each and rankings that differ)",
+        }
+    return {
+        "key": key,
+        "against": other,
+        "n": len(qs),
+        "pvalue": res["pvalue"],
+        "difference": res["difference"],
+        "auroc_margin": res["auroc_a"],
+        "auroc_other": res["auroc_b"],
+    }
 
 
 def tost_reference(budget: int) -> str:
@@ -130,8 +219,14 @@ def tost_reference(budget: int) -> str:
     return f"dense{4 * budget}"
 
 
-def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]], pq: Mapping[str, Mapping],
-                        origins: Sequence[str], order: Sequence[str], reference: str) -> dict[str, Any]:
+def confirmatory_family(
+    col: Mapping[str, Any],
+    arms: Sequence[Mapping[str, Any]],
+    pq: Mapping[str, Mapping],
+    origins: Sequence[str],
+    order: Sequence[str],
+    reference: str,
+) -> dict[str, Any]:
     """Table S2's family per cell: each member's p and its Benjamini–Hochberg q, and the
     members one run cannot compute, with why. The step-up at ``BH_ALPHA`` runs over every
     member one run can compute (``m``, the same whichever arms ran), a member not computed in
@@ -143,8 +238,9 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
     shifted: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
     if {"fusion", "union"} <= names and len(origins) > 1:
         by = {a["name"]: a for a in arms}
-        at_first, at_second = ({a: per_question_answers(col, by[a], o) for a in ("fusion", "union")}
-                               for o in (origins[0], origins[1]))
+        at_first, at_second = (
+            {a: per_question_answers(col, by[a], o) for a in ("fusion", "union")} for o in (origins[0], origins[1])
+        )
         shifted = (at_first, at_second)
     rows = {k: row for k, row, how, _ in TABLE_S2}
     cells = {}
@@ -159,17 +255,23 @@ def confirmatory_family(col: Mapping[str, Any], arms: Sequence[Mapping[str, Any]
         for t in tests:
             t["row"] = rows[t["key"]]
         cells[cell] = {"n": len(ids), "m": len(tests), "m_computed": len(done), "tests": tests}
-    return {"alpha": BH_ALPHA, "scoring": SCORING,
-            "members": [{"key": k, "row": row, "test": how, **({} if how else {"not_computed": why})}
-                        for k, row, how, why in TABLE_S2],
-            "origins": list(origins[:2]), "cells": cells}
+    return {
+        "alpha": BH_ALPHA,
+        "scoring": SCORING,
+        "members": [
+            {"key": k, "row": row, "test": how, **({} if how else {"not_computed": why})} for k, row, how, why in TABLE_S2
+        ],
+        "origins": list(origins[:2]),
+        "cells": cells,
+    }
 
 
 # --------------------------------------------------------------------------- Learn-then-Test (App. H)
 
 
-def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, Any]], order: Sequence[str],
-                        n_splits: int = stats.LTT_SPLITS) -> dict[str, Any]:
+def certified_selection(
+    col: Mapping[str, Any], pq: Mapping[str, Mapping[str, Any]], order: Sequence[str], n_splits: int = stats.LTT_SPLITS
+) -> dict[str, Any]:
     """Table S10 per (benchmark) cell and pooled: for the single pass under every signal of
     :data:`LTT_SIGNALS` and for each pooled arm under its fused margin, certified coverage and
     test-half violation rate over ``n_splits`` seeded halves at each α of :data:`LTT_ALPHAS`."""
@@ -189,11 +291,26 @@ def certified_selection(col: Mapping[str, Any], pq: Mapping[str, Mapping[str, An
                 scores = [signal_value(signal, pq[arm][q], q) for q in qs]
                 errors = [deployed_error(signal, pq[arm][q]) for q in qs]  # each protocol's own answers
                 res = stats.ltt_splits(scores, errors, alpha, n_splits=n_splits, key=(arm, signal, cell, alpha))
-                per_cell[cell] = {k: res[k] for k in ("n", "n_calibration", "coverage", "violation_rate",
-                                                      "certified_splits", "median_threshold")}
+                per_cell[cell] = {
+                    k: res[k]
+                    for k in ("n", "n_calibration", "coverage", "violation_rate", "certified_splits", "median_threshold")
+                }
             if per_cell:
-                rows.append({"arm": arm, "signal": signal, "alpha": alpha, "cells": per_cell,
-                             "coverage": float(np.mean([c["coverage"] for c in per_cell.values()])),
-                             "violation_rate": float(np.mean([c["violation_rate"] for c in per_cell.values()]))})
-    return {"delta": stats.LTT_DELTA, "n_splits": n_splits, "min_answered": stats.LTT_MIN_ANSWERED,
-            "alphas": list(LTT_ALPHAS), "cells": list(cells), "rows": rows}
+                rows.append(
+                    {
+                        "arm": arm,
+                        "signal": signal,
+                        "alpha": alpha,
+                        "cells": per_cell,
+                        "coverage": float(np.mean([c["coverage"] for c in per_cell.values()])),
+                        "violation_rate": float(np.mean([c["violation_rate"] for c in per_cell.values()])),
+                    }
+                )
+    return {
+        "delta": stats.LTT_DELTA,
+        "n_splits": n_splits,
+        "min_answered": stats.LTT_MIN_ANSWERED,
+        "alphas": list(LTT_ALPHAS),
+        "cells": list(cells),
+        "rows": rows,
+    }

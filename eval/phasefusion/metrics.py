@@ -27,8 +27,14 @@ from .family import certified_selection, confirmatory_family, tost_reference
 from .signals import reliability_signals
 
 __all__ = [
-    "FLAG_FRACTION", "POSTERIOR_POOLS", "RATE_INTERVAL", "arm_cost", "compute_metrics", "flagged_fifth",
-    "identity_differences", "rerun_floor",
+    "FLAG_FRACTION",
+    "POSTERIOR_POOLS",
+    "RATE_INTERVAL",
+    "arm_cost",
+    "compute_metrics",
+    "flagged_fifth",
+    "identity_differences",
+    "rerun_floor",
 ]
 
 # The lowest-margin fifth is flagged (paper 001 §4.3).
@@ -57,9 +63,13 @@ def flagged_fifth(margins: Sequence[float], flips: Sequence[bool], fraction: flo
     flag = np.zeros(len(m), bool)
     flag[np.argsort(m, kind="stable")[:k]] = True
     rest = ~flag
-    return {"n": int(len(m)), "flagged": int(k), "flip_rate_flagged": float(f[flag].mean()),
-            "flip_rate_rest": float(f[rest].mean()) if rest.any() else None,
-            "flips_caught": float(f[flag].sum() / f.sum()) if f.any() else None}
+    return {
+        "n": int(len(m)),
+        "flagged": int(k),
+        "flip_rate_flagged": float(f[flag].mean()),
+        "flip_rate_rest": float(f[rest].mean()) if rest.any() else None,
+        "flips_caught": float(f[flag].sum() / f.sum()) if f.any() else None,
+    }
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
@@ -78,13 +88,16 @@ def _shared(ids_lists: Iterable[Iterable[str]], order: Sequence[str]) -> list[st
 def _accuracy_cell(pq: Mapping[str, Mapping[str, Any]], ids: Sequence[str]) -> dict[str, Any]:
     n = len(ids)
     if not n:
-        return {"n": 0, "accuracy": None, "se": None, "order_avg_accuracy": None, "consensus_accuracy": None,
-                "flip_rate": None}
+        return {"n": 0, "accuracy": None, "se": None, "order_avg_accuracy": None, "consensus_accuracy": None, "flip_rate": None}
     acc = float(np.mean([pq[q]["correct"] for q in ids]))
-    return {"n": n, "accuracy": acc, "se": math.sqrt(acc * (1 - acc) / n),
-            "order_avg_accuracy": float(np.mean([pq[q]["order_avg"] for q in ids])),
-            "consensus_accuracy": float(np.mean([pq[q]["consensus_correct"] for q in ids])),
-            "flip_rate": float(np.mean([pq[q]["flip"] for q in ids]))}
+    return {
+        "n": n,
+        "accuracy": acc,
+        "se": math.sqrt(acc * (1 - acc) / n),
+        "order_avg_accuracy": float(np.mean([pq[q]["order_avg"] for q in ids])),
+        "consensus_accuracy": float(np.mean([pq[q]["consensus_correct"] for q in ids])),
+        "flip_rate": float(np.mean([pq[q]["flip"] for q in ids])),
+    }
 
 
 def arm_cost(col: Mapping[str, Any], grid: str, origins: Sequence[str]) -> dict[str, Any]:
@@ -97,18 +110,26 @@ def arm_cost(col: Mapping[str, Any], grid: str, origins: Sequence[str]) -> dict[
     for r in rows:  # one row per question and origin: a question's scoring time is the mean over its origins
         by_question.setdefault(str(r["id"]), []).append(float(r["latency_s"]))
     lat = [float(np.mean(v)) for v in by_question.values()]
-    out = {"median_latency_s": float(np.median(lat)), "mean_latency_s": float(np.mean(lat)), "n_latency": len(lat),
-           "peak_memory_bytes": int(max(int(r["peak_memory_bytes"]) for r in rows)),
-           "memory_kind": rows[0].get("memory_kind"), "passes_per_question": int(rows[0]["passes"]),
-           "n_measurements": len(rows)}
+    out = {
+        "median_latency_s": float(np.median(lat)),
+        "mean_latency_s": float(np.mean(lat)),
+        "n_latency": len(lat),
+        "peak_memory_bytes": int(max(int(r["peak_memory_bytes"]) for r in rows)),
+        "memory_kind": rows[0].get("memory_kind"),
+        "passes_per_question": int(rows[0]["passes"]),
+        "n_measurements": len(rows),
+    }
     # Table S8's measure: this grid's frames decoded alone, then its views scored one at a
     # time at the identity ordering (batch 1); timed at the first origin on some questions
     b1 = [r for r in rows if r.get("batch1_score_s") is not None]
     if b1:
         total = [float(r["batch1_decode_s"]) + float(r["batch1_score_s"]) for r in b1]
-        out.update(median_batch1_s=float(np.median(total)), mean_batch1_s=float(np.mean(total)),
-                   median_batch1_decode_s=float(np.median([float(r["batch1_decode_s"]) for r in b1])),
-                   n_batch1=len(b1))
+        out.update(
+            median_batch1_s=float(np.median(total)),
+            mean_batch1_s=float(np.mean(total)),
+            median_batch1_decode_s=float(np.median([float(r["batch1_decode_s"]) for r in b1])),
+            n_batch1=len(b1),
+        )
     return out
 
 
@@ -146,8 +167,7 @@ def _tost(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[st
         if res is None or not math.isfinite(res["pvalue"]) or not res["se"] > 0:  # a t-test needs variation
             entry.update(pvalue=None, note="undefined (fewer than two items, or no variation in the paired differences)")
         else:
-            entry.update(difference=res["difference"], ci90=list(res["ci"]), pvalue=res["pvalue"],
-                         equivalent=res["equivalent"])
+            entry.update(difference=res["difference"], ci90=list(res["ci"]), pvalue=res["pvalue"], equivalent=res["equivalent"])
         out.append(entry)
     return out
 
@@ -165,10 +185,13 @@ def _table_b(arms: list[dict[str, Any]], col: Mapping[str, Any], origins: Sequen
         for a in shifting:
             name = a["name"]
             c = changed[name]
-            row = {"arm": name, "changed": _rate(sum(c), len(ids)),
-                   "consensus_changed": _rate(sum(pq0[name][q]["consensus"] != pq1[name][q]["consensus"] for q in ids), len(ids)),
-                   "accuracy_first": float(np.mean([pq0[name][q]["correct"] for q in ids])) if ids else None,
-                   "accuracy_shifted": float(np.mean([pq1[name][q]["correct"] for q in ids])) if ids else None}
+            row = {
+                "arm": name,
+                "changed": _rate(sum(c), len(ids)),
+                "consensus_changed": _rate(sum(pq0[name][q]["consensus"] != pq1[name][q]["consensus"] for q in ids), len(ids)),
+                "accuracy_first": float(np.mean([pq0[name][q]["correct"] for q in ids])) if ids else None,
+                "accuracy_shifted": float(np.mean([pq1[name][q]["correct"] for q in ids])) if ids else None,
+            }
             if "fusion" in changed and name != "fusion" and ids:
                 mc = stats.or_none(stats.mcnemar_exact, c, changed["fusion"])
                 row["mcnemar_p_vs_fusion"] = mc["pvalue"] if mc else None
@@ -190,12 +213,16 @@ def _phases(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, ord
             gold = int(col["questions"][qid]["answer"])
             answers, _ = arm_answers([b[s]], "single")
             consensus = stats.consensus_answer(answers)
-            pq[qid] = {"correct": answers[0] == gold, "order_avg": float(np.mean([x == gold for x in answers])),
-                       "consensus": consensus, "consensus_correct": consensus == gold, "flip": stats.flipped(answers)}
+            pq[qid] = {
+                "correct": answers[0] == gold,
+                "order_avg": float(np.mean([x == gold for x in answers])),
+                "consensus": consensus,
+                "consensus_correct": consensus == gold,
+                "flip": stats.flipped(answers),
+            }
         per_view[view["name"]] = pq
     ids = _shared(per_view.values(), order)
-    out: dict[str, Any] = {"views": views, "n": len(ids),
-                           "accuracy": {v: _accuracy_cell(pq, ids) for v, pq in per_view.items()}}
+    out: dict[str, Any] = {"views": views, "n": len(ids), "accuracy": {v: _accuracy_cell(pq, ids) for v, pq in per_view.items()}}
     if views >= 2 and ids:
         by_view = {v: [pq[q]["consensus"] for q in ids] for v, pq in per_view.items()}
         pairs = stats.pairwise_disagreement(by_view)
@@ -208,13 +235,16 @@ def _phases(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, ord
         ids_r = _shared((single, per_view["phase 0"]), order)
         if ids_r:
             k = sum(single[q]["consensus"] != per_view["phase 0"][q]["consensus"] for q in ids_r)
-            out["rerun_floor"] = {**_rate(k, len(ids_r)),
-                                  "compares": "single (phase 0 scored alone) vs phase 0 scored with the other phases"}
+            out["rerun_floor"] = {
+                **_rate(k, len(ids_r)),
+                "compares": "single (phase 0 scored alone) vs phase 0 scored with the other phases",
+            }
     return out
 
 
-def rerun_floor(rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[str, Any]],
-                origin: str = "0") -> dict[str, Any] | None:
+def rerun_floor(
+    rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[str, Any]], origin: str = "0"
+) -> dict[str, Any] | None:
     """The re-run floor across two runs (paper 001 §2.1): phase 0 at ``origin`` of each run
     (the ``phase`` grid's view 0, else the ``single`` pass), compared at the consensus level
     on the questions both carry. Meaningful when the runs share model, frames and prompts;
@@ -223,7 +253,9 @@ def rerun_floor(rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[
     for r in (rows, other_rows):
         col = collect_rows(r)
         grid = "phase" if (origin, "phase") in col["posteriors"] else "single"
-        consensus.append({q: x["consensus"] for q, x in per_question_answers(col, {"grid": grid, "pool": "single"}, origin).items()})
+        consensus.append(
+            {q: x["consensus"] for q, x in per_question_answers(col, {"grid": grid, "pool": "single"}, origin).items()}
+        )
     ids = [q for q in consensus[0] if q in consensus[1]]
     if not ids:
         return None
@@ -252,9 +284,12 @@ def _samplers(col: Mapping[str, Any], arms: list[dict[str, Any]], origin: str, o
         return None
     consensus = {a: [pq[a][q]["consensus"] for q in ids] for a in pq}
     pairs = stats.pairwise_disagreement(consensus)
-    return {"n": len(ids), "accuracy": {a: _accuracy_cell(pq[a], ids) for a in pq},
-            "pairwise_disagreement": [{**p, "ci95": list(stats.wilson(p["changed"], p["n"]))} for p in pairs],
-            "any_change": _rate(round(stats.any_change_rate(consensus) * len(ids)), len(ids))}
+    return {
+        "n": len(ids),
+        "accuracy": {a: _accuracy_cell(pq[a], ids) for a in pq},
+        "pairwise_disagreement": [{**p, "ci95": list(stats.wilson(p["changed"], p["n"]))} for p in pairs],
+        "any_change": _rate(round(stats.any_change_rate(consensus) * len(ids)), len(ids)),
+    }
 
 
 def _margins(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[str]) -> dict[str, Any]:
@@ -268,25 +303,36 @@ def _margins(arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence
         m = [pq[a["name"]][q]["margin"] for q in ids]
         flips = [pq[a["name"]][q]["flip"] for q in ids]
         correct = [pq[a["name"]][q]["correct"] for q in ids]
-        entry = {"n": len(ids), "median_margin": float(np.median(m)), "flip_rate": float(np.mean(flips)),
-                 "auroc_flip": stats.or_none(stats.auroc, [-x for x in m], flips),
-                 "auroc_correct": stats.or_none(stats.auroc, m, correct),
-                 "flagged_fifth": flagged_fifth(m, flips)}
+        entry = {
+            "n": len(ids),
+            "median_margin": float(np.median(m)),
+            "flip_rate": float(np.mean(flips)),
+            "auroc_flip": stats.or_none(stats.auroc, [-x for x in m], flips),
+            "auroc_correct": stats.or_none(stats.auroc, m, correct),
+            "flagged_fifth": flagged_fifth(m, flips),
+        }
         out[a["name"]] = entry
     return out
 
 
-def _by_benchmark(col: Mapping[str, Any], arms: list[dict[str, Any]], pq: Mapping[str, dict],
-                  order: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _by_benchmark(
+    col: Mapping[str, Any], arms: list[dict[str, Any]], pq: Mapping[str, dict], order: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     """Accuracy cells per benchmark × arm, on the questions carrying every arm."""
     ids = _shared(pq.values(), order)
     benchmarks = sorted({str(col["questions"][q].get("benchmark")) for q in ids})
-    return {b: {a["name"]: _accuracy_cell(pq[a["name"]], [q for q in ids if str(col["questions"][q].get("benchmark")) == b])
-                for a in arms} for b in benchmarks}
+    return {
+        b: {
+            a["name"]: _accuracy_cell(pq[a["name"]], [q for q in ids if str(col["questions"][q].get("benchmark")) == b])
+            for a in arms
+        }
+        for b in benchmarks
+    }
 
 
-def _phase_offset_split(col: Mapping[str, Any], pq: Mapping[str, dict], order: Sequence[str], phases: int,
-                        budget: int) -> dict[str, Any] | None:
+def _phase_offset_split(
+    col: Mapping[str, Any], pq: Mapping[str, dict], order: Sequence[str], phases: int, budget: int
+) -> dict[str, Any] | None:
     """Fusion's gain over the single pass where adjacent phases lie under / at least 1 s apart
     (offset = duration / (S·b); paper 001 §4.4, exploratory)."""
     if "fusion" not in pq or "single" not in pq or phases < 2:
@@ -308,8 +354,11 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
     col = collect_rows(rows)
     order = list(col["questions"])
     origins = list(info.get("origins") or sorted({o for o, _ in col["posteriors"]}, key=_origin_value))
-    arms = [a for a in arm_specs(info, col["grids"]) if any((o, a["grid"]) in col["posteriors"] for o in origins)] \
-        if col["grids"] else []
+    arms = (
+        [a for a in arm_specs(info, col["grids"]) if any((o, a["grid"]) in col["posteriors"] for o in origins)]
+        if col["grids"]
+        else []
+    )
     first = origins[0] if origins else "0"
     pq = {a["name"]: per_question_answers(col, a, first) for a in arms}
     table_a = _table_a(arms, pq, order) if arms else {"n": 0, "reference": None, "rows": []}
@@ -322,8 +371,9 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         "n_errors": len(col["errors"]),
         "errors": [{k: e.get(k) for k in ("id", "video", "line", "error")} for e in col["errors"]],
         "origins": origins,
-        "arms": {a["name"]: {**a, "accuracy": _accuracy_cell(pq[a["name"]], [q for q in order if q in pq[a["name"]]])}
-                 for a in arms},
+        "arms": {
+            a["name"]: {**a, "accuracy": _accuracy_cell(pq[a["name"]], [q for q in order if q in pq[a["name"]]])} for a in arms
+        },
         "table_a": table_a,
         "equivalence": tost,
         "table_b": table_b,
@@ -334,8 +384,9 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         "samplers": _samplers(col, arms, first, order),
         "margin": _margins(arms, pq, order),
         "reliability": reliability_signals(pq, order),
-        "certified_selection": certified_selection(col, {a["name"]: pq[a["name"]] for a in arms
-                                                         if a["pool"] in POSTERIOR_POOLS}, order),
+        "certified_selection": certified_selection(
+            col, {a["name"]: pq[a["name"]] for a in arms if a["pool"] in POSTERIOR_POOLS}, order
+        ),
         "rate_interval": RATE_INTERVAL,
         "cost": {a["name"]: {"attention_units": a["attention_units"], **arm_cost(col, a["grid"], origins)} for a in arms},
     }
@@ -344,8 +395,10 @@ def compute_metrics(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any] |
         videos = {q["video"] for q in qs}
         metrics["cost"]["decode"] = {
             "median_decode_s": float(np.median([q["decode_s"] for q in qs])),
-            "decoding_passes": int(sum(q["decode_passes"] for q in qs)), "videos": len(videos),
-            "median_decoded_frames": float(np.median([q["decoded_frames"] for q in qs]))}
+            "decoding_passes": int(sum(q["decode_passes"] for q in qs)),
+            "videos": len(videos),
+            "median_decoded_frames": float(np.median([q["decoded_frames"] for q in qs])),
+        }
     return metrics
 
 

@@ -88,19 +88,21 @@ def _rss_peak() -> int:
 # --------------------------------------------------------------------------- one question
 
 
-def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
-                   memory: PeakMemory) -> list[dict[str, Any]]:
+def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int, memory: PeakMemory) -> list[dict[str, Any]]:
     """Every row of one question: passes and costs per (origin, grid), then the closing question row."""
     from judgetrain.scoring import PrefixGroup
 
     perms = orderings(q.id, len(q.options), n_orderings)
-    letters = list(LETTERS[:len(q.options)])
+    letters = list(LETTERS[: len(q.options)])
     base = {"id": q.id, "benchmark": q.benchmark}
     rows: list[dict[str, Any]] = []
     for origin, grid, views in decoded.plan:
-        groups = [PrefixGroup([decoded.images[i] for i in view],
-                              [mcq_prompt(q.question, q.options, p, len(view)) for p in perms], letters)
-                  for view in views]
+        groups = [
+            PrefixGroup(
+                [decoded.images[i] for i in view], [mcq_prompt(q.question, q.options, p, len(view)) for p in perms], letters
+            )
+            for view in views
+        ]
         memory.reset()
         t0 = time.perf_counter()
         scores = scorer.score_shared_prefix(groups, progress=False)
@@ -108,39 +110,71 @@ def score_question(q: Any, decoded: Decoded, scorer: Any, n_orderings: int,
         latency = time.perf_counter() - t0
         batch1 = {}
         if grid.name in decoded.batch1_decode_s and origin == decoded.plan[0][0]:
-            batch1 = {"batch1_decode_s": decoded.batch1_decode_s[grid.name],
-                      "batch1_score_s": _time_batch1(q, views, decoded.images, scorer, perms[0], letters)}
+            batch1 = {
+                "batch1_decode_s": decoded.batch1_decode_s[grid.name],
+                "batch1_score_s": _time_batch1(q, views, decoded.images, scorer, perms[0], letters),
+            }
         for s, (view, per_ordering) in enumerate(zip(views, scores, strict=True)):
             for k, (perm, sc) in enumerate(zip(perms, per_ordering, strict=True)):
                 posterior = to_content(sc.probs, perm)
                 pred = int(np.argmax(posterior))
-                rows.append({**base, "kind": "pass", "origin": str(origin), "grid": grid.name,
-                             "phase": s, "ordering": k, "perm": perm, "frames": view,
-                             "letter_probs": [float(x) for x in sc.probs], "posterior": posterior,
-                             "pred": pred, "answer": q.answer, "correct": pred == q.answer})
-        rows.append({**base, "kind": "cost", "origin": str(origin), "grid": grid.name,
-                     "views": grid.views, "budget": grid.budget, "attention_units": grid.attention_units,
-                     "passes": len(views) * len(perms), "latency_s": latency, "peak_memory_bytes": peak,
-                     "memory_kind": memory.kind, **batch1})
+                rows.append(
+                    {
+                        **base,
+                        "kind": "pass",
+                        "origin": str(origin),
+                        "grid": grid.name,
+                        "phase": s,
+                        "ordering": k,
+                        "perm": perm,
+                        "frames": view,
+                        "letter_probs": [float(x) for x in sc.probs],
+                        "posterior": posterior,
+                        "pred": pred,
+                        "answer": q.answer,
+                        "correct": pred == q.answer,
+                    }
+                )
+        rows.append(
+            {
+                **base,
+                "kind": "cost",
+                "origin": str(origin),
+                "grid": grid.name,
+                "views": grid.views,
+                "budget": grid.budget,
+                "attention_units": grid.attention_units,
+                "passes": len(views) * len(perms),
+                "latency_s": latency,
+                "peak_memory_bytes": peak,
+                "memory_kind": memory.kind,
+                **batch1,
+            }
+        )
     # what `eval view` shows of the question: the exact text scored under each grid and ordering (its frames are
     # the pass rows' `frames`, indices into the row's `video`)
-    prompts = {grid.name: [scorer.render(mcq_prompt(q.question, q.options, p, len(views[0]))) for p in perms]
-               for _, grid, views in decoded.plan if views}
+    prompts = {
+        grid.name: [scorer.render(mcq_prompt(q.question, q.options, p, len(views[0]))) for p in perms]
+        for _, grid, views in decoded.plan
+        if views
+    }
     rows.append({**decoded.row, "prompts": prompts})
     return rows
 
 
-def _time_batch1(q: Any, views: list[list[int]], images: dict[int, Any], scorer: Any, identity: list[int],
-                 letters: list[str]) -> float:
+def _time_batch1(
+    q: Any, views: list[list[int]], images: dict[int, Any], scorer: Any, identity: list[int], letters: list[str]
+) -> float:
     """Seconds to score each view alone at the identity ordering, one forward pass after
     another (batch 1, serial: Table S8's setting)."""
     from judgetrain.scoring import PrefixGroup
 
     t0 = time.perf_counter()
     for view in views:
-        scorer.score_shared_prefix([PrefixGroup([images[i] for i in view],
-                                                [mcq_prompt(q.question, q.options, identity, len(view))], letters)],
-                                   progress=False)
+        scorer.score_shared_prefix(
+            [PrefixGroup([images[i] for i in view], [mcq_prompt(q.question, q.options, identity, len(view))], letters)],
+            progress=False,
+        )
     return time.perf_counter() - t0
 
 
@@ -156,8 +190,16 @@ def _warm_up(scorer: Any, budget: int) -> None:
     scorer.score_shared_prefix([PrefixGroup(frames, prompts, ["A", "B"])], progress=False)
 
 
-def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: BatchSize, prefill: str,
-                grids: dict[str, Grid], budget: int, device: str | None = None) -> tuple[Any, PeakMemory]:
+def load_scorer(
+    model: str,
+    adapter: str | None,
+    dtype: str | None,
+    batch_size: BatchSize,
+    prefill: str,
+    grids: dict[str, Grid],
+    budget: int,
+    device: str | None = None,
+) -> tuple[Any, PeakMemory]:
     """The scorer (warmed up, batching a question's phase grids together under ``"auto"``)
     and the peak-memory meter of its device. ``prefill``: ``"family"``, ``"none"`` or literal text;
     ``device``: this process's device under a multi-process launch (``None``: CUDA when available)."""
@@ -167,8 +209,8 @@ def load_scorer(model: str, adapter: str | None, dtype: str | None, batch_size: 
     # A grid family is one scoring call of at most S frame grids: "auto" batches all of them
     # together (the engine halves the batch on out-of-memory).
     groups_per_pass = max(g.views for g in grids.values()) if batch_size == "auto" else batch_size
-    scorer = Scorer.from_pretrained(model, adapter, dtype=dtype, device=device, batch_size=groups_per_pass, prefill=pre,
-                                    progress=False)
+    scorer = Scorer.from_pretrained(
+        model, adapter, dtype=dtype, device=device, batch_size=groups_per_pass, prefill=pre, progress=False
+    )
     _warm_up(scorer, budget)
     return scorer, PeakMemory(scorer.device)
-

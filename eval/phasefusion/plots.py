@@ -28,12 +28,24 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     rows = {r["arm"]: r for r in metrics["table_a"]["rows"]}
-    singles = sorted((a for a in metrics["arms"].values() if a["pool"] == "single" and a["name"] in rows
-                      and rows[a["name"]]["accuracy"] is not None), key=lambda a: a["attention_units"])
+    singles = sorted(
+        (
+            a
+            for a in metrics["arms"].values()
+            if a["pool"] == "single" and a["name"] in rows and rows[a["name"]]["accuracy"] is not None
+        ),
+        key=lambda a: a["attention_units"],
+    )
     if singles:
-        ax.errorbar([a["attention_units"] for a in singles], [100 * rows[a["name"]]["accuracy"] for a in singles],
-                    yerr=[100 * rows[a["name"]]["se"] for a in singles], marker="o", color="#4C72B0", capsize=3,
-                    label="single pass")
+        ax.errorbar(
+            [a["attention_units"] for a in singles],
+            [100 * rows[a["name"]]["accuracy"] for a in singles],
+            yerr=[100 * rows[a["name"]]["se"] for a in singles],
+            marker="o",
+            color="#4C72B0",
+            capsize=3,
+            label="single pass",
+        )
         at: dict[tuple[int, float], list[str]] = {}
         for a in singles:  # arms on the same point (e.g. samplers of one budget) share one label
             at.setdefault((a["attention_units"], 100 * rows[a["name"]]["accuracy"]), []).append(a["name"])
@@ -41,14 +53,24 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
             ax.annotate(", ".join(names), xy, fontsize=7, xytext=(4, 4), textcoords="offset points")
     drawn = {a["name"]: (float(a["attention_units"]), 100 * rows[a["name"]]["accuracy"]) for a in singles}
     styles = {"arithmetic": ("*", "#C44E52", 13), "geometric": ("P", "#8172B2", 9), "vote": ("D", "#55A868", 7)}
-    pooled = [a for a in metrics["arms"].values()
-              if a["pool"] in styles and rows.get(a["name"], {}).get("accuracy") is not None]
+    pooled = [a for a in metrics["arms"].values() if a["pool"] in styles and rows.get(a["name"], {}).get("accuracy") is not None]
     for a, x in zip(pooled, _dodged([a["attention_units"] for a in pooled]), strict=True):
         marker, color, size = styles[a["pool"]]
         y = 100 * rows[a["name"]]["accuracy"]
-        ax.errorbar([x], [y], yerr=[100 * rows[a["name"]]["se"]], marker=marker, color=color, markersize=size,
-                    capsize=3, linestyle="none", markeredgecolor="black", markeredgewidth=0.6, zorder=3,
-                    label=f"{a['name']} ({a['frames']})")
+        ax.errorbar(
+            [x],
+            [y],
+            yerr=[100 * rows[a["name"]]["se"]],
+            marker=marker,
+            color=color,
+            markersize=size,
+            capsize=3,
+            linestyle="none",
+            markeredgecolor="black",
+            markeredgewidth=0.6,
+            zorder=3,
+            label=f"{a['name']} ({a['frames']})",
+        )
         drawn[a["name"]] = (x, y)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("visual-prefix attention units (views · frames²)")
@@ -56,8 +78,15 @@ def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -
     ax.set_title(f"Accuracy vs cost (n = {metrics['table_a']['n']} paired questions)", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     if len(pooled) > 1:
-        ax.text(0.01, 0.01, "pooled arms of one cost drawn side by side", transform=ax.transAxes, fontsize=6,
-                color="grey", va="bottom")
+        ax.text(
+            0.01,
+            0.01,
+            "pooled arms of one cost drawn side by side",
+            transform=ax.transAxes,
+            fontsize=6,
+            color="grey",
+            va="bottom",
+        )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -96,7 +125,9 @@ def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike)
     b_rows = []
     for block in metrics.get("table_b", []):
         for r in block["rows"]:
-            b_rows.append((f"{r['arm']}\n{block['origins'][0]}→{block['origins'][1]}", r["changed"]["rate"], r["changed"]["ci95"]))
+            b_rows.append(
+                (f"{r['arm']}\n{block['origins'][0]}→{block['origins'][1]}", r["changed"]["rate"], r["changed"]["ci95"])
+            )
     drawn["right"] = _bars(right, b_rows, "#C44E52", "no answer changed")
     right.set_title("Answers changed under an origin shift", fontsize=9)
     fig.tight_layout()
@@ -105,8 +136,7 @@ def plot_phase_disagreement(metrics: Mapping[str, Any], path: str | os.PathLike)
     return drawn
 
 
-def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None]]], color: str,
-          all_zero: str) -> dict[str, Any]:
+def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None]]], color: str, all_zero: str) -> dict[str, Any]:
     if not bars:
         ax.text(0.5, 0.5, "not measured in this run", ha="center", va="center", transform=ax.transAxes, fontsize=8)
         ax.set_axis_off()
@@ -117,8 +147,16 @@ def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None
     xs = list(range(len(bars)))
     ax.bar(xs, vals, yerr=[lo, hi], color=color, capsize=3, ecolor="#888888", error_kw={"elinewidth": 1})
     # a bar at 0 has no height: a marker on the axis and the printed value show it is there
-    ax.scatter([x for x, v in zip(xs, vals, strict=True) if v == 0], [0.0] * vals.count(0.0), marker="_", s=400, color=color,
-               linewidths=3, zorder=3, clip_on=False)
+    ax.scatter(
+        [x for x, v in zip(xs, vals, strict=True) if v == 0],
+        [0.0] * vals.count(0.0),
+        marker="_",
+        s=400,
+        color=color,
+        linewidths=3,
+        zorder=3,
+        clip_on=False,
+    )
     labels = [f"{v:.1f}%" for v in vals]
     for x, v, text in zip(xs, vals, labels, strict=True):
         ax.annotate(text, (x, v), xytext=(3, 2), textcoords="offset points", ha="left", va="bottom", fontsize=7)
@@ -129,13 +167,23 @@ def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None
     note = None
     if not any(vals):
         note = f"all 0%: {all_zero}\n(whiskers: the 95% CI of a rate of 0 in n)"
-        ax.text(0.5, 0.55, note, ha="center", va="center", transform=ax.transAxes, fontsize=8, zorder=4,
-                bbox={"facecolor": "white", "edgecolor": "#BBBBBB", "boxstyle": "round,pad=0.4"})
+        ax.text(
+            0.5,
+            0.55,
+            note,
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=8,
+            zorder=4,
+            bbox={"facecolor": "white", "edgecolor": "#BBBBBB", "boxstyle": "round,pad=0.4"},
+        )
     return {"labels": labels, "values": vals, "note": note}
 
 
-def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]],
-                path: str | os.PathLike) -> None:
+def plot_margin(
+    metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike
+) -> None:
     """Margin histograms split by ordering flip, reliability of the top-1 posterior, and
     risk–coverage when abstaining on the lowest margins (App. H)."""
     plt = pyplot()
@@ -149,8 +197,13 @@ def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[
         top1 = np.array([x["top1"] for x in items])
         bins = np.linspace(0, 1, 11)
         if i == 0:
-            axes[0].hist([m[flips], m[~flips]], bins=bins, label=[f"{name}: flips", f"{name}: stable"],
-                         color=["#C44E52", "#4C72B0"], alpha=0.8)
+            axes[0].hist(
+                [m[flips], m[~flips]],
+                bins=bins,
+                label=[f"{name}: flips", f"{name}: stable"],
+                color=["#C44E52", "#4C72B0"],
+                alpha=0.8,
+            )
         edges = np.quantile(top1, np.linspace(0, 1, min(6, len(top1)) + 1))
         idx = np.clip(np.searchsorted(edges, top1, side="right") - 1, 0, len(edges) - 2)
         xs = [top1[idx == k].mean() for k in range(len(edges) - 1) if (idx == k).any()]
@@ -163,8 +216,13 @@ def plot_margin(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[
             share = np.array([vote_share(x) for x in items])
             plural = np.array([x["consensus_correct"] for x in items], bool)
             by_share = np.argsort(-share, kind="stable")
-            axes[2].plot(answered / len(m), 100 * np.cumsum(plural[by_share]) / answered, color=color, linestyle="--",
-                         label=f"{name}: {len(items[0]['answers'])}-ordering vote share")
+            axes[2].plot(
+                answered / len(m),
+                100 * np.cumsum(plural[by_share]) / answered,
+                color=color,
+                linestyle="--",
+                label=f"{name}: {len(items[0]['answers'])}-ordering vote share",
+            )
     axes[0].set_xlabel("margin (top-1 − top-2), identity ordering")
     axes[0].set_ylabel("questions")
     axes[0].set_title("Margin of flipping vs stable questions", fontsize=9)

@@ -60,20 +60,26 @@ def _mib(x: int | None) -> str:
 def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path) -> str:
     """``report.md``: the run's header, then one section per measure that the run holds."""
     first = metrics["origins"][0] if metrics["origins"] else "0"
-    sections = [_md_header(metrics, info), _md_table_a(metrics, first),
-                _when(metrics["equivalence"], _md_equivalence), _md_table_b(metrics["table_b"]),
-                _when(metrics.get("bh_family"), _md_family),
-                _when(metrics.get("phases"), _md_phases, first),
-                _when(metrics.get("rerun_floor_across_runs"), _md_rerun_across_runs),
-                _md_by_benchmark(metrics.get("by_benchmark") or {}),
-                _when(metrics.get("phase_offset_split"), _md_phase_offset_split),
-                _when(metrics.get("samplers"), _md_samplers), _when(metrics["margin"], _md_margin),
-                _when(metrics.get("reliability"), _md_reliability, metrics),
-                _when((metrics.get("certified_selection") or {}).get("rows") and metrics["certified_selection"],
-                      _md_certified),
-                _when(metrics["table_a"]["rows"] and metrics, _md_latency),
-                _when(metrics["cost"].get("decode"), _md_decoding, metrics["n_questions"]),
-                _when(metrics["errors"], _md_errors), _md_figures(run_dir), _md_reproduce(info, run_dir)]
+    sections = [
+        _md_header(metrics, info),
+        _md_table_a(metrics, first),
+        _when(metrics["equivalence"], _md_equivalence),
+        _md_table_b(metrics["table_b"]),
+        _when(metrics.get("bh_family"), _md_family),
+        _when(metrics.get("phases"), _md_phases, first),
+        _when(metrics.get("rerun_floor_across_runs"), _md_rerun_across_runs),
+        _md_by_benchmark(metrics.get("by_benchmark") or {}),
+        _when(metrics.get("phase_offset_split"), _md_phase_offset_split),
+        _when(metrics.get("samplers"), _md_samplers),
+        _when(metrics["margin"], _md_margin),
+        _when(metrics.get("reliability"), _md_reliability, metrics),
+        _when((metrics.get("certified_selection") or {}).get("rows") and metrics["certified_selection"], _md_certified),
+        _when(metrics["table_a"]["rows"] and metrics, _md_latency),
+        _when(metrics["cost"].get("decode"), _md_decoding, metrics["n_questions"]),
+        _when(metrics["errors"], _md_errors),
+        _md_figures(run_dir),
+        _md_reproduce(info, run_dir),
+    ]
     return "".join(part for section in sections for part in section)
 
 
@@ -84,16 +90,24 @@ def _when(value: Any, render: Callable[..., list[str]], *args: Any) -> list[str]
 
 def _md_header(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
     model = info.get("model") or "model"
-    name = Path(str(model).rstrip("/")).name + (f" + {Path(str(info['adapter']).rstrip('/')).name}" if info.get("adapter") else "")
+    name = Path(str(model).rstrip("/")).name + (
+        f" + {Path(str(info['adapter']).rstrip('/')).name}" if info.get("adapter") else ""
+    )
     md = [f"# PhaseFusion evaluation: {name}\n\n"]
     md.append(f"- model: `{model}`" + (f", adapter: `{info['adapter']}`" if info.get("adapter") else "") + "\n")
     if info.get("manifest"):
         md.append(f"- manifest: `{info['manifest']}`\n")
-    md.append(f"- questions: {metrics['n_questions']}" + (f" ({metrics['n_errors']} not scored: see Errors)" if metrics["n_errors"] else "")
-              + _unfinished(metrics) + "\n")
+    md.append(
+        f"- questions: {metrics['n_questions']}"
+        + (f" ({metrics['n_errors']} not scored: see Errors)" if metrics["n_errors"] else "")
+        + _unfinished(metrics)
+        + "\n"
+    )
     if info.get("budget"):
-        md.append(f"- budget b = {info['budget']}, phases S = {info['phases']}, orderings K = {info['orderings']} "
-                  f"(identity first), origins δ = {', '.join(metrics['origins'])} (grid steps), prefill: {info.get('prefill')!r}\n")
+        md.append(
+            f"- budget b = {info['budget']}, phases S = {info['phases']}, orderings K = {info['orderings']} "
+            f"(identity first), origins δ = {', '.join(metrics['origins'])} (grid steps), prefill: {info.get('prefill')!r}\n"
+        )
     if info.get("device"):
         md.append(f"- device: {info['device']}, dtype {info.get('model_dtype')}\n")
     return md
@@ -102,37 +116,47 @@ def _md_header(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]
 def _md_table_a(metrics: Mapping[str, Any], first: str) -> list[str]:
     ta = metrics["table_a"]
     md = [f"\n## A. Cost and accuracy per arm (identity ordering, δ = {first}, n = {ta['n']} paired questions)\n\n"]
-    md.append("Attention units: views · frames² of the visual prefix. Scoring s/q: median model time per question "
-              "summed over all orderings, views batched, frame decoding excluded (Table S8's decoding + scoring at "
-              "batch 1 is under Cost). Peak memory: "
-              f"{_memory_words(metrics)}. Δ, 95% CI (question bootstrap) and exact McNemar p: against "
-              f"`{ta['reference'] or '–'}`; p† is uncorrected (outside the confirmatory family, see Multiplicity). "
-              "Order-avg.: accuracy averaged over the orderings; consensus: of the plurality answer over orderings; "
-              "flip: the answer is not the same under every ordering.\n\n")
-    md.append("| arm | frames | attn. | scoring s/q | peak MiB | acc. % | Δ vs ref. | 95% CI | p† | order-avg. % | consensus % | flip % |\n")
+    md.append(
+        "Attention units: views · frames² of the visual prefix. Scoring s/q: median model time per question "
+        "summed over all orderings, views batched, frame decoding excluded (Table S8's decoding + scoring at "
+        "batch 1 is under Cost). Peak memory: "
+        f"{_memory_words(metrics)}. Δ, 95% CI (question bootstrap) and exact McNemar p: against "
+        f"`{ta['reference'] or '–'}`; p† is uncorrected (outside the confirmatory family, see Multiplicity). "
+        "Order-avg.: accuracy averaged over the orderings; consensus: of the plurality answer over orderings; "
+        "flip: the answer is not the same under every ordering.\n\n"
+    )
+    md.append(
+        "| arm | frames | attn. | scoring s/q | peak MiB | acc. % | Δ vs ref. | 95% CI | p† | order-avg. % | consensus % | flip % |\n"
+    )
     md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in ta["rows"]:
         a, c = metrics["arms"][r["arm"]], metrics["cost"].get(r["arm"], {})
         delta = r.get("delta_vs_reference")
-        md.append(f"| {r['arm']} | {a['frames']} | {a['attention_units']} | "
-                  f"{'–' if 'median_latency_s' not in c else format(c['median_latency_s'], '.3f')} | "
-                  f"{_mib(c.get('peak_memory_bytes'))} | {_pct(r['accuracy'])} | "
-                  f"{'–' if delta is None else format(100 * delta, '+.2f')} | {_ci(r.get('delta_ci95'))} | "
-                  f"{_p(r.get('mcnemar_p'))} | {_pct(r['order_avg_accuracy'])} | "
-                  f"{_pct(r['consensus_accuracy'])} | {_pct(r['flip_rate'])} |\n")
+        md.append(
+            f"| {r['arm']} | {a['frames']} | {a['attention_units']} | "
+            f"{'–' if 'median_latency_s' not in c else format(c['median_latency_s'], '.3f')} | "
+            f"{_mib(c.get('peak_memory_bytes'))} | {_pct(r['accuracy'])} | "
+            f"{'–' if delta is None else format(100 * delta, '+.2f')} | {_ci(r.get('delta_ci95'))} | "
+            f"{_p(r.get('mcnemar_p'))} | {_pct(r['order_avg_accuracy'])} | "
+            f"{_pct(r['consensus_accuracy'])} | {_pct(r['flip_rate'])} |\n"
+        )
     return md
 
 
 def _md_equivalence(tests: Sequence[Mapping[str, Any]]) -> list[str]:
-    md = ["\nEquivalence (two one-sided tests, ±2.5 points, 90% CI; p uncorrected here, the test against Table A's "
-          "reference is corrected under Multiplicity):\n\n| test | n | Δ points | 90% CI | p | equivalent |\n"
-          "|---|---:|---:|---:|---:|---|\n"]
+    md = [
+        "\nEquivalence (two one-sided tests, ±2.5 points, 90% CI; p uncorrected here, the test against Table A's "
+        "reference is corrected under Multiplicity):\n\n| test | n | Δ points | 90% CI | p | equivalent |\n"
+        "|---|---:|---:|---:|---:|---|\n"
+    ]
     for t in tests:
         if t.get("pvalue") is None:
             md.append(f"| {t['a']} vs {t['b']} | {t['n']} | – | – | – | {t.get('note', '')} |\n")
         else:
-            md.append(f"| {t['a']} vs {t['b']} | {t['n']} | {100 * t['difference']:+.2f} | {_ci(t['ci90'])} | "
-                      f"{_p(t['pvalue'])} | {'yes' if t['equivalent'] else 'no'} |\n")
+            md.append(
+                f"| {t['a']} vs {t['b']} | {t['n']} | {100 * t['difference']:+.2f} | {_ci(t['ci90'])} | "
+                f"{_p(t['pvalue'])} | {'yes' if t['equivalent'] else 'no'} |\n"
+            )
     return md
 
 
@@ -141,57 +165,69 @@ def _md_table_b(table_b: Sequence[Mapping[str, Any]]) -> list[str]:
     for block in table_b:
         o0, o1 = block["origins"]
         md.append(f"\n## B. Answers changed under an origin shift (δ = {o0} → {o1}, identity ordering, n = {block['n']})\n\n")
-        md.append("Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. 95% CI: "
-                  f"{RATE_INTERVAL}. p†: exact McNemar of the changed indicators against `fusion`, uncorrected (union "
-                  "vs fusion at the first shift is corrected under Multiplicity).\n\n")
-        md.append("| arm | changed % | 95% CI | p† vs fusion | consensus changed % | acc. % at δ = "
-                  f"{o0} | acc. % at δ = {o1} |\n|---|---:|---:|---:|---:|---:|---:|\n")
+        md.append(
+            "Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. 95% CI: "
+            f"{RATE_INTERVAL}. p†: exact McNemar of the changed indicators against `fusion`, uncorrected (union "
+            "vs fusion at the first shift is corrected under Multiplicity).\n\n"
+        )
+        md.append(
+            "| arm | changed % | 95% CI | p† vs fusion | consensus changed % | acc. % at δ = "
+            f"{o0} | acc. % at δ = {o1} |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        )
         for r in block["rows"]:
-            md.append(f"| {r['arm']} | {_pct(r['changed']['rate'])} | {_ci(r['changed']['ci95'])} | "
-                      f"{_p(r.get('mcnemar_p_vs_fusion'))} | "
-                      f"{_pct(r['consensus_changed']['rate'])} | {_pct(r['accuracy_first'])} | {_pct(r['accuracy_shifted'])} |\n")
+            md.append(
+                f"| {r['arm']} | {_pct(r['changed']['rate'])} | {_ci(r['changed']['ci95'])} | "
+                f"{_p(r.get('mcnemar_p_vs_fusion'))} | "
+                f"{_pct(r['consensus_changed']['rate'])} | {_pct(r['accuracy_first'])} | {_pct(r['accuracy_shifted'])} |\n"
+            )
     return md
 
 
 def _md_family(bh: Mapping[str, Any]) -> list[str]:
     """The confirmatory family of Table S2: what it is, then each cell's tests with p and q."""
     o = bh.get("origins") or []
-    md = [f"\n## Multiplicity: the confirmatory family (paper 001 Table S2; Benjamini–Hochberg, q = {bh['alpha']})\n\n"
-          "The family is fixed in advance, as the paper's: its eight pre-registered comparisons, of which one run of "
-          "one model computes the rows below, one family per benchmark × scoring cell (scoring: "
-          f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
-          "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
-          f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. The step-up runs over the m = "
-          f"{next(iter(bh['cells'].values()))['m'] if bh['cells'] else 0} members one run can compute, in every cell "
-          "whichever arms ran; a member not computed here counts at p = 1 (conservative) and gets no q. "
-          "Δ points: the accuracy difference, or for the "
-          "margin rows the AUROC difference (margin − the other signal), × 100.\n\n"
-          "| Table S2 row | how this run tests it |\n|---|---|\n"]
+    md = [
+        f"\n## Multiplicity: the confirmatory family (paper 001 Table S2; Benjamini–Hochberg, q = {bh['alpha']})\n\n"
+        "The family is fixed in advance, as the paper's: its eight pre-registered comparisons, of which one run of "
+        "one model computes the rows below, one family per benchmark × scoring cell (scoring: "
+        f"{bh['scoring']}) and one for the run pooled over benchmarks. Arms the run scores besides never enter "
+        "it: every other p in this report (marked †) is uncorrected and descriptive. Identity ordering; "
+        f"origin shift {' → '.join(o) if len(o) > 1 else 'none'}. The step-up runs over the m = "
+        f"{next(iter(bh['cells'].values()))['m'] if bh['cells'] else 0} members one run can compute, in every cell "
+        "whichever arms ran; a member not computed here counts at p = 1 (conservative) and gets no q. "
+        "Δ points: the accuracy difference, or for the "
+        "margin rows the AUROC difference (margin − the other signal), × 100.\n\n"
+        "| Table S2 row | how this run tests it |\n|---|---|\n"
+    ]
     for m in bh["members"]:
         md.append(f"| {m['row']} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")
     md.append("\n| cell | test | against | n | Δ points | p | q | rejected |\n|---|---|---|---:|---:|---:|---:|---|\n")
     for cell, c in bh["cells"].items():
         for t in c["tests"]:
             diff = t.get("difference")
-            md.append(f"| {cell} | {t['row']} | {t.get('against', '–')} | {t.get('n', '–')} | "
-                      f"{'–' if diff is None else format(100 * diff, '+.2f')} | {_p(t.get('pvalue'))} | "
-                      f"{_p(t.get('qvalue'))} | {'yes' if t.get('reject') else ('no' if 'reject' in t else t.get('note', '–'))} |\n")
+            md.append(
+                f"| {cell} | {t['row']} | {t.get('against', '–')} | {t.get('n', '–')} | "
+                f"{'–' if diff is None else format(100 * diff, '+.2f')} | {_p(t.get('pvalue'))} | "
+                f"{_p(t.get('qvalue'))} | {'yes' if t.get('reject') else ('no' if 'reject' in t else t.get('note', '–'))} |\n"
+            )
     return md
 
 
 def _md_certified(cs: Mapping[str, Any]) -> list[str]:
     """Table S10: certified coverage and test-half violations over seeded calibration / test splits."""
-    md = [f"\n## Certified selective risk (App. H, Table S10: {cs['n_splits']} splits per cell)\n\n"
-          "Per (model, benchmark) cell: the items are split in half at random (calibration / test, seeded by "
-          "sha256, the same on every machine); fixed-sequence Learn-then-Test walks the thresholds of the "
-          "calibration half from strict to permissive, starting at its "
-          f"{cs['min_answered']} highest-scoring items, accepting each while the one-sided Clopper–Pearson upper "
-          f"bound (confidence 1 − δ, δ = {cs['delta']:.2f}) on its selective error is at most α, and stops at the "
-          "first failure. The test half is answered at the selected threshold: cov. is its mean coverage over "
-          "splits, viol. the share of splits whose test-half selective error exceeds α (a split answering nothing "
-          "does not violate). Each signal is scored on the answers its protocol deploys: the plurality over the K "
-          "orderings for the vote share, the identity pass's for the others. Pooled: the mean over cells "
-          f"({', '.join(f'`{c}`' for c in cs['cells'])}).\n\n"]
+    md = [
+        f"\n## Certified selective risk (App. H, Table S10: {cs['n_splits']} splits per cell)\n\n"
+        "Per (model, benchmark) cell: the items are split in half at random (calibration / test, seeded by "
+        "sha256, the same on every machine); fixed-sequence Learn-then-Test walks the thresholds of the "
+        "calibration half from strict to permissive, starting at its "
+        f"{cs['min_answered']} highest-scoring items, accepting each while the one-sided Clopper–Pearson upper "
+        f"bound (confidence 1 − δ, δ = {cs['delta']:.2f}) on its selective error is at most α, and stops at the "
+        "first failure. The test half is answered at the selected threshold: cov. is its mean coverage over "
+        "splits, viol. the share of splits whose test-half selective error exceeds α (a split answering nothing "
+        "does not violate). Each signal is scored on the answers its protocol deploys: the plurality over the K "
+        "orderings for the vote share, the identity pass's for the others. Pooled: the mean over cells "
+        f"({', '.join(f'`{c}`' for c in cs['cells'])}).\n\n"
+    ]
     md.append("| arm | signal |" + "".join(f" α={a:.2f} viol. % | α={a:.2f} cov. % |" for a in cs["alphas"]) + " n per cell |\n")
     md.append("|---|---|" + "---:|---:|" * len(cs["alphas"]) + "---|\n")
     by: dict[tuple[str, str], dict[float, dict[str, Any]]] = {}
@@ -199,28 +235,37 @@ def _md_certified(cs: Mapping[str, Any]) -> list[str]:
         by.setdefault((r["arm"], r["signal"]), {})[r["alpha"]] = r
     for (arm, signal), per_alpha in by.items():
         cells = ", ".join(f"{k} {v['n']}" for k, v in next(iter(per_alpha.values()))["cells"].items())
-        md.append(f"| {arm} | {signal} |" + "".join(
-            f" {_pct(per_alpha[a]['violation_rate'])} | {_pct(per_alpha[a]['coverage'])} |" if a in per_alpha else " – | – |"
-            for a in cs["alphas"]) + f" {cells} |\n")
+        md.append(
+            f"| {arm} | {signal} |"
+            + "".join(
+                f" {_pct(per_alpha[a]['violation_rate'])} | {_pct(per_alpha[a]['coverage'])} |" if a in per_alpha else " – | – |"
+                for a in cs["alphas"]
+            )
+            + f" {cells} |\n"
+        )
     return md
 
 
 def _md_latency(metrics: Mapping[str, Any]) -> list[str]:
     """Table S8 beside this run's own scoring time: both measures, labelled."""
-    md = ["\n## Cost (Table S8)\n\n"
-          "Two measures per arm, medians over questions. Decoding + scoring at batch 1 (the paper's Table S8): "
-          "this grid's frames decoded from the video alone, then each view scored by itself at the identity "
-          "ordering, one after another; measured at the first origin on the questions of the manifest's first "
-          "100 lines. Scoring only: the model time this run spent on one question for the arm at one origin "
-          "(a question's origins averaged, then the median over questions), all orderings, views batched, "
-          "frames already decoded.\n\n"
-          "| arm | attn. | decoding + scoring, batch 1 (s/q) | of which decoding (s/q) | questions timed | "
-          "scoring only, all orderings (s/q) | peak MiB |\n|---|---:|---:|---:|---:|---:|---:|\n"]
+    md = [
+        "\n## Cost (Table S8)\n\n"
+        "Two measures per arm, medians over questions. Decoding + scoring at batch 1 (the paper's Table S8): "
+        "this grid's frames decoded from the video alone, then each view scored by itself at the identity "
+        "ordering, one after another; measured at the first origin on the questions of the manifest's first "
+        "100 lines. Scoring only: the model time this run spent on one question for the arm at one origin "
+        "(a question's origins averaged, then the median over questions), all orderings, views batched, "
+        "frames already decoded.\n\n"
+        "| arm | attn. | decoding + scoring, batch 1 (s/q) | of which decoding (s/q) | questions timed | "
+        "scoring only, all orderings (s/q) | peak MiB |\n|---|---:|---:|---:|---:|---:|---:|\n"
+    ]
     for r in metrics["table_a"]["rows"]:
         c = metrics["cost"].get(r["arm"], {})
-        md.append(f"| {r['arm']} | {metrics['arms'][r['arm']]['attention_units']} | {_sec(c.get('median_batch1_s'))} | "
-                  f"{_sec(c.get('median_batch1_decode_s'))} | {c.get('n_batch1', 0)} | "
-                  f"{_sec(c.get('median_latency_s'))} | {_mib(c.get('peak_memory_bytes'))} |\n")
+        md.append(
+            f"| {r['arm']} | {metrics['arms'][r['arm']]['attention_units']} | {_sec(c.get('median_batch1_s'))} | "
+            f"{_sec(c.get('median_batch1_decode_s'))} | {c.get('n_batch1', 0)} | "
+            f"{_sec(c.get('median_latency_s'))} | {_mib(c.get('peak_memory_bytes'))} |\n"
+        )
     return md
 
 
@@ -229,12 +274,18 @@ def _sec(x: float | None) -> str:
 
 
 def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
-    md = [f"\n## Phase sensitivity (δ = {first}, n = {ph['n']})\n\n| view | acc. % | order-avg. % | consensus % | flip % |\n|---|---:|---:|---:|---:|\n"]
+    md = [
+        f"\n## Phase sensitivity (δ = {first}, n = {ph['n']})\n\n| view | acc. % | order-avg. % | consensus % | flip % |\n|---|---:|---:|---:|---:|\n"
+    ]
     for v, c in ph["accuracy"].items():
-        md.append(f"| {v} | {_pct(c['accuracy'])} | {_pct(c['order_avg_accuracy'])} | {_pct(c['consensus_accuracy'])} | {_pct(c['flip_rate'])} |\n")
+        md.append(
+            f"| {v} | {_pct(c['accuracy'])} | {_pct(c['order_avg_accuracy'])} | {_pct(c['consensus_accuracy'])} | {_pct(c['flip_rate'])} |\n"
+        )
     if ph.get("pairwise_disagreement"):
-        md.append(f"\nConsensus answers (plurality over orderings) that differ between phases (95% CI: {RATE_INTERVAL}):"
-                  "\n\n| pair | differ % | 95% CI |\n|---|---:|---:|\n")
+        md.append(
+            f"\nConsensus answers (plurality over orderings) that differ between phases (95% CI: {RATE_INTERVAL}):"
+            "\n\n| pair | differ % | 95% CI |\n|---|---:|---:|\n"
+        )
         for p in ph["pairwise_disagreement"]:
             md.append(f"| {p['a']} vs {p['b']} | {_pct(p['rate'])} | {_ci(p['ci95'])} |\n")
         md.append(f"| mean of pairs | {_pct(ph['mean_pairwise_disagreement'])} | |\n")
@@ -247,14 +298,18 @@ def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
 
 def _md_rerun_across_runs(rr: Mapping[str, Any]) -> list[str]:
     if rr.get("differences"):
-        return [f"\nRe-run floor across runs: not computed. `{rr['other_run']}` is not a re-run of this run; its "
-                "identity (run.json) differs (other run → this run):\n\n"
-                + "".join(f"- {d}\n" for d in rr["differences"])
-                + "\nA re-run floor compares runs of the same model, data and settings only.\n"]
+        return [
+            f"\nRe-run floor across runs: not computed. `{rr['other_run']}` is not a re-run of this run; its "
+            "identity (run.json) differs (other run → this run):\n\n"
+            + "".join(f"- {d}\n" for d in rr["differences"])
+            + "\nA re-run floor compares runs of the same model, data and settings only.\n"
+        ]
     if rr.get("rate") is None:
         return [f"\nRe-run floor across runs: `{rr['other_run']}` shares no scored question with this run.\n"]
-    return [f"\nRe-run floor across runs (phase 0, consensus answers, against `{rr['other_run']}`, identity equal, "
-            f"n = {rr['n']}): {_pct(rr['rate'])}% {_ci(rr['ci95'])} ({RATE_INTERVAL}).\n"]
+    return [
+        f"\nRe-run floor across runs (phase 0, consensus answers, against `{rr['other_run']}`, identity equal, "
+        f"n = {rr['n']}): {_pct(rr['rate'])}% {_ci(rr['ci95'])} ({RATE_INTERVAL}).\n"
+    ]
 
 
 def _md_by_benchmark(bb: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -270,8 +325,10 @@ def _md_by_benchmark(bb: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def _md_phase_offset_split(split: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    md = ["\n## Fusion gain by the time between adjacent phases (duration / (S·b); exploratory, §4.4)\n\n"
-          "| offset | n | single % | fusion % | gain (points) |\n|---|---:|---:|---:|---:|\n"]
+    md = [
+        "\n## Fusion gain by the time between adjacent phases (duration / (S·b); exploratory, §4.4)\n\n"
+        "| offset | n | single % | fusion % | gain (points) |\n|---|---:|---:|---:|---:|\n"
+    ]
     for name, c in split.items():
         md.append(f"| {name} | {c['n']} | {_pct(c['single'])} | {_pct(c['fusion'])} | {100 * c['gain']:+.2f} |\n")
     return md
@@ -290,41 +347,53 @@ def _md_samplers(sm: Mapping[str, Any]) -> list[str]:
 
 def _md_margin(margin: Mapping[str, Mapping[str, Any]]) -> list[str]:
     md = ["\n## Flagging order fragility by the margin (§4.3, App. H)\n\n"]
-    md.append("Margin: top-1 minus top-2 posterior at the identity ordering (for pooled arms, of the fused posterior). "
-              "Flagged: the lowest-margin fifth. Certified thresholds (Learn-then-Test) are in the next section.\n\n")
+    md.append(
+        "Margin: top-1 minus top-2 posterior at the identity ordering (for pooled arms, of the fused posterior). "
+        "Flagged: the lowest-margin fifth. Certified thresholds (Learn-then-Test) are in the next section.\n\n"
+    )
     md.append("| arm | n | flip % | AUROC flip | AUROC correct | flagged flip % | rest flip % | flips caught % |\n")
     md.append("|---|---:|---:|---:|---:|---:|---:|---:|\n")
     for arm, e in margin.items():
         ff = e["flagged_fifth"]
-        md.append(f"| {arm} | {e['n']} | {_pct(e['flip_rate'])} | {_num(e['auroc_flip'])} | {_num(e['auroc_correct'])} | "
-                  f"{_pct(ff['flip_rate_flagged'])} | {_pct(ff['flip_rate_rest'])} | {_pct(ff['flips_caught'])} |\n")
+        md.append(
+            f"| {arm} | {e['n']} | {_pct(e['flip_rate'])} | {_num(e['auroc_flip'])} | {_num(e['auroc_correct'])} | "
+            f"{_pct(ff['flip_rate_flagged'])} | {_pct(ff['flip_rate_rest'])} | {_pct(ff['flips_caught'])} |\n"
+        )
     return md
 
 
 def _md_reliability(rel: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
     """Table S11: every signal of the single pass on the same questions, for flips and correctness."""
-    md = [f"\n## Reliability signals (App. I, Table S11; n = {rel['n']}, K = {rel['orderings']} orderings)\n\n"
-          "AUROC of each signal of the single pass (low predicts a flip; high predicts that the identity pass is "
-          "right, the target every signal shares). The vote share is the share of the K orderings giving their "
-          "plurality answer (the paper's ten-pass vote at K = 10); it has no flip AUROC, the flip being read off the "
-          "same orderings. p vs margin†: DeLong's test of two correlated AUROCs, two-sided, uncorrected (the MSP flip "
-          "and vote-share correctness comparisons are Table S2's, corrected there). Fused margins are read on each "
-          "arm's own answers.\n\n| signal | passes | AUROC flip | p vs margin† | AUROC correct | p vs margin† |\n"
-          "|---|---:|---:|---:|---:|---:|\n"]
+    md = [
+        f"\n## Reliability signals (App. I, Table S11; n = {rel['n']}, K = {rel['orderings']} orderings)\n\n"
+        "AUROC of each signal of the single pass (low predicts a flip; high predicts that the identity pass is "
+        "right, the target every signal shares). The vote share is the share of the K orderings giving their "
+        "plurality answer (the paper's ten-pass vote at K = 10); it has no flip AUROC, the flip being read off the "
+        "same orderings. p vs margin†: DeLong's test of two correlated AUROCs, two-sided, uncorrected (the MSP flip "
+        "and vote-share correctness comparisons are Table S2's, corrected there). Fused margins are read on each "
+        "arm's own answers.\n\n| signal | passes | AUROC flip | p vs margin† | AUROC correct | p vs margin† |\n"
+        "|---|---:|---:|---:|---:|---:|\n"
+    ]
     for r in rel["rows"]:
-        md.append(f"| {r['signal']} | {r['passes']} | {_num(r['auroc_flip'])} | {_p(r['p_vs_margin_flip'])} | "
-                  f"{_num(r['auroc_correct'])} | {_p(r['p_vs_margin_correct'])} |\n")
+        md.append(
+            f"| {r['signal']} | {r['passes']} | {_num(r['auroc_flip'])} | {_p(r['p_vs_margin_flip'])} | "
+            f"{_num(r['auroc_correct'])} | {_p(r['p_vs_margin_correct'])} |\n"
+        )
     for arm, r in metrics["margin"].items():  # the margin table's fused rows, each on its arm's own answers
         if arm.startswith("fusion"):
-            md.append(f"| fused margin (`{arm}`, n = {r['n']}) | {metrics['arms'][arm]['views']} | {_num(r['auroc_flip'])} | – | "
-                      f"{_num(r['auroc_correct'])} | – |\n")
+            md.append(
+                f"| fused margin (`{arm}`, n = {r['n']}) | {metrics['arms'][arm]['views']} | {_num(r['auroc_flip'])} | – | "
+                f"{_num(r['auroc_correct'])} | – |\n"
+            )
     return md
 
 
 def _md_decoding(dec: Mapping[str, Any], n_questions: int) -> list[str]:
-    return [f"\n## Decoding\n\n{dec['decoding_passes']} decoding pass(es) for {n_questions} question(s) over "
-            f"{dec['videos']} video(s) (one pass per video for the union of every grid); median "
-            f"{dec['median_decode_s']:.3f} s and {dec['median_decoded_frames']:.0f} distinct frames per question.\n"]
+    return [
+        f"\n## Decoding\n\n{dec['decoding_passes']} decoding pass(es) for {n_questions} question(s) over "
+        f"{dec['videos']} video(s) (one pass per video for the union of every grid); median "
+        f"{dec['median_decode_s']:.3f} s and {dec['median_decoded_frames']:.0f} distinct frames per question.\n"
+    ]
 
 
 def _md_errors(errors: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -364,9 +433,11 @@ def _num(x: float | None) -> str:
 
 def _memory_words(metrics: Mapping[str, Any]) -> str:
     kinds = {c["memory_kind"] for c in metrics["cost"].values() if isinstance(c, dict) and c.get("memory_kind")}
-    words = {"cuda_max_memory_allocated": "torch.cuda.max_memory_allocated over the arm's passes",
-             "process_rss_peak": "peak resident set of the process during the arm's passes (CPU; reset per arm)",
-             "process_rss_peak_since_start": "peak resident set of the process since it started (CPU)"}
+    words = {
+        "cuda_max_memory_allocated": "torch.cuda.max_memory_allocated over the arm's passes",
+        "process_rss_peak": "peak resident set of the process during the arm's passes (CPU; reset per arm)",
+        "process_rss_peak_since_start": "peak resident set of the process since it started (CPU)",
+    }
     return "; ".join(words.get(k, k) for k in sorted(kinds)) or "not measured"
 
 
@@ -391,8 +462,10 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     metrics["items"] = items_count([r for r in rows if r.get("kind") == "question"], info)
     if info.get("rerun_of") and (Path(info["rerun_of"]) / PREDICTIONS).is_file():
         metrics["rerun_floor_across_runs"] = _rerun_across(rows, info, Path(info["rerun_of"]), metrics["origins"])
-    metrics["run"] = {k: info.get(k) for k in ("model", "adapter", "manifest", "budget", "phases", "orderings",
-                                                "device", "model_dtype", "memory_kind")}
+    metrics["run"] = {
+        k: info.get(k)
+        for k in ("model", "adapter", "manifest", "budget", "phases", "orderings", "device", "model_dtype", "memory_kind")
+    }
     _write_figures(metrics, rows, run_dir)
     metrics["figures"] = [f for f in FIGURES if (run_dir / f).is_file()]
     write_json(run_dir / METRICS, metrics)
@@ -401,8 +474,9 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
     return metrics
 
 
-def _rerun_across(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], other: Path,
-                  origins: Sequence[str]) -> dict[str, Any]:
+def _rerun_across(
+    rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], other: Path, origins: Sequence[str]
+) -> dict[str, Any]:
     """The re-run floor against ``other`` when both runs' identity blocks agree; otherwise
     what differs, and no floor: runs of other settings (K, the model, the data) are no re-run."""
     other_info = json.loads((other / RUN_INFO).read_text()) if (other / RUN_INFO).is_file() else {}
@@ -416,8 +490,10 @@ def _rerun_across(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], ot
 def _remember_rerun_of(run_dir: Path, info: dict[str, Any], other: Path) -> None:
     """Check that ``other`` holds a PhaseFusion run and record it in ``run_dir``'s ``run.json``."""
     if not (other / PREDICTIONS).is_file():
-        raise PredictionsError(f"--rerun-of {other} holds no {PREDICTIONS}; pass the --out folder of a second "
-                               "`judgetrain eval phasefusion` run of the same model, manifest and settings")
+        raise PredictionsError(
+            f"--rerun-of {other} holds no {PREDICTIONS}; pass the --out folder of a second "
+            "`judgetrain eval phasefusion` run of the same model, manifest and settings"
+        )
     kind = json.loads((other / RUN_INFO).read_text()).get("evaluation") if (other / RUN_INFO).is_file() else None
     if kind not in (None, "phasefusion"):
         raise PredictionsError(f"--rerun-of {other} holds a {kind} run, not a PhaseFusion one")
@@ -437,10 +513,12 @@ def _write_figures(metrics: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     col = collect_rows(rows)
     first = metrics["origins"][0]
     singles = [n for n, a in metrics["arms"].items() if a["pool"] == "single"]
-    shown = [n for n in dict.fromkeys(["single" if "single" in singles else next(iter(singles), None), "fusion"])
-             if n is not None and n in metrics["arms"]]
-    per_q = {n: items for n in shown
-             if (items := list(per_question_answers(col, metrics["arms"][n], first).values()))}
+    shown = [
+        n
+        for n in dict.fromkeys(["single" if "single" in singles else next(iter(singles), None), "fusion"])
+        if n is not None and n in metrics["arms"]
+    ]
+    per_q = {n: items for n in shown if (items := list(per_question_answers(col, metrics["arms"][n], first).values()))}
     if per_q:
         plot_margin(metrics, per_q, run_dir / "margin.png")
 
@@ -452,6 +530,7 @@ def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     posterior at the identity ordering, ×100, on the questions that carry the arm; §4.3),
     then the answers it changed under each origin shift (Table 1B). :func:`paired` gives the
     paired tests of these columns between two runs."""
+
     def pct(x: Any) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100 * float(x)
 
@@ -493,9 +572,16 @@ def print_summary(metrics: Mapping[str, Any], out: str | os.PathLike) -> None:
     for r in metrics["table_a"]["rows"]:
         a, c = metrics["arms"][r["arm"]], metrics["cost"].get(r["arm"], {})
         delta = r.get("delta_vs_reference")
-        t.add_row(r["arm"], a["frames"], str(a["attention_units"]),
-                  "–" if "median_latency_s" not in c else f"{c['median_latency_s']:.3f}", _pct(r["accuracy"]),
-                  "–" if delta is None else f"{100 * delta:+.2f}", _pct(r["flip_rate"]), _pct(changed.get(r["arm"])))
+        t.add_row(
+            r["arm"],
+            a["frames"],
+            str(a["attention_units"]),
+            "–" if "median_latency_s" not in c else f"{c['median_latency_s']:.3f}",
+            _pct(r["accuracy"]),
+            "–" if delta is None else f"{100 * delta:+.2f}",
+            _pct(r["flip_rate"]),
+            _pct(changed.get(r["arm"])),
+        )
     Console().print(t)
     if metrics["n_errors"]:
         print(f"{metrics['n_errors']} question(s) could not be scored; see report.md (rerun to retry).", flush=True)

@@ -78,8 +78,11 @@ def _auroc_row(qs: Sequence[str], single: Mapping[str, Mapping[str, Any]], name:
             continue
         sign = -1.0 if target == "flip" else 1.0  # low reliability predicts a flip
         row[f"auroc_{target}"] = stats.or_none(stats.auroc, [sign * s for s in score], labels)
-        test = None if name == "margin" else stats.or_none(stats.delong_auroc_difference, [sign * s for s in margin],
-                                                       [sign * s for s in score], labels)
+        test = (
+            None
+            if name == "margin"
+            else stats.or_none(stats.delong_auroc_difference, [sign * s for s in margin], [sign * s for s in score], labels)
+        )
         row[f"p_vs_margin_{target}"] = test["pvalue"] if test else None
     return row
 
@@ -95,5 +98,9 @@ def reliability_signals(pq: Mapping[str, Mapping[str, Mapping[str, Any]]], order
     qs = [q for q in order if q in single]
     if not qs or len(single[qs[0]]["answers"]) < 2:
         return None
-    return {"n": len(qs), "orderings": len(single[qs[0]]["answers"]), "rows": [_auroc_row(qs, single, name) for name in SIGNALS],
-            "test": "DeLong, two-sided, against the margin on the same items and target"}
+    return {
+        "n": len(qs),
+        "orderings": len(single[qs[0]]["answers"]),
+        "rows": [_auroc_row(qs, single, name) for name in SIGNALS],
+        "test": "DeLong, two-sided, against the margin on the same items and target",
+    }

@@ -93,8 +93,10 @@ def parse_arms(spec: str | Sequence[str], budget: int, phases: int) -> tuple[lis
         elif name in SAMPLERS:
             grid, arm = Grid(name, name, budget), Arm(name, name, "single")
         else:
-            raise ValueError(f"unknown arm {name!r}; arms are {', '.join(NAMED_ARMS)}, dense<N> "
-                             f"(e.g. dense32) and the samplers {', '.join(SAMPLERS)}")
+            raise ValueError(
+                f"unknown arm {name!r}; arms are {', '.join(NAMED_ARMS)}, dense<N> "
+                f"(e.g. dense32) and the samplers {', '.join(SAMPLERS)}"
+            )
         grids.setdefault(grid.name, grid)
         arms.append(arm)
     return arms, grids

@@ -9,13 +9,45 @@ README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "command": ["EVALUATION", "HELD_OUT_SPLITS", "TimeCatchEvalConfig", "evaluate", "held_out_split", "main",
-                "make_parser", "prediction_row", "run"],
-    "metrics": ["ALL", "LOCALIZE_TASKS", "LPIPS_BIN_WIDTH", "SUBSETS", "TASK_ABBREV", "TASK_TITLES", "TIMECATCH_TASKS",
-                "accuracy_table", "confusion", "lpips_bin", "lpips_bins", "subset_table"],
-    "plots": ["INTACT_COLOR", "SWAPPED_COLOR", "confusion_figure", "lpips_figure", "plot_confusion", "plot_lpips",
-              "plot_timecatch_positions", "timecatch_positions_figure"],
-    "report": ["cells", "load_human", "table2_markdown"],
-    "tables": ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "command": [
+            "EVALUATION",
+            "HELD_OUT_SPLITS",
+            "TimeCatchEvalConfig",
+            "evaluate",
+            "held_out_split",
+            "main",
+            "make_parser",
+            "prediction_row",
+            "run",
+        ],
+        "metrics": [
+            "ALL",
+            "LOCALIZE_TASKS",
+            "LPIPS_BIN_WIDTH",
+            "SUBSETS",
+            "TASK_ABBREV",
+            "TASK_TITLES",
+            "TIMECATCH_TASKS",
+            "accuracy_table",
+            "confusion",
+            "lpips_bin",
+            "lpips_bins",
+            "subset_table",
+        ],
+        "plots": [
+            "INTACT_COLOR",
+            "SWAPPED_COLOR",
+            "confusion_figure",
+            "lpips_figure",
+            "plot_confusion",
+            "plot_lpips",
+            "plot_timecatch_positions",
+            "timecatch_positions_figure",
+        ],
+        "report": ["cells", "load_human", "table2_markdown"],
+        "tables": ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"],
+    },
+)

@@ -60,12 +60,16 @@ class TimeCatchEvalConfig(EvalArgs):
     """``judgetrain eval timecatch``: every field is a flag (``--field-name``) and a ``--config`` key."""
 
     data: Path = arg(help="a TimeCatch dataset folder (judgetrain build timecatch --out)")
-    split: str | None = arg(None, "split to evaluate (default: the held-out split the build wrote: test, or validation "
-                                  "when the build wrote no test split, as `build timecatch` does by default)",
-                            identity=True)
+    split: str | None = arg(
+        None,
+        "split to evaluate (default: the held-out split the build wrote: test, or validation "
+        "when the build wrote no test split, as `build timecatch` does by default)",
+        identity=True,
+    )
     tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to evaluate (space- or comma-separated)")
-    human: Path | None = arg(None, "human reference accuracies for the report: JSON {task: {source: acc}} or CSV "
-                                   "task,source,accuracy")
+    human: Path | None = arg(
+        None, "human reference accuracies for the report: JSON {task: {source: acc}} or CSV task,source,accuracy"
+    )
 
     def __post_init__(self) -> None:
         common = self.common_problems()  # listed after this command's own
@@ -115,9 +119,11 @@ def held_out_split(splits: Sequence[str], data: Path | str = "the data") -> str:
     for name in HELD_OUT_SPLITS:
         if name in splits:
             return name
-    raise EvalInputError(f"{data} has no held-out split (test or validation), only {sorted(splits)}: pass --split "
-                         f"{sorted(splits)[0] if len(splits) else 'NAME'} to evaluate on it anyway, or rebuild with "
-                         "--splits train=0.8,validation=0.2")
+    raise EvalInputError(
+        f"{data} has no held-out split (test or validation), only {sorted(splits)}: pass --split "
+        f"{sorted(splits)[0] if len(splits) else 'NAME'} to evaluate on it anyway, or rebuild with "
+        "--splits train=0.8,validation=0.2"
+    )
 
 
 def _select(ds: Any, data: Path, split: str, tasks: list[str], limit: int | None):
@@ -159,8 +165,14 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     assert split is not None  # _choose_split sets it when --split was left out
     ds, idx, order = _select(splits, cfg.data, split, cfg.tasks, cfg.limit)
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
-    info = run_info(EVALUATION, cfg, data=dataset_identity(cfg.data, [split]), items=[order[i] for i in idx],
-                    world_size=state.num_processes, prefill=prefill)
+    info = run_info(
+        EVALUATION,
+        cfg,
+        data=dataset_identity(cfg.data, [split]),
+        items=[order[i] for i in idx],
+        world_size=state.num_processes,
+        prefill=prefill,
+    )
     info["data"] = str(cfg.data.resolve())
     info["split_chosen"] = chosen
     if human_table:
@@ -173,13 +185,30 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
         scores = scorer.score(items, progress=False)
         frames = records.frame_digests(ds, [position[r["id"]] for r in items])
         # what `eval view` shows of the item: the exact text scored and the frames in the order the model saw them
-        return [{**prediction_row(r, s, cfg.model, adapter), "prompt_text": scorer.render(r["prompt"]), "frames": f}
-                for r, s, f in zip(items, scores, frames, strict=True)]
+        return [
+            {**prediction_row(r, s, cfg.model, adapter), "prompt_text": scorer.render(r["prompt"]), "frames": f}
+            for r, s, f in zip(items, scores, frames, strict=True)
+        ]
 
-    return run_sharded(state, cfg.out, info, ds, idx, order, predict, report, model=cfg.model, adapter=adapter,
-                       dtype=cfg.dtype, batch_size=parse_batch_size(str(cfg.batch_size)), desc="scoring TimeCatch",
-                       progress=cfg.progress, overwrite=cfg.overwrite, always_report=bool(human_table),
-                       load=scorer_loader(cfg, prefill))
+    return run_sharded(
+        state,
+        cfg.out,
+        info,
+        ds,
+        idx,
+        order,
+        predict,
+        report,
+        model=cfg.model,
+        adapter=adapter,
+        dtype=cfg.dtype,
+        batch_size=parse_batch_size(str(cfg.batch_size)),
+        desc="scoring TimeCatch",
+        progress=cfg.progress,
+        overwrite=cfg.overwrite,
+        always_report=bool(human_table),
+        load=scorer_loader(cfg, prefill),
+    )
 
 
 def _choose_split(cfg: TimeCatchEvalConfig, splits: list[str], announce: bool) -> str:
@@ -200,7 +229,8 @@ def _choose_split(cfg: TimeCatchEvalConfig, splits: list[str], announce: bool) -
 
 def make_parser():
     return make_config_parser(
-        TimeCatchEvalConfig, "judgetrain eval timecatch",
+        TimeCatchEvalConfig,
+        "judgetrain eval timecatch",
         "Evaluate a model (optionally + LoRA adapter) on TimeCatch's four tasks with constrained scoring.",
         "examples:\n"
         "  judgetrain quickstart        # first: tiny models, a TimeCatch set and a LoRA run under quickstart/\n"
@@ -208,11 +238,12 @@ def make_parser():
         "      --limit 20 --out results/qw3\n"
         "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --adapter quickstart/runs/tiny-qwen3vl-timecatch \\\n"
         "      --data quickstart/timecatch --limit 20 --out results/qw3-lora   # split: test, else validation\n"
-        "  judgetrain eval timecatch --config eval.yaml --limit 20   # YAML keys are the fields below (README, \"Configuration files\")\n"
+        '  judgetrain eval timecatch --config eval.yaml --limit 20   # YAML keys are the fields below (README, "Configuration files")\n'
         "  accelerate launch --num_processes 2 -m judgetrain.eval.timecatch --model quickstart/models/qwen3-vl \\\n"
         "      --data quickstart/timecatch --limit 20 --out results/qw3-2proc   # data-parallel, one shard per process\n"
         "  judgetrain eval report results/qw3        # recompute metrics, report and figures\n"
-        "\na real model: --model Qwen/Qwen3-VL-2B-Instruct (a hub id or a local folder).\n")
+        "\na real model: --model Qwen/Qwen3-VL-2B-Instruct (a hub id or a local folder).\n",
+    )
 
 
 def main(cfg: TimeCatchEvalConfig) -> int:

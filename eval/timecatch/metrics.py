@@ -19,8 +19,20 @@ from typing import Any
 
 from ..core.metrics import accuracy_cell
 
-__all__ = ["ALL", "LOCALIZE_TASKS", "LPIPS_BIN_WIDTH", "SUBSETS", "TASK_ABBREV", "TASK_TITLES", "TIMECATCH_TASKS",
-           "accuracy_table", "confusion", "lpips_bin", "lpips_bins", "subset_table"]
+__all__ = [
+    "ALL",
+    "LOCALIZE_TASKS",
+    "LPIPS_BIN_WIDTH",
+    "SUBSETS",
+    "TASK_ABBREV",
+    "TASK_TITLES",
+    "TIMECATCH_TASKS",
+    "accuracy_table",
+    "confusion",
+    "lpips_bin",
+    "lpips_bins",
+    "subset_table",
+]
 
 TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
 LOCALIZE_TASKS = ("temporal_localize", "frame_localize")
@@ -145,8 +157,9 @@ def lpips_bin(value: float, width: float = LPIPS_BIN_WIDTH) -> int:
     return int(math.floor(round(float(value) / width, 9)))
 
 
-def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
-               width: float = LPIPS_BIN_WIDTH) -> list[dict[str, Any]]:
+def lpips_bins(
+    rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect", width: float = LPIPS_BIN_WIDTH
+) -> list[dict[str, Any]]:
     """Accuracy of ``task`` by LPIPS distance of the swapped pair, in ``width``-wide bins
     ``[k*width, (k+1)*width)`` from 0 up to the largest value seen (empty bins included,
     ``accuracy`` ``nan`` there). Only swapped records carry ``lpips_swapped``; intact
@@ -159,6 +172,14 @@ def lpips_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
     for k in range(max(index) + 1):
         members = [r for r, i in zip(sel, index, strict=False) if i == k]
         cell = accuracy_cell(members)
-        bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": cell["n"],
-                     "correct": cell["correct"], "accuracy": cell["accuracy"], "ci95": cell["ci95"]})
+        bins.append(
+            {
+                "lo": round(k * width, 10),
+                "hi": round((k + 1) * width, 10),
+                "n": cell["n"],
+                "correct": cell["correct"],
+                "accuracy": cell["accuracy"],
+                "ci95": cell["ci95"],
+            }
+        )
     return bins

@@ -40,8 +40,9 @@ def confusion_figure(conf: Mapping[str, Any], task: str):
     for i in range(k):
         for j in range(k):
             if counts[i][j]:
-                ax.text(j, i, str(counts[i][j]), ha="center", va="center", fontsize=7,
-                        color="white" if norm[i][j] > 0.5 else "black")
+                ax.text(
+                    j, i, str(counts[i][j]), ha="center", va="center", fontsize=7, color="white" if norm[i][j] > 0.5 else "black"
+                )
     ax.set_yticks(range(k), [str(x) for x in labels], fontsize=7)
     ax.set_xticks(range(k), [str(x) for x in labels], fontsize=7, rotation=90 if task == "temporal_localize" else 0)
     ax.set_xlabel("predicted pair" if task == "temporal_localize" else "predicted frame")
@@ -70,12 +71,18 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(5.5, 0.9 * len(bins) + 2.0), 3.6), layout="constrained")
     xs = list(range(len(bins)))
-    ax.bar([x - 0.2 for x in xs], [_pct(b["swapped"]) for b in bins], width=0.4, color=SWAPPED_COLOR,
-           label="swapped: said anomalous")
+    ax.bar(
+        [x - 0.2 for x in xs], [_pct(b["swapped"]) for b in bins], width=0.4, color=SWAPPED_COLOR, label="swapped: said anomalous"
+    )
     both = any(b["balanced_accuracy"] is not None for b in bins)
     if any(b["intact"]["n"] for b in bins):
-        ax.bar([x + 0.2 for x in xs], [_pct(b["intact"]) for b in bins], width=0.4, color=INTACT_COLOR,
-               label="intact partner: said intact")
+        ax.bar(
+            [x + 0.2 for x in xs],
+            [_pct(b["intact"]) for b in bins],
+            width=0.4,
+            color=INTACT_COLOR,
+            label="intact partner: said intact",
+        )
     balanced = [float("nan") if b["balanced_accuracy"] is None else 100 * b["balanced_accuracy"] for b in bins]
     if both:
         ax.plot(xs, balanced, linestyle="none", marker="D", color="black", label="balanced accuracy")
@@ -83,10 +90,10 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     for container, key in zip(ax.containers, ("swapped", "intact"), strict=False):
         for bar, b in zip(container, bins, strict=False):
             if b[key]["n"]:  # the value over every bar with items, so 0% is not mistaken for an empty bin
-                ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1.5, f"{bar.get_height():.0f}",
-                        ha="center", fontsize=6)
-    ax.set_xticks(xs, [f"{b['lo']:.1f}–{b['hi']:.1f}\nn={b['swapped']['n']}+{b['intact']['n']}" for b in bins],
-                  fontsize=7)
+                ax.text(
+                    bar.get_x() + bar.get_width() / 2, bar.get_height() + 1.5, f"{bar.get_height():.0f}", ha="center", fontsize=6
+                )
+    ax.set_xticks(xs, [f"{b['lo']:.1f}–{b['hi']:.1f}\nn={b['swapped']['n']}+{b['intact']['n']}" for b in bins], fontsize=7)
     ax.set_ylim(0, 135)  # room above 100% for the legend
     ax.set_yticks(range(0, 101, 25))
     ax.set_xlabel("LPIPS distance of the swapped frames (n = swapped + intact items)", fontsize=8)
@@ -121,9 +128,14 @@ def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | No
     cells = [[t["w_avg"] if c == "W_avg" else t["cells"].get(c) for c in cols] for _, t in rows]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.8, 2.5 + 0.5 * len(cols)), 1.6 + 0.5 * len(rows)), layout="constrained")
-    im = rate_heatmap(ax, [[None if c is None else c.get("accuracy") for c in row] for row in cells],
-                      [[None if c is None else c.get("n") for c in row] for row in cells], [n for n, _ in rows], cols,
-                      "TimeCatch accuracy by true frame of the anomaly (n below; grey: n < 10)")
+    im = rate_heatmap(
+        ax,
+        [[None if c is None else c.get("accuracy") for c in row] for row in cells],
+        [[None if c is None else c.get("n") for c in row] for row in cells],
+        [n for n, _ in rows],
+        cols,
+        "TimeCatch accuracy by true frame of the anomaly (n below; grey: n < 10)",
+    )
     ax.set_xlabel("frame (1-based; swap: earlier frame)")
     fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     return fig

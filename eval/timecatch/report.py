@@ -95,8 +95,9 @@ def _header(cols: Sequence[tuple[str, str]]) -> str:
     return "| | " + " | ".join(cells) + " |\n|---|" + "---:|" * len(cols) + "\n"
 
 
-def table2_markdown(table: Mapping[str, Mapping[str, Any]], name: str,
-                    human: Mapping[str, Mapping[str, float]] | None = None) -> str:
+def table2_markdown(
+    table: Mapping[str, Mapping[str, Any]], name: str, human: Mapping[str, Mapping[str, float]] | None = None
+) -> str:
     """Accuracy (%) per task × source of one ``accuracy_table`` in paper 000 Table 2
     layout: Random (from this table's own items), the model (each cell with its Wilson 95%
     interval and n), the human reference when given, n."""
@@ -127,22 +128,27 @@ def _subset_markdown(metrics: Mapping[str, Any]) -> str:
 
 
 def _lpips_markdown(bins: Sequence[Mapping[str, Any]]) -> str:
-    out = ("| LPIPS bin | swapped: said anomalous | intact partner: said intact | balanced accuracy |\n"
-           "|---|---:|---:|---:|\n")
+    out = "| LPIPS bin | swapped: said anomalous | intact partner: said intact | balanced accuracy |\n|---|---:|---:|---:|\n"
     for b in bins:
-        out += (f"| {b['lo']:.1f}–{b['hi']:.1f} | {_rate(b['swapped'])} | {_rate(b['intact'])} "
-                f"| {pct(b['balanced_accuracy'])} (n={b['n']}) |\n")
+        out += (
+            f"| {b['lo']:.1f}–{b['hi']:.1f} | {_rate(b['swapped'])} | {_rate(b['intact'])} "
+            f"| {pct(b['balanced_accuracy'])} (n={b['n']}) |\n"
+        )
     return out
 
 
-_TABLE2_NOTE = (f"{RATE_NOTE} Random: the expected accuracy of a uniform guess over each item's own choices, "
-                "averaged over the table's own items.\n\n")
-_LPIPS_NOTE = ("0.1-wide bins of the LPIPS distance of the swapped pair. Each bin holds its swapped items and their "
-               "intact partners (same sequence and prompt, unswapped): accuracy per class, and the balanced accuracy "
-               "(their mean; scikit-learn `balanced_accuracy_score`), whose chance level is 50%. A swapped item "
-               "alone has no chance level: a model that always answers \"anomaly\" is right on every one. "
-               f"{RATE_NOTE} The balanced accuracy is the mean of the two classes' rates beside it (n: both "
-               "classes' items).\n\n")
+_TABLE2_NOTE = (
+    f"{RATE_NOTE} Random: the expected accuracy of a uniform guess over each item's own choices, "
+    "averaged over the table's own items.\n\n"
+)
+_LPIPS_NOTE = (
+    "0.1-wide bins of the LPIPS distance of the swapped pair. Each bin holds its swapped items and their "
+    "intact partners (same sequence and prompt, unswapped): accuracy per class, and the balanced accuracy "
+    "(their mean; scikit-learn `balanced_accuracy_score`), whose chance level is 50%. A swapped item "
+    'alone has no chance level: a model that always answers "anomaly" is right on every one. '
+    f"{RATE_NOTE} The balanced accuracy is the mean of the two classes' rates beside it (n: both "
+    "classes' items).\n\n"
+)
 
 
 def _figures(metrics: Mapping[str, Any], run_dir: Path) -> list[tuple[str, str]]:
@@ -158,22 +164,32 @@ def _figures(metrics: Mapping[str, Any], run_dir: Path) -> list[tuple[str, str]]
     return figures
 
 
-def _markdown(run_dir: Path, metrics: Mapping[str, Any], info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-              human: Mapping[str, Mapping[str, float]] | None, figures: Sequence[tuple[str, str]]) -> str:
+def _markdown(
+    run_dir: Path,
+    metrics: Mapping[str, Any],
+    info: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    human: Mapping[str, Mapping[str, float]] | None,
+    figures: Sequence[tuple[str, str]],
+) -> str:
     name = display_name(info, rows)
-    md = [f"# TimeCatch evaluation: {name}\n\n",
-          run_header(info, rows, f"items: {len(rows)} of the {metrics['items']['selected']} the run selects")]
+    md = [
+        f"# TimeCatch evaluation: {name}\n\n",
+        run_header(info, rows, f"items: {len(rows)} of the {metrics['items']['selected']} the run selects"),
+    ]
     tables = metrics["table2"]
     md.append("\n## Table 2: accuracy (%) per task and source, main set (4–8 frames)\n\n")
     md.append(_TABLE2_NOTE)
     md.append(table2_markdown(tables["main"], name, human) if "main" in tables else "No main-set item in this run.\n")
     if "long" in tables:
         md.append("\n## Long set (9–16 frames): accuracy (%) per task and source\n\n")
-        md.append("Reported apart from Table 2, as paper 000 does (§3.3, §6.5); Random from the long items alone. "
-                  f"{RATE_NOTE}\n\n")
+        md.append(
+            f"Reported apart from Table 2, as paper 000 does (§3.3, §6.5); Random from the long items alone. {RATE_NOTE}\n\n"
+        )
         md.append(table2_markdown(tables["long"], name))
-    md.append("\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames; all sources together. "
-              f"{RATE_NOTE}\n\n")
+    md.append(
+        f"\n## Accuracy (%) by sequence length\n\nmain: 4–8 frames, long: 9–16 frames; all sources together. {RATE_NOTE}\n\n"
+    )
     md.append(_subset_markdown(metrics))
     if bins := metrics["lpips_bins"].get("temporal_detect"):
         md.append("\n## Temporal detection by LPIPS distance of the swapped pair\n\n")
@@ -203,8 +219,10 @@ def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None
         human_table = dict(human)
     else:
         human_table = load_human(human)
-    metrics = {"run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "split_chosen", "world_size")},
-               "items": items_count(rows, info)}
+    metrics = {
+        "run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "split_chosen", "world_size")},
+        "items": items_count(rows, info),
+    }
     metrics.update(compute_metrics(rows))
     if human_table:
         metrics["human"] = human_table
@@ -226,8 +244,10 @@ def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Mapping[str, A
     out = []
     for subset, table in tables.items():
         suffix = "" if subset == "main" else f" {subset}"
-        cols = sorted(((task, s) for task, by in table.items() for s in by if s != ALL),
-                      key=lambda c: (order.get(c[0], len(order)), c[0], c[1]))
+        cols = sorted(
+            ((task, s) for task, by in table.items() for s in by if s != ALL),
+            key=lambda c: (order.get(c[0], len(order)), c[0], c[1]),
+        )
         out += [(f"{TASK_ABBREV.get(task, task)} {source}{suffix}", table[task][source]) for task, source in cols]
     return out
 

@@ -55,8 +55,7 @@ def _partner_key(row: Mapping[str, Any]) -> tuple | None:
 
 def _class_cell(members: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     cell = accuracy_cell(members)
-    return {"n": cell["n"], "correct": cell["correct"], "accuracy": cell["accuracy"] if members else None,
-            "ci95": cell["ci95"]}
+    return {"n": cell["n"], "correct": cell["correct"], "accuracy": cell["accuracy"] if members else None, "ci95": cell["ci95"]}
 
 
 def _balanced(swapped: Sequence[Mapping[str, Any]], intact: Sequence[Mapping[str, Any]]) -> float | None:
@@ -71,8 +70,9 @@ def _balanced(swapped: Sequence[Mapping[str, Any]], intact: Sequence[Mapping[str
     return float(balanced_accuracy_score(truth, said))
 
 
-def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect",
-                     width: float = LPIPS_BIN_WIDTH) -> list[dict[str, Any]]:
+def lpips_class_bins(
+    rows: Sequence[Mapping[str, Any]], task: str = "temporal_detect", width: float = LPIPS_BIN_WIDTH
+) -> list[dict[str, Any]]:
     """``task`` by LPIPS distance of the swapped pair, ``width``-wide bins ``[k·width, (k+1)·width)``
     from 0 up to the largest value seen (empty bins kept).
 
@@ -96,9 +96,16 @@ def lpips_class_bins(rows: Sequence[Mapping[str, Any]], task: str = "temporal_de
     for k in range(max(index) + 1):
         sw = [r for r, i in zip(swapped, index, strict=False) if i == k]
         intact = [partners[key] for r in sw if (key := _partner_key(r)) in partners]
-        bins.append({"lo": round(k * width, 10), "hi": round((k + 1) * width, 10), "n": len(sw) + len(intact),
-                     "swapped": _class_cell(sw), "intact": _class_cell(intact),
-                     "balanced_accuracy": _balanced(sw, intact)})
+        bins.append(
+            {
+                "lo": round(k * width, 10),
+                "hi": round((k + 1) * width, 10),
+                "n": len(sw) + len(intact),
+                "swapped": _class_cell(sw),
+                "intact": _class_cell(intact),
+                "balanced_accuracy": _balanced(sw, intact),
+            }
+        )
     return bins
 
 

@@ -9,11 +9,14 @@ README: "`judgetrain eval view`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "assets": ["STATIC_FILES", "index_html", "static_file"],
-    "command": ["ViewConfig", "main", "make_parser"],
-    "items": ["dataset_images", "load_run", "messages_text", "posterior_summary"],
-    "markdown": ["to_html"],
-    "page": ["DETAIL_CHUNK", "TABLE_CHUNK", "write_pages", "write_view"],
-    "thumbs": ["THUMB_SIDE", "Thumbs", "jpeg", "resolve_frames", "video_key"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "assets": ["STATIC_FILES", "index_html", "static_file"],
+        "command": ["ViewConfig", "main", "make_parser"],
+        "items": ["dataset_images", "load_run", "messages_text", "posterior_summary"],
+        "markdown": ["to_html"],
+        "page": ["DETAIL_CHUNK", "TABLE_CHUNK", "write_pages", "write_view"],
+        "thumbs": ["THUMB_SIDE", "Thumbs", "jpeg", "resolve_frames", "video_key"],
+    },
+)

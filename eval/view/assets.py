@@ -30,9 +30,14 @@ def _loader() -> jinja2.BaseLoader:
 def _environment() -> jinja2.Environment:
     import jinja2
 
-    return jinja2.Environment(loader=_loader(), autoescape=jinja2.select_autoescape(["html"]),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                              keep_trailing_newline=True)
+    return jinja2.Environment(
+        loader=_loader(),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
 def index_html(title: str, scripts: Sequence[str]) -> str:

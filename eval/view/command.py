@@ -22,8 +22,9 @@ __all__ = ["ViewConfig", "main", "make_parser"]
 class ViewConfig:
     """``judgetrain eval view``."""
 
-    runs: list[Path] = arg(help="run folders (the --out of `judgetrain eval …` runs on the same items); also the "
-                                "leading bare words", positional=True)
+    runs: list[Path] = arg(
+        help="run folders (the --out of `judgetrain eval …` runs on the same items); also the leading bare words", positional=True
+    )
     out: Path | None = arg(None, "folder to write the page set into (default: RUN/view for one run; needed for several)")
     names: list[str] | None = arg(None, "display names, one per run (default: the folder names)")
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
@@ -47,13 +48,15 @@ class ViewConfig:
 
 def make_parser():
     return make_config_parser(
-        ViewConfig, "judgetrain eval view",
+        ViewConfig,
+        "judgetrain eval view",
         "Write a static page set to browse evaluation runs item by item (frames, prompt, posteriors).",
         "examples:\n  judgetrain quickstart        # first: a zero-shot and a LoRA run under quickstart/results\n"
         "  judgetrain eval view quickstart/results/zero-shot     # -> quickstart/results/zero-shot/view/index.html\n"
         "  judgetrain eval view quickstart/results/zero-shot quickstart/results/lora --names base,lora "
         "--out quickstart/results/view\n"
-        "\nopen the printed index.html in a browser (from disk, or `python -m http.server` in its folder).\n")
+        "\nopen the printed index.html in a browser (from disk, or `python -m http.server` in its folder).\n",
+    )
 
 
 def main(cfg: ViewConfig) -> int:

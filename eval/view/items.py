@@ -53,13 +53,29 @@ def _record_item(row: Mapping[str, Any]) -> dict[str, Any]:
     pred = row.get("prediction")
     top, margin = posterior_summary(probs, choices.index(pred) if pred in choices else None)
     frames = [{"label": "frames", "refs": [("sha256", h) for h in row["frames"]]}] if row.get("frames") is not None else None
-    extra = {k: row[k] for k in ("layout", "perturbation", "position", "n_frames", "subset", "presentation", "text",
-                                 "lpips_swapped") if row.get(k) is not None}
-    return {"id": row["id"], "task": row.get("task"), "source": row.get("source") or row.get("subset"),
-            "gold": row.get("label"), "pred": pred, "correct": row.get("correct"), "top": top, "margin": margin,
-            "flipped": None, "choices": choices, "probs": probs, "prompt": row.get("prompt_text"),
-            "prompt_kind": "rendered" if row.get("prompt_text") is not None else None, "frames": frames,
-            "passes": None, "extra": extra}
+    extra = {
+        k: row[k]
+        for k in ("layout", "perturbation", "position", "n_frames", "subset", "presentation", "text", "lpips_swapped")
+        if row.get(k) is not None
+    }
+    return {
+        "id": row["id"],
+        "task": row.get("task"),
+        "source": row.get("source") or row.get("subset"),
+        "gold": row.get("label"),
+        "pred": pred,
+        "correct": row.get("correct"),
+        "top": top,
+        "margin": margin,
+        "flipped": None,
+        "choices": choices,
+        "probs": probs,
+        "prompt": row.get("prompt_text"),
+        "prompt_kind": "rendered" if row.get("prompt_text") is not None else None,
+        "frames": frames,
+        "passes": None,
+        "extra": extra,
+    }
 
 
 def _from_dataset(items: list[dict[str, Any]], info: Mapping[str, Any], warn: list[str]) -> None:
@@ -69,8 +85,10 @@ def _from_dataset(items: list[dict[str, Any]], info: Mapping[str, Any], warn: li
         return
     data, split = info.get("data"), info.get("split")
     if not data or not split or not Path(data).is_dir():
-        warn.append(f"{len(missing)} item(s) have no stored frames or prompt and their dataset ({data or 'not recorded'}"
-                    f", split {split}) is not there: they show without them")
+        warn.append(
+            f"{len(missing)} item(s) have no stored frames or prompt and their dataset ({data or 'not recorded'}"
+            f", split {split}) is not there: they show without them"
+        )
         return
     from judgetrain import records
 
@@ -115,24 +133,50 @@ def _phasefusion_item(qid: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     for p in passes:
         groups.setdefault((p["origin"], p["grid"], p["phase"]), p["frames"])
     video = q.get("video")
-    frames = [{"label": f"{grid} phase {phase}" + (f" (origin {origin})" if several else ""),
-               "refs": [("video", video, int(i)) for i in idx]} for (origin, grid, phase), idx in groups.items()] \
-        if video else None
+    frames = (
+        [
+            {
+                "label": f"{grid} phase {phase}" + (f" (origin {origin})" if several else ""),
+                "refs": [("video", video, int(i)) for i in idx],
+            }
+            for (origin, grid, phase), idx in groups.items()
+        ]
+        if video
+        else None
+    )
     prompts = q.get("prompts") or {}
-    prompt = "\n\n".join(f"--- {grid}, ordering {k}:\n{text}" for grid, texts in prompts.items()
-                         for k, text in enumerate(texts)) or None
+    prompt = (
+        "\n\n".join(f"--- {grid}, ordering {k}:\n{text}" for grid, texts in prompts.items() for k, text in enumerate(texts))
+        or None
+    )
     answer = q.get("answer")
-    return {"id": qid, "task": "video_mcq", "source": q.get("benchmark") or (entry["error"] or {}).get("benchmark"),
-            "gold": choices[answer] if answer is not None and answer < len(choices) else None,
-            "pred": choices[pred_index] if pred_index is not None else None,
-            "correct": (pred_index == answer) if pred_index is not None else None, "top": top, "margin": margin,
-            "flipped": len({p["pred"] for p in passes}) > 1 if passes else None, "choices": choices, "probs": probs,
-            "prompt": prompt if prompt else (q.get("question") and messages_text(
-                [{"role": "user", "content": [{"type": "text", "text": q["question"]}]}])),
-            "prompt_kind": "rendered" if prompt else ("messages" if q.get("question") else None), "frames": frames,
-            "passes": [[f"{p['grid']} phase {p['phase']} ordering {p['ordering']}"
-                        + (f" origin {p['origin']}" if several else ""), p["posterior"], p["pred"]] for p in passes],
-            "extra": {"error": entry["error"]["error"]} if entry["error"] else {"question": q.get("question")}}
+    return {
+        "id": qid,
+        "task": "video_mcq",
+        "source": q.get("benchmark") or (entry["error"] or {}).get("benchmark"),
+        "gold": choices[answer] if answer is not None and answer < len(choices) else None,
+        "pred": choices[pred_index] if pred_index is not None else None,
+        "correct": (pred_index == answer) if pred_index is not None else None,
+        "top": top,
+        "margin": margin,
+        "flipped": len({p["pred"] for p in passes}) > 1 if passes else None,
+        "choices": choices,
+        "probs": probs,
+        "prompt": prompt
+        if prompt
+        else (q.get("question") and messages_text([{"role": "user", "content": [{"type": "text", "text": q["question"]}]}])),
+        "prompt_kind": "rendered" if prompt else ("messages" if q.get("question") else None),
+        "frames": frames,
+        "passes": [
+            [
+                f"{p['grid']} phase {p['phase']} ordering {p['ordering']}" + (f" origin {p['origin']}" if several else ""),
+                p["posterior"],
+                p["pred"],
+            ]
+            for p in passes
+        ],
+        "extra": {"error": entry["error"]["error"]} if entry["error"] else {"question": q.get("question")},
+    }
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -148,8 +192,14 @@ def load_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     else:
         items = [_record_item(r) for r in rows]
         _from_dataset(items, info, warnings)
-    return {"dir": run_dir, "info": info, "evaluation": evaluation, "items": items, "warnings": warnings,
-            "report": (run_dir / REPORT).read_text() if (run_dir / REPORT).is_file() else None}
+    return {
+        "dir": run_dir,
+        "info": info,
+        "evaluation": evaluation,
+        "items": items,
+        "warnings": warnings,
+        "report": (run_dir / REPORT).read_text() if (run_dir / REPORT).is_file() else None,
+    }
 
 
 def dataset_images(info: Mapping[str, Any], ids: Sequence[str]) -> dict[str, bytes]:

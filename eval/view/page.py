@@ -46,10 +46,19 @@ def _run_meta(k: int, run: Mapping[str, Any], name: str, out: Path) -> dict[str,
         write_bytes(folder / png.name, png.read_bytes())
         figures.append(f"runs/{k}/{png.name}")
     report = to_html(run["report"], lambda src: f"runs/{k}/{Path(src).name}") if run["report"] else ""
-    return {"name": name, "evaluation": run["evaluation"], "dir": str(Path(run["dir"]).resolve()),
-            "model": info.get("model"), "adapter": info.get("adapter"), "data": info.get("data") or info.get("manifest"),
-            "split": info.get("split"), "n": len(run["items"]), "report": report, "figures": figures,
-            "warnings": run["warnings"]}
+    return {
+        "name": name,
+        "evaluation": run["evaluation"],
+        "dir": str(Path(run["dir"]).resolve()),
+        "model": info.get("model"),
+        "adapter": info.get("adapter"),
+        "data": info.get("data") or info.get("manifest"),
+        "split": info.get("split"),
+        "n": len(run["items"]),
+        "report": report,
+        "figures": figures,
+        "warnings": run["warnings"],
+    }
 
 
 def _summary(it: Mapping[str, Any] | None) -> list[Any] | None:
@@ -78,14 +87,17 @@ def write_pages(runs: Sequence[Mapping[str, Any]], names: Sequence[str], out: st
     table_files = []
     for c, start in enumerate(range(0, max(len(table), 1), TABLE_CHUNK)):
         table_files.append(f"data/items-{c:04d}.js")
-        write_text(out / table_files[-1], _js("JT.addItems", table[start:start + TABLE_CHUNK]))
+        write_text(out / table_files[-1], _js("JT.addItems", table[start : start + TABLE_CHUNK]))
     for c, start in enumerate(range(0, len(ids), DETAIL_CHUNK)):
-        chunk = {i: [_detail(r.get(i)) for r in by_run] for i in ids[start:start + DETAIL_CHUNK]}
+        chunk = {i: [_detail(r.get(i)) for r in by_run] for i in ids[start : start + DETAIL_CHUNK]}
         write_text(out / f"data/detail-{c:04d}.js", _js("JT.addDetail", c, chunk))
-    meta = {"runs": [_run_meta(k, run, n, out) for k, (run, n) in enumerate(zip(runs, names, strict=True))],
-            "n_items": len(ids), "detail_chunk": DETAIL_CHUNK,
-            "tasks": sorted({str(t[1]) for t in table if t[1] is not None}),
-            "sources": sorted({str(t[2]) for t in table if t[2] is not None})}
+    meta = {
+        "runs": [_run_meta(k, run, n, out) for k, (run, n) in enumerate(zip(runs, names, strict=True))],
+        "n_items": len(ids),
+        "detail_chunk": DETAIL_CHUNK,
+        "tasks": sorted({str(t[1]) for t in table if t[1] is not None}),
+        "sources": sorted({str(t[2]) for t in table if t[2] is not None}),
+    }
     write_text(out / "data/meta.js", _js("JT.setMeta", meta))
     for name in STATIC_FILES:
         write_text(out / name, static_file(name))
@@ -93,8 +105,14 @@ def write_pages(runs: Sequence[Mapping[str, Any]], names: Sequence[str], out: st
     return out / "index.html"
 
 
-def write_view(run_dirs: Sequence[str | os.PathLike], out: str | os.PathLike, names: Sequence[str] | None = None, *,
-               progress: bool = True, store: str | os.PathLike | None = None) -> Path:
+def write_view(
+    run_dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    names: Sequence[str] | None = None,
+    *,
+    progress: bool = True,
+    store: str | os.PathLike | None = None,
+) -> Path:
     """Read each run folder, make the thumbnails its items need (``store``: the shared
     thumbnail store, default :mod:`.thumbs`'), write the page set into ``out``; returns the
     ``index.html`` path. ``names``: one per run (default: the folders' names)."""
@@ -105,8 +123,12 @@ def write_view(run_dirs: Sequence[str | os.PathLike], out: str | os.PathLike, na
     runs = []
     for d, name in zip(run_dirs, names, strict=True):
         run = load_run(d)
-        missing = [it["id"] for it in run["items"] for g in it["frames"] or []
-                   if any(ref[0] == "sha256" and not thumbs.have(ref[1]) for ref in g["refs"])]
+        missing = [
+            it["id"]
+            for it in run["items"]
+            for g in it["frames"] or []
+            if any(ref[0] == "sha256" and not thumbs.have(ref[1]) for ref in g["refs"])
+        ]
         images = dataset_images(run["info"], list(dict.fromkeys(missing))) if missing else None
         run["warnings"] += resolve_frames(run["items"], thumbs, images, progress=progress, desc=f"thumbnails of {name}")
         runs.append(run)

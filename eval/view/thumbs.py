@@ -102,8 +102,13 @@ class Thumbs:
         return keys
 
 
-def resolve_frames(items: Sequence[dict[str, Any]], thumbs: Thumbs, images: Mapping[str, bytes] | None = None,
-                   progress: bool = True, desc: str = "thumbnails") -> list[str]:
+def resolve_frames(
+    items: Sequence[dict[str, Any]],
+    thumbs: Thumbs,
+    images: Mapping[str, bytes] | None = None,
+    progress: bool = True,
+    desc: str = "thumbnails",
+) -> list[str]:
     """Replace every frame ref of ``items`` (see :mod:`.items`) by its thumbnail's page path
     (``None`` where the frame cannot be had), making what is missing. ``images``: encoded
     images by sha256, for ``("sha256", hex)`` refs whose thumbnail is in neither folder.
@@ -129,8 +134,14 @@ def resolve_frames(items: Sequence[dict[str, Any]], thumbs: Thumbs, images: Mapp
     return problems
 
 
-def _one(ref: Any, thumbs: Thumbs, images: Mapping[str, bytes] | None, video_keys: Mapping[tuple[str, int], str | None],
-         done: dict[Any, str | None], problems: list[str]) -> str | None:
+def _one(
+    ref: Any,
+    thumbs: Thumbs,
+    images: Mapping[str, bytes] | None,
+    video_keys: Mapping[tuple[str, int], str | None],
+    done: dict[Any, str | None],
+    problems: list[str],
+) -> str | None:
     kind = ref[0]
     if kind == "video":
         key = video_keys.get((ref[1], ref[2]))

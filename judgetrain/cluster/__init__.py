@@ -21,6 +21,26 @@ from .slurm import (
     write_script,
 )
 
-__all__ = ["ENDED", "LOG_FOLDER", "PORT_BASE", "SCRIPT", "ClusterError", "JobState", "SlurmArgs", "accelerate_executable",
-           "cancel", "check_slurm", "job_state", "keep_accelerate_config", "processes", "rank_log", "require_slurm",
-           "sbatch_script", "slurm_problems", "submit", "submit_script", "wait_for_job", "write_script"]
+__all__ = [
+    "ENDED",
+    "LOG_FOLDER",
+    "PORT_BASE",
+    "SCRIPT",
+    "ClusterError",
+    "JobState",
+    "SlurmArgs",
+    "accelerate_executable",
+    "cancel",
+    "check_slurm",
+    "job_state",
+    "keep_accelerate_config",
+    "processes",
+    "rank_log",
+    "require_slurm",
+    "sbatch_script",
+    "slurm_problems",
+    "submit",
+    "submit_script",
+    "wait_for_job",
+    "write_script",
+]

@@ -24,8 +24,11 @@ from .slurm import SlurmArgs, check_slurm, processes, sbatch_script, write_scrip
 __all__ = ["EVALUATIONS", "SlurmEvalCommand", "eval_job", "main", "make_parser"]
 
 # the evaluations that run data-parallel under `accelerate launch`: name -> their package (python -m PACKAGE)
-EVALUATIONS = {"timecatch": "judgetrain.eval.timecatch", "judge": "judgetrain.eval.judge",
-               "phasefusion": "judgetrain.eval.phasefusion"}
+EVALUATIONS = {
+    "timecatch": "judgetrain.eval.timecatch",
+    "judge": "judgetrain.eval.judge",
+    "phasefusion": "judgetrain.eval.phasefusion",
+}
 USAGE = "judgetrain slurm eval (timecatch|judge|phasefusion) [--nodes N --gpus_per_node G …] [--submit] [evaluation options]"
 
 
@@ -41,12 +44,15 @@ class SlurmEvalCommand(SlurmArgs):
 def make_parser():
     from judgetrain import config
 
-    epilog = ("examples:\n"
-              "  judgetrain slurm eval phasefusion --nodes 2 --gpus_per_node 8 --time 4:00:00 \\\n"
-              "      --model runs/merged --manifest videomme.jsonl --out results/pf   # writes results/pf/slurm/job.sbatch\n"
-              "\n--submit submits it too; every other option is the evaluation's (`judgetrain eval NAME --help`).\n")
-    return config.make_parser(SlurmEvalCommand, prog="judgetrain slurm", description=__doc__.strip().splitlines()[0],
-                              usage=USAGE, epilog=epilog)
+    epilog = (
+        "examples:\n"
+        "  judgetrain slurm eval phasefusion --nodes 2 --gpus_per_node 8 --time 4:00:00 \\\n"
+        "      --model runs/merged --manifest videomme.jsonl --out results/pf   # writes results/pf/slurm/job.sbatch\n"
+        "\n--submit submits it too; every other option is the evaluation's (`judgetrain eval NAME --help`).\n"
+    )
+    return config.make_parser(
+        SlurmEvalCommand, prog="judgetrain slurm", description=__doc__.strip().splitlines()[0], usage=USAGE, epilog=epilog
+    )
 
 
 def eval_job(cfg: SlurmEvalCommand) -> Path:
@@ -57,8 +63,12 @@ def eval_job(cfg: SlurmEvalCommand) -> Path:
     words = list(cfg.words)
     if len(words) < 2 or words[0] != "eval" or words[1] not in EVALUATIONS:
         given = " ".join(words[:2]) or "nothing"
-        raise ConfigError([f"command: give `eval NAME` with NAME one of {', '.join(EVALUATIONS)} (got {given}); "
-                           "a training run is `judgetrain train RECIPE --slurm`, a sweep `judgetrain sweep RECIPE --slurm`"])
+        raise ConfigError(
+            [
+                f"command: give `eval NAME` with NAME one of {', '.join(EVALUATIONS)} (got {given}); "
+                "a training run is `judgetrain train RECIPE --slurm`, a sweep `judgetrain sweep RECIPE --slurm`"
+            ]
+        )
     args = words[2:] + (["--config", cfg.eval_config] if cfg.eval_config else [])
     package = EVALUATIONS[words[1]]
     command = importlib.import_module(f"{package}.command")  # by name, as the CLI's registry loads a command
@@ -66,8 +76,9 @@ def eval_job(cfg: SlurmEvalCommand) -> Path:
     run_dir = Path(evaluation.out).resolve()
     n = processes(cfg)
     options = ["--num_processes", str(n)] + (["--multi_gpu"] if n > 1 else [])
-    text = sbatch_script(cfg, job_name=cfg.job_name or run_dir.name, run_dir=run_dir, launch_options=options, module=package,
-                         module_args=args)
+    text = sbatch_script(
+        cfg, job_name=cfg.job_name or run_dir.name, run_dir=run_dir, launch_options=options, module=package, module_args=args
+    )
     return write_script(run_dir, text)
 
 

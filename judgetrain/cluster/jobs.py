@@ -18,8 +18,7 @@ from pathlib import Path
 
 from judgetrain.errors import UserError
 
-__all__ = ["ENDED", "ClusterError", "JobState", "cancel", "job_state", "require_slurm", "submit", "submit_script",
-           "wait_for_job"]
+__all__ = ["ENDED", "ClusterError", "JobState", "cancel", "job_state", "require_slurm", "submit", "submit_script", "wait_for_job"]
 
 # states a job does not leave (a requeued one goes back to PENDING instead)
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
@@ -47,8 +46,10 @@ def require_slurm(*commands: str) -> None:
     """ClusterError unless SLURM's ``commands`` (default: sbatch, scontrol, scancel) are on PATH."""
     missing = [c for c in commands or ("sbatch", "scontrol", "scancel") if shutil.which(c) is None]
     if missing:
-        raise ClusterError(f"{', '.join(missing)}: not found. Run on a SLURM login node (Debian/Ubuntu package "
-                           "slurm-client), or leave out --slurm/--submit and submit the written script yourself")
+        raise ClusterError(
+            f"{', '.join(missing)}: not found. Run on a SLURM login node (Debian/Ubuntu package "
+            "slurm-client), or leave out --slurm/--submit and submit the written script yourself"
+        )
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -60,8 +61,10 @@ def submit(script: Path) -> str:
     """Submit ``script`` with ``sbatch --parsable``; the job id."""
     proc = _run(["sbatch", "--parsable", str(script)])
     if proc.returncode != 0:
-        raise ClusterError(f"sbatch {script} failed: {proc.stderr.strip() or proc.stdout.strip()} "
-                           "(the script's #SBATCH lines: partition, account, time, GPUs)")
+        raise ClusterError(
+            f"sbatch {script} failed: {proc.stderr.strip() or proc.stdout.strip()} "
+            "(the script's #SBATCH lines: partition, account, time, GPUs)"
+        )
     return proc.stdout.strip().split(";")[0]  # "ID;CLUSTER" on a multi-cluster setup
 
 
@@ -72,8 +75,10 @@ def submit_script(script: Path, submit_it: bool, job_name: str) -> str | None:
         print(f"wrote {script}; submit it with: sbatch {script}")
         return None
     job = submit(script)
-    print(f"submitted SLURM job {job}: {script}\n  logs: {script.parent}/{job_name}-{job}.log (the script), "
-          f"{job_name}-{job}-N.log (node N); squeue -j {job}")
+    print(
+        f"submitted SLURM job {job}: {script}\n  logs: {script.parent}/{job_name}-{job}.log (the script), "
+        f"{job_name}-{job}-N.log (node N); squeue -j {job}"
+    )
     return job
 
 

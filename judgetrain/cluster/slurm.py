@@ -21,8 +21,20 @@ from pathlib import Path
 from judgetrain.config import ConfigError, arg
 from judgetrain.io import write_text
 
-__all__ = ["LOG_FOLDER", "PORT_BASE", "SCRIPT", "SlurmArgs", "accelerate_executable", "check_slurm",
-           "keep_accelerate_config", "processes", "rank_log", "sbatch_script", "slurm_problems", "write_script"]
+__all__ = [
+    "LOG_FOLDER",
+    "PORT_BASE",
+    "SCRIPT",
+    "SlurmArgs",
+    "accelerate_executable",
+    "check_slurm",
+    "keep_accelerate_config",
+    "processes",
+    "rank_log",
+    "sbatch_script",
+    "slurm_problems",
+    "write_script",
+]
 
 LOG_FOLDER = "slurm"  # in the run folder: the script and the logs of every job that ran it
 SCRIPT = "job.sbatch"
@@ -35,14 +47,17 @@ class SlurmArgs:
     """A SLURM job's resources; the job runs one task per node, which starts a process per GPU."""
 
     nodes: int = arg(1, "SLURM: nodes (machines) of the job (#SBATCH --nodes)")
-    gpus_per_node: int = arg(0, "SLURM: GPUs per node, one training or evaluation process each (#SBATCH --gpus-per-node); "
-                                "0: a job without GPUs, one process per node")
+    gpus_per_node: int = arg(
+        0,
+        "SLURM: GPUs per node, one training or evaluation process each (#SBATCH --gpus-per-node); "
+        "0: a job without GPUs, one process per node",
+    )
     partition: str | None = arg(None, "SLURM: partition (#SBATCH --partition; None: the cluster's default)")
     time: str | None = arg(None, "SLURM: time limit as sbatch writes it (24:00:00, 2-00:00:00; None: the partition's)")
     account: str | None = arg(None, "SLURM: account to charge (#SBATCH --account)")
     cpus_per_node: int | None = arg(None, "SLURM: CPU cores of the job on each node (#SBATCH --cpus-per-task)")
     job_name: str | None = arg(None, "SLURM: job name (None: the run folder's name)")
-    sbatch_options: str | None = arg(None, "SLURM: further sbatch options, one string (\"--qos=high --constraint=h200\")")
+    sbatch_options: str | None = arg(None, 'SLURM: further sbatch options, one string ("--qos=high --constraint=h200")')
 
 
 _DEFAULTS = {f.name: f.default for f in fields(SlurmArgs)}
@@ -52,10 +67,14 @@ def slurm_problems(args: SlurmArgs, slurm: bool) -> list[str]:
     """The SLURM options' problems: a size below its minimum, or an option given without ``--slurm``."""
     if not slurm:
         given = [f"--{n}" for n, default in _DEFAULTS.items() if getattr(args, n) != default]
-        return [f"{', '.join(given)}: SLURM options; add --slurm to write (and --submit to submit) a SLURM job"
-                for _ in given[:1]]
-    problems = [f"{name}: {getattr(args, name)}; give at least {low}" for name, low in (("nodes", 1), ("gpus_per_node", 0))
-                if getattr(args, name) < low]
+        return [
+            f"{', '.join(given)}: SLURM options; add --slurm to write (and --submit to submit) a SLURM job" for _ in given[:1]
+        ]
+    problems = [
+        f"{name}: {getattr(args, name)}; give at least {low}"
+        for name, low in (("nodes", 1), ("gpus_per_node", 0))
+        if getattr(args, name) < low
+    ]
     if args.cpus_per_node is not None and args.cpus_per_node < 1:
         problems.append(f"cpus_per_node: {args.cpus_per_node}; give at least 1 (or leave it out)")
     return problems
@@ -95,9 +114,19 @@ def _quoted_command(lines: list[str]) -> str:
     return f"'{text}'" if "'" not in text else shlex.quote(text)
 
 
-def sbatch_script(args: SlurmArgs, *, job_name: str, run_dir: Path, launch_options: list[str], module: str,
-                  module_args: list[str], env: dict[str, str] | None = None, port: int | None = None,
-                  workdir: Path | None = None, command: list[str] | None = None) -> str:
+def sbatch_script(
+    args: SlurmArgs,
+    *,
+    job_name: str,
+    run_dir: Path,
+    launch_options: list[str],
+    module: str,
+    module_args: list[str],
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    workdir: Path | None = None,
+    command: list[str] | None = None,
+) -> str:
     """The sbatch script of ``accelerate launch LAUNCH_OPTIONS -m MODULE MODULE_ARGS`` on
     ``args.nodes`` nodes: logs in ``run_dir/slurm/`` (``%x-%j.log`` the script's,
     ``%x-%j-%t.log`` node ``%t``'s), ``env`` exported, node 0 at ``port`` (None: ``PORT_BASE`` +
@@ -111,20 +140,33 @@ def sbatch_script(args: SlurmArgs, *, job_name: str, run_dir: Path, launch_optio
         lines.append(f"# written by: {shlex.join(command)}")
     lines += [f"# submit: sbatch {logs / SCRIPT}", *_sbatch_lines(args, job_name, logs, workdir), "", "set -eu"]
     lines += [f"export {k}={shlex.quote(str(v))}" for k, v in (env or {}).items()]
-    lines += ["# node 0 is the rendezvous of accelerate launch (torch.distributed) on every node",
-              'MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-              f"MAIN_PROCESS_PORT={port}" if port else f"MAIN_PROCESS_PORT=$(( {PORT_BASE} + SLURM_JOB_ID % 10000 ))",
-              "export MAIN_PROCESS_IP MAIN_PROCESS_PORT",
-              'echo "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST,'
-              ' rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT"']
-    launch = [f"exec {shlex.quote(accelerate_executable())} launch",
-              '--num_machines "$SLURM_NNODES" --machine_rank "$SLURM_NODEID"',
-              '--main_process_ip "$MAIN_PROCESS_IP" --main_process_port "$MAIN_PROCESS_PORT"']
+    lines += [
+        "# node 0 is the rendezvous of accelerate launch (torch.distributed) on every node",
+        'MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        f"MAIN_PROCESS_PORT={port}" if port else f"MAIN_PROCESS_PORT=$(( {PORT_BASE} + SLURM_JOB_ID % 10000 ))",
+        "export MAIN_PROCESS_IP MAIN_PROCESS_PORT",
+        'echo "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST,'
+        ' rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT"',
+    ]
+    launch = [
+        f"exec {shlex.quote(accelerate_executable())} launch",
+        '--num_machines "$SLURM_NNODES" --machine_rank "$SLURM_NODEID"',
+        '--main_process_ip "$MAIN_PROCESS_IP" --main_process_port "$MAIN_PROCESS_PORT"',
+    ]
     if launch_options:
         launch.append(shlex.join(launch_options))
     launch.append(shlex.join(["-m", module, *module_args]))
-    srun = shlex.join(["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--open-mode=append",
-                       f"--output={logs / '%x-%j-%t.log'}", "bash", "-c"])
+    srun = shlex.join(
+        [
+            "srun",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            "--open-mode=append",
+            f"--output={logs / '%x-%j-%t.log'}",
+            "bash",
+            "-c",
+        ]
+    )
     lines.append(f"{srun} {_quoted_command(launch)}")
     return "\n".join(lines) + "\n"
 

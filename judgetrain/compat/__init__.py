@@ -19,14 +19,27 @@ README: "Upstream versions".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "versions": ["UpstreamChanged", "installed_version", "lock_differences"],
-    "transformers": ["InternalSaves", "argument_group", "attention_implementation", "cache_rows", "count_items_in_batch",
-                     "current_accumulation", "hub_key_layout", "restated_accelerator_config", "wandb_names", "zero3_lifted"],
-    "trl": ["SFT_CONFIG_SOURCE", "set_train_tokens", "sft_config_from_source", "train_tokens", "vision_collator"],
-    "peft": ["targets_module"],
-    "accelerate": ["default_config_file", "launch", "launch_command"],
-    "datasets": ["dataset_dict_file", "reads_through_indices"],
-    "optuna": ["reopen_trial", "trial_id"],
-    "dataclass_source": ["SourceField", "Unread", "dataclass_fields", "source_file", "standin"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "versions": ["UpstreamChanged", "installed_version", "lock_differences"],
+        "transformers": [
+            "InternalSaves",
+            "argument_group",
+            "attention_implementation",
+            "cache_rows",
+            "count_items_in_batch",
+            "current_accumulation",
+            "hub_key_layout",
+            "restated_accelerator_config",
+            "wandb_names",
+            "zero3_lifted",
+        ],
+        "trl": ["SFT_CONFIG_SOURCE", "set_train_tokens", "sft_config_from_source", "train_tokens", "vision_collator"],
+        "peft": ["targets_module"],
+        "accelerate": ["default_config_file", "launch", "launch_command"],
+        "datasets": ["dataset_dict_file", "reads_through_indices"],
+        "optuna": ["reopen_trial", "trial_id"],
+        "dataclass_source": ["SourceField", "Unread", "dataclass_fields", "source_file", "standin"],
+    },
+)

@@ -24,8 +24,12 @@ def launch(argv: list[str]) -> None:
     try:
         from accelerate.commands.launch import launch_command, launch_command_parser
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "accelerate.commands.launch.launch_command / launch_command_parser",
-                              "start `judgetrain train`'s processes as `accelerate launch` does", str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY,
+            "accelerate.commands.launch.launch_command / launch_command_parser",
+            "start `judgetrain train`'s processes as `accelerate launch` does",
+            str(e),
+        ) from None
     launch_command(launch_command_parser().parse_args(argv))
 
 
@@ -35,11 +39,13 @@ def default_config_file() -> Path:
     try:
         from accelerate.commands import config
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "accelerate.commands.config", "find the accelerate config a launch reads",
-                              str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY, "accelerate.commands.config", "find the accelerate config a launch reads", str(e)
+        ) from None
     if not hasattr(config, "default_config_file"):
-        raise UpstreamChanged(LIBRARY, "accelerate.commands.config.default_config_file",
-                              "find the accelerate config a launch reads")
+        raise UpstreamChanged(
+            LIBRARY, "accelerate.commands.config.default_config_file", "find the accelerate config a launch reads"
+        )
     return Path(config.default_config_file)
 
 
@@ -55,6 +61,9 @@ def launch_command() -> list[str]:
 
     found = [e for e in entry_points(group="console_scripts", name="accelerate-launch") if e.dist and e.dist.name == LIBRARY]
     if not found or found[0].attr != "main":
-        raise UpstreamChanged(LIBRARY, "the accelerate-launch console script (accelerate.commands.launch:main)",
-                              "run each sweep trial as `accelerate launch` in a fresh process")
+        raise UpstreamChanged(
+            LIBRARY,
+            "the accelerate-launch console script (accelerate.commands.launch:main)",
+            "run each sweep trial as `accelerate launch` in a fresh process",
+        )
     return [sys.executable, "-m", found[0].module]

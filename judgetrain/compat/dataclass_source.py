@@ -119,8 +119,14 @@ def _enum(module: str, node: ast.ClassDef) -> type[enum.Enum] | None:
     """An enum of the values a class of ``Enum`` bases declares (``NO = "no"``), or None."""
     if not any(ast.unparse(b).split(".")[-1].endswith("Enum") for b in node.bases):
         return None
-    members = [(s.targets[0].id, s.value.value) for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-               and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Constant)]
+    members = [
+        (s.targets[0].id, s.value.value)
+        for s in node.body
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(s.targets[0], ast.Name)
+        and isinstance(s.value, ast.Constant)
+    ]
     return enum.Enum(node.name, members, module=module) if members else None  # type: ignore[return-value]
 
 
@@ -223,7 +229,11 @@ def dataclass_fields(module: str, name: str, exported: Mapping[str, str] | None 
         if isinstance(base, ast.Name) and base.id != "object":
             fields.update((f.name, f) for f in dataclass_fields(module, base.id, exported))
     for stmt in node.body:
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and "ClassVar" not in ast.unparse(stmt.annotation):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and "ClassVar" not in ast.unparse(stmt.annotation)
+        ):
             fields[stmt.target.id] = _field(stmt, module, exported)
     return list(fields.values())
 

@@ -22,8 +22,11 @@ def reads_through_indices(ds: Any) -> bool:
     ``ds.flatten_indices()`` makes one that does not; datasets says so publicly only by copying
     every row (``flatten_indices`` on any dataset), which doubles a save's memory."""
     if not hasattr(ds, "_indices"):
-        raise UpstreamChanged(LIBRARY, "Dataset._indices (the indices mapping of a select/shuffle view)",
-                              "save a built split with its content hash as fingerprint")
+        raise UpstreamChanged(
+            LIBRARY,
+            "Dataset._indices (the indices mapping of a select/shuffle view)",
+            "save a built split with its content hash as fingerprint",
+        )
     return ds._indices is not None
 
 
@@ -36,6 +39,7 @@ def dataset_dict_file() -> str:
 
     name = getattr(datasets.config, "DATASETDICT_JSON_FILENAME", None)
     if not isinstance(name, str):
-        raise UpstreamChanged(LIBRARY, "datasets.config.DATASETDICT_JSON_FILENAME",
-                              "write a built dataset's DatasetDict marker after its splits")
+        raise UpstreamChanged(
+            LIBRARY, "datasets.config.DATASETDICT_JSON_FILENAME", "write a built dataset's DatasetDict marker after its splits"
+        )
     return name

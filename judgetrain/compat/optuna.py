@@ -20,8 +20,11 @@ def trial_id(trial: Any) -> int:
     another process opens the same trial (:func:`reopen_trial`); Optuna's public API names a
     trial by its number only within the ``Study`` object that asked for it."""
     if not isinstance(getattr(trial, "_trial_id", None), int):
-        raise UpstreamChanged(LIBRARY, "Trial._trial_id / FrozenTrial._trial_id (the storage's id of a trial)",
-                              "let a sweep trial's training process report to the trial its controller asked for")
+        raise UpstreamChanged(
+            LIBRARY,
+            "Trial._trial_id / FrozenTrial._trial_id (the storage's id of a trial)",
+            "let a sweep trial's training process report to the trial its controller asked for",
+        )
     return trial._trial_id
 
 
@@ -35,6 +38,9 @@ def reopen_trial(study: Any, trial_id: int) -> Any:
     from optuna.trial import Trial
 
     if list(inspect.signature(Trial).parameters)[:2] != ["study", "trial_id"]:
-        raise UpstreamChanged(LIBRARY, "optuna.trial.Trial(study, trial_id)",
-                              "let a sweep trial's training process report to the trial its controller asked for")
+        raise UpstreamChanged(
+            LIBRARY,
+            "optuna.trial.Trial(study, trial_id)",
+            "let a sweep trial's training process report to the trial its controller asked for",
+        )
     return Trial(study, trial_id)

@@ -23,6 +23,10 @@ def targets_module(config: Any, name: str) -> bool:
     try:
         from peft.tuners.tuners_utils import check_target_module_exists
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "peft.tuners.tuners_utils.check_target_module_exists",
-                              "check lora_target_modules against the model before any weight loads", str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY,
+            "peft.tuners.tuners_utils.check_target_module_exists",
+            "check lora_target_modules against the model before any weight loads",
+            str(e),
+        ) from None
     return bool(check_target_module_exists(config, name))  # a match object, True, or a falsy value

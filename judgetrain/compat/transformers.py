@@ -15,8 +15,18 @@ from typing import Any
 
 from .versions import UpstreamChanged
 
-__all__ = ["InternalSaves", "argument_group", "attention_implementation", "cache_rows", "count_items_in_batch",
-           "current_accumulation", "hub_key_layout", "restated_accelerator_config", "wandb_names", "zero3_lifted"]
+__all__ = [
+    "InternalSaves",
+    "argument_group",
+    "attention_implementation",
+    "cache_rows",
+    "count_items_in_batch",
+    "current_accumulation",
+    "hub_key_layout",
+    "restated_accelerator_config",
+    "wandb_names",
+    "zero3_lifted",
+]
 
 LIBRARY = "transformers"
 
@@ -32,8 +42,11 @@ class InternalSaves:
         from transformers import Trainer
 
         if "_internal_call" not in inspect.signature(Trainer.save_model).parameters:
-            raise UpstreamChanged(LIBRARY, "Trainer.save_model(_internal_call=...)",
-                                  "write judgetrain's model card into the folders the Trainer saves itself (checkpoints)")
+            raise UpstreamChanged(
+                LIBRARY,
+                "Trainer.save_model(_internal_call=...)",
+                "write judgetrain's model card into the folders the Trainer saves itself (checkpoints)",
+            )
         super().__init__(*args, **kwargs)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
@@ -55,8 +68,11 @@ def restated_accelerator_config(training_args: Any, configured_state: bool) -> d
 
     config = training_args.accelerator_config
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise UpstreamChanged(LIBRARY, "TrainingArguments.accelerator_config as an AcceleratorConfig dataclass",
-                              "build training arguments anew that reuse the launch's process group")
+        raise UpstreamChanged(
+            LIBRARY,
+            "TrainingArguments.accelerator_config as an AcceleratorConfig dataclass",
+            "build training arguments anew that reuse the launch's process group",
+        )
     return {**dataclasses.asdict(config), "use_configured_state": configured_state}
 
 
@@ -66,8 +82,11 @@ def count_items_in_batch(trainer: Any) -> None:
     model class says of its own ``forward`` (``Trainer.model_accepts_loss_kwargs``, which
     ``Trainer.__init__`` reads from the model's ``accepts_loss_kwargs``). Call after ``__init__``."""
     if not hasattr(trainer, "model_accepts_loss_kwargs"):
-        raise UpstreamChanged(LIBRARY, "Trainer.model_accepts_loss_kwargs",
-                              "have the Trainer count a global batch's loss tokens (num_items_in_batch) for every model family")
+        raise UpstreamChanged(
+            LIBRARY,
+            "Trainer.model_accepts_loss_kwargs",
+            "have the Trainer count a global batch's loss tokens (num_items_in_batch) for every model family",
+        )
     trainer.model_accepts_loss_kwargs = True
 
 
@@ -78,8 +97,11 @@ def current_accumulation(trainer: Any) -> int:
     steps = getattr(trainer, "current_gradient_accumulation_steps", None)
     if steps is None:
         if trainer.is_in_train:
-            raise UpstreamChanged(LIBRARY, "Trainer.current_gradient_accumulation_steps",
-                                  "scale the consistency term as the Trainer scales the loss over an accumulated step")
+            raise UpstreamChanged(
+                LIBRARY,
+                "Trainer.current_gradient_accumulation_steps",
+                "scale the consistency term as the Trainer scales the loss over an accumulated step",
+            )
         return 1
     return int(steps)
 
@@ -94,13 +116,17 @@ def zero3_lifted() -> Iterator[None]:
     try:
         from transformers.integrations import deepspeed
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "transformers.integrations.deepspeed", "build a model on the meta device under ZeRO-3",
-                              str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY, "transformers.integrations.deepspeed", "build a model on the meta device under ZeRO-3", str(e)
+        ) from None
     names = ("_hf_deepspeed_config_weak_ref", "set_hf_deepspeed_config", "unset_hf_deepspeed_config")
     missing = [n for n in names if not hasattr(deepspeed, n)]
     if missing:
-        raise UpstreamChanged(LIBRARY, f"transformers.integrations.deepspeed.{missing[0]}",
-                              "build a model on the meta device under ZeRO-3 and restore the DeepSpeed config after")
+        raise UpstreamChanged(
+            LIBRARY,
+            f"transformers.integrations.deepspeed.{missing[0]}",
+            "build a model on the meta device under ZeRO-3 and restore the DeepSpeed config after",
+        )
     ref = deepspeed._hf_deepspeed_config_weak_ref
     active = ref() if ref is not None else None
     deepspeed.unset_hf_deepspeed_config()
@@ -117,8 +143,12 @@ def wandb_names(logs: dict[str, Any]) -> dict[str, Any]:
     try:
         from transformers.integrations.integration_utils import rewrite_logs
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "transformers.integrations.integration_utils.rewrite_logs",
-                              "replay a checkpoint's history into wandb under WandbCallback's names", str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY,
+            "transformers.integrations.integration_utils.rewrite_logs",
+            "replay a checkpoint's history into wandb under WandbCallback's names",
+            str(e),
+        ) from None
     return rewrite_logs(logs)
 
 
@@ -132,11 +162,18 @@ def hub_key_layout(model: Any) -> None:
     try:
         from transformers.conversion_mapping import get_model_conversion_mapping
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "transformers.conversion_mapping.get_model_conversion_mapping",
-                              "save a merged model in the hub's key layout (what vLLM loads)", str(e)) from None
+        raise UpstreamChanged(
+            LIBRARY,
+            "transformers.conversion_mapping.get_model_conversion_mapping",
+            "save a merged model in the hub's key layout (what vLLM loads)",
+            str(e),
+        ) from None
     if not hasattr(model, "_weight_conversions"):
-        raise UpstreamChanged(LIBRARY, "PreTrainedModel._weight_conversions (set by from_pretrained, reversed by save_pretrained)",
-                              "save a merged model in the hub's key layout (what vLLM loads)")
+        raise UpstreamChanged(
+            LIBRARY,
+            "PreTrainedModel._weight_conversions (set by from_pretrained, reversed by save_pretrained)",
+            "save a merged model in the hub's key layout (what vLLM loads)",
+        )
     model._weight_conversions = get_model_conversion_mapping(model, add_legacy=False)
 
 
@@ -150,8 +187,11 @@ def cache_rows(cache: Any, rows: Any) -> Any:
     import copy
 
     if not isinstance(getattr(cache, "layers", None), list) or not callable(getattr(cache, "batch_select_indices", None)):
-        raise UpstreamChanged(LIBRARY, f"{type(cache).__name__}.layers (a list of per-layer caches) and "
-                              "Cache.batch_select_indices", "score every continuation of a shared prompt from one cache")
+        raise UpstreamChanged(
+            LIBRARY,
+            f"{type(cache).__name__}.layers (a list of per-layer caches) and Cache.batch_select_indices",
+            "score every continuation of a shared prompt from one cache",
+        )
     new = copy.copy(cache)
     new.layers = [copy.copy(layer) for layer in cache.layers]
     new.batch_select_indices(rows)
@@ -166,8 +206,11 @@ def argument_group(dataclass_type: type, title: str) -> type:
     from transformers import HfArgumentParser
 
     if "_argument_group_name" not in inspect.getsource(HfArgumentParser):
-        raise UpstreamChanged(LIBRARY, "HfArgumentParser's _argument_group_name (a dataclass's heading in --help)",
-                              "list the recipe fields in `judgetrain train --help` under the dataclass that declares them")
+        raise UpstreamChanged(
+            LIBRARY,
+            "HfArgumentParser's _argument_group_name (a dataclass's heading in --help)",
+            "list the recipe fields in `judgetrain train --help` under the dataclass that declares them",
+        )
     return type(dataclass_type.__name__, (dataclass_type,), {"_argument_group_name": title})
 
 
@@ -178,6 +221,9 @@ def attention_implementation(model: Any) -> Any:
     getter for."""
     config: Any = getattr(model, "config", None)
     if not hasattr(config, "_attn_implementation"):
-        raise UpstreamChanged(LIBRARY, "PretrainedConfig._attn_implementation",
-                              "switch a model's attention implementation and back (benchmarks/bench_phasefusion.py)")
+        raise UpstreamChanged(
+            LIBRARY,
+            "PretrainedConfig._attn_implementation",
+            "switch a model's attention implementation and back (benchmarks/bench_phasefusion.py)",
+        )
     return config._attn_implementation

@@ -22,16 +22,24 @@ def vision_collator(processor: Any, *, completion_only_loss: bool = True, max_le
     try:
         from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
     except ImportError as e:
-        raise UpstreamChanged(LIBRARY, "trl.trainer.sft_trainer.DataCollatorForVisionLanguageModeling",
-                              "collate image records as SFTTrainer does (packing, consistency tuning)", str(e)) from None
-    return DataCollatorForVisionLanguageModeling(processor=processor, max_length=max_length,
-                                                 completion_only_loss=completion_only_loss)
+        raise UpstreamChanged(
+            LIBRARY,
+            "trl.trainer.sft_trainer.DataCollatorForVisionLanguageModeling",
+            "collate image records as SFTTrainer does (packing, consistency tuning)",
+            str(e),
+        ) from None
+    return DataCollatorForVisionLanguageModeling(
+        processor=processor, max_length=max_length, completion_only_loss=completion_only_loss
+    )
 
 
 def _require_token_count(trainer: Any) -> None:
     if not hasattr(trainer, "_total_train_tokens") or not hasattr(trainer, "_metrics"):
-        raise UpstreamChanged(LIBRARY, "SFTTrainer._total_train_tokens / SFTTrainer._metrics['train']['num_tokens']",
-                              "log the real tokens of packed rows as num_tokens")
+        raise UpstreamChanged(
+            LIBRARY,
+            "SFTTrainer._total_train_tokens / SFTTrainer._metrics['train']['num_tokens']",
+            "log the real tokens of packed rows as num_tokens",
+        )
 
 
 def train_tokens(trainer: Any) -> int:

@@ -39,7 +39,8 @@ class UpstreamChanged(RuntimeError):
         super().__init__(
             f"{library} {version} no longer offers {relied_on}, which judgetrain relies on to {purpose}"
             + (f" ({detail})" if detail else "")
-            + f". Install the version requirements/lock.txt pins (make setup), or a judgetrain that supports {library} {version}.")
+            + f". Install the version requirements/lock.txt pins (make setup), or a judgetrain that supports {library} {version}."
+        )
 
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m judgetrain.compat.versions",
         description="Print every package whose installed version differs from the lock.",
-        epilog="example: python -m judgetrain.compat.versions --lock requirements/lock.txt")
+        epilog="example: python -m judgetrain.compat.versions --lock requirements/lock.txt",
+    )
     parser.add_argument("--lock", required=True, help="a pip-compile lock file (requirements/lock.txt)")
     args = parser.parse_args(argv)
     differences = lock_differences(args.lock)

@@ -47,10 +47,13 @@ README: "Consistency tuning (paper 001, App. C)".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "args": ["OBJECTIVES", "ConsistencyArguments", "objective_problems"],
-    "config": ["ConsistencyConfig"],
-    "objectives": ["content_log_posteriors", "js_to_mixture", "log_mixture", "pseudo_label"],
-    "collator": ["BATCH_KEYS", "ViewDataError", "ViewGroup", "ViewGroupCollator", "ViewGroups"],
-    "trainer": ["ConsistencyTrainer", "trainer_class"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "args": ["OBJECTIVES", "ConsistencyArguments", "objective_problems"],
+        "config": ["ConsistencyConfig"],
+        "objectives": ["content_log_posteriors", "js_to_mixture", "log_mixture", "pseudo_label"],
+        "collator": ["BATCH_KEYS", "ViewDataError", "ViewGroup", "ViewGroupCollator", "ViewGroups"],
+        "trainer": ["ConsistencyTrainer", "trainer_class"],
+    },
+)

@@ -23,10 +23,17 @@ class ConsistencyArguments:
     """The consistency objective of a recipe (paper 001 App. C): names that no ``SFTConfig`` field uses."""
 
     consistency_objective: str = arg(
-        "none", "none (plain SFT), js (λ · mean over views of KL(view ‖ mixture)) or pseudo_label (λ · cross-entropy of "
-                "every view to the mixture's argmax on questions whose mixture top probability is ≥ τ).", identity=True)
-    consistency_lambda: float | None = arg(None, "λ, the weight of the consistency term (paper: js 0, 1, 3, 10; pseudo_label 1, 2).", identity=True)
-    consistency_tau: float | None = arg(None, "τ, the confidence gate of pseudo_label (paper: 0.7, 0.9); pseudo_label only.", identity=True)
+        "none",
+        "none (plain SFT), js (λ · mean over views of KL(view ‖ mixture)) or pseudo_label (λ · cross-entropy of "
+        "every view to the mixture's argmax on questions whose mixture top probability is ≥ τ).",
+        identity=True,
+    )
+    consistency_lambda: float | None = arg(
+        None, "λ, the weight of the consistency term (paper: js 0, 1, 3, 10; pseudo_label 1, 2).", identity=True
+    )
+    consistency_tau: float | None = arg(
+        None, "τ, the confidence gate of pseudo_label (paper: 0.7, 0.9); pseudo_label only.", identity=True
+    )
 
 
 def objective_problems(training_args) -> list[str]:
@@ -36,12 +43,17 @@ def objective_problems(training_args) -> list[str]:
     if objective not in OBJECTIVES:
         return [f"consistency_objective: {objective!r} is not an objective; use one of {', '.join(OBJECTIVES)}"]
     if objective == "none":
-        return [f"{name}: set, but consistency_objective is none; set `consistency_objective: js` or `pseudo_label`, or drop it"
-                for name, value in (("consistency_lambda", lam), ("consistency_tau", tau)) if value is not None]
+        return [
+            f"{name}: set, but consistency_objective is none; set `consistency_objective: js` or `pseudo_label`, or drop it"
+            for name, value in (("consistency_lambda", lam), ("consistency_tau", tau))
+            if value is not None
+        ]
     problems = []
     if lam is None:
-        problems.append(f"consistency_lambda: missing for consistency_objective {objective}; give λ ≥ 0 (paper 001: js 0, 1, 3, 10; "
-                        "pseudo_label 1, 2)")
+        problems.append(
+            f"consistency_lambda: missing for consistency_objective {objective}; give λ ≥ 0 (paper 001: js 0, 1, 3, 10; "
+            "pseudo_label 1, 2)"
+        )
     elif not (math.isfinite(lam) and lam >= 0):
         problems.append(f"consistency_lambda: {lam} must be a finite number ≥ 0")
     if objective == "pseudo_label" and tau is None:

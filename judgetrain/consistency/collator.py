@@ -28,8 +28,13 @@ from judgetrain.errors import UserError
 __all__ = ["BATCH_KEYS", "ViewDataError", "ViewGroup", "ViewGroupCollator", "ViewGroups"]
 
 # collator outputs the loss reads and removes before the model's forward
-BATCH_KEYS = ("consistency_group", "consistency_view", "consistency_answer", "consistency_slot_of_content",
-              "consistency_letter_ids")
+BATCH_KEYS = (
+    "consistency_group",
+    "consistency_view",
+    "consistency_answer",
+    "consistency_slot_of_content",
+    "consistency_letter_ids",
+)
 
 
 class ViewDataError(UserError, ValueError):
@@ -59,19 +64,25 @@ class ViewGroups:
         problems = []
         for i, meta in enumerate(metas):
             if "group" not in meta or "view" not in meta:
-                problems.append(f"{name} row {i}: meta has no 'group'/'view'; consistency tuning trains on view records "
-                                "(`judgetrain build consistency-views`)")
+                problems.append(
+                    f"{name} row {i}: meta has no 'group'/'view'; consistency tuning trains on view records "
+                    "(`judgetrain build consistency-views`)"
+                )
                 continue
             views = rows.setdefault(str(meta["group"]), {})
             if meta["view"] in views:
-                problems.append(f"{name}: question {meta['group']!r} has view {meta['view']} twice (rows {views[meta['view']]} "
-                                f"and {i}); mixture_weights or a repeated dataset duplicates views")
+                problems.append(
+                    f"{name}: question {meta['group']!r} has view {meta['view']} twice (rows {views[meta['view']]} "
+                    f"and {i}); mixture_weights or a repeated dataset duplicates views"
+                )
             views.setdefault(int(meta["view"]), i)
         for group, views in rows.items():
             want = int(metas[next(iter(views.values()))].get("views", len(views)))
             if sorted(views) != list(range(want)):
-                problems.append(f"{name}: question {group!r} has views {sorted(views)} of 0..{want - 1}; a filter cut its views "
-                                f"(max_train_samples / max_eval_samples: use a multiple of {want}, or none)")
+                problems.append(
+                    f"{name}: question {group!r} has views {sorted(views)} of 0..{want - 1}; a filter cut its views "
+                    f"(max_train_samples / max_eval_samples: use a multiple of {want}, or none)"
+                )
             facts = {(metas[i]["answer"], tuple(metas[i]["options"])) for i in views.values()}
             if len(facts) > 1:
                 problems.append(f"{name}: the views of question {group!r} disagree on the options or the gold option")
@@ -119,7 +130,7 @@ class ViewGroupCollator:
         for r, (meta, ids) in enumerate(zip(metas, letters, strict=True)):
             for slot, content in enumerate(meta["perm"]):
                 slot_of[r, content] = slot
-            letter_ids[r, :len(ids)] = torch.tensor(ids)
+            letter_ids[r, : len(ids)] = torch.tensor(ids)
         batch["consistency_group"] = torch.tensor([q for q, _ in rows], dtype=torch.long)
         batch["consistency_view"] = torch.tensor([m["view"] for m in metas], dtype=torch.long)
         batch["consistency_answer"] = torch.tensor([m["answer"] for m in metas], dtype=torch.long)
@@ -134,13 +145,16 @@ class ViewGroupCollator:
         from judgetrain.scoring.constrained import choice_token_ids_many
 
         texts = [render_prompt(self.processor, r["prompt"]) for r in records]
-        ids = choice_token_ids_many(self.processor.tokenizer, texts, [list(r["choices"]) for r in records],
-                                    [f"record {r['id']!r}" for r in records])
+        ids = choice_token_ids_many(
+            self.processor.tokenizer, texts, [list(r["choices"]) for r in records], [f"record {r['id']!r}" for r in records]
+        )
         out = []
         for r, per_record in zip(records, ids, strict=True):
             long = [c for c, t in zip(r["choices"], per_record, strict=True) if len(t) != 1]
             if long:
-                raise ViewDataError(f"record {r['id']!r}: the letter(s) {long} are more than one token after the prompt; the "
-                                    "option posterior is read at one answer position, so each letter must be one token")
+                raise ViewDataError(
+                    f"record {r['id']!r}: the letter(s) {long} are more than one token after the prompt; the "
+                    "option posterior is read at one answer position, so each letter must be one token"
+                )
             out.append([t[0] for t in per_record])
         return out

@@ -39,7 +39,9 @@ def js_to_mixture(logp: torch.Tensor, group: torch.Tensor, n_groups: int, *, det
     return _group_mean(kl, group, n_groups)
 
 
-def pseudo_label(logp: torch.Tensor, group: torch.Tensor, n_groups: int, tau: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pseudo_label(
+    logp: torch.Tensor, group: torch.Tensor, n_groups: int, tau: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(per-group term (G,), gate (G,) bool, target (G,)): ``[max m ≥ τ] · (1/V) Σ_v −log p_v(argmax m)``."""
     log_m = log_mixture(logp.detach(), group, n_groups)
     top, target = log_m.max(-1)  # the first maximum: ties to the lowest option

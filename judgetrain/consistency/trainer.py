@@ -62,8 +62,10 @@ class ConsistencyTrainer(JudgeSFTTrainer):
         super().__init__(*args, **kwargs)
         problems = objective_problems(self.args)
         if self.args.consistency_objective == "none" or problems:
-            raise ValueError("ConsistencyTrainer needs a consistency objective: " + ("; ".join(problems) or
-                             "consistency_objective is none (use SFTTrainer, or set js / pseudo_label)"))
+            raise ValueError(
+                "ConsistencyTrainer needs a consistency objective: "
+                + ("; ".join(problems) or "consistency_objective is none (use SFTTrainer, or set js / pseudo_label)")
+            )
         if isinstance(self.eval_dataset, dict):
             raise ViewDataError("eval_dataset: give one dataset of view records, not a mapping of several")
         self.train_dataset = ViewGroups(self.train_dataset, "train")
@@ -112,9 +114,11 @@ class ConsistencyTrainer(JudgeSFTTrainer):
         gold_slot = pairing["consistency_slot_of_content"].gather(-1, pairing["consistency_answer"].unsqueeze(-1)).squeeze(-1)
         wrong = labels[rows, first] != letter_ids[rows, gold_slot]
         if bool(wrong.any()):
-            raise ViewDataError(f"{int(wrong.sum())} view(s) whose completion does not start with the gold letter's token; "
-                                "consistency tuning reads the option posterior at the answer position, so each completion "
-                                "must be the letter alone (rebuild with `judgetrain build consistency-views`)")
+            raise ViewDataError(
+                f"{int(wrong.sum())} view(s) whose completion does not start with the gold letter's token; "
+                "consistency tuning reads the option posterior at the answer position, so each completion "
+                "must be the letter alone (rebuild with `judgetrain build consistency-views`)"
+            )
         logits = head(hidden[rows, first - 1].to(head.weight.dtype)).float()
         cap = getattr(text_config, "final_logit_softcapping", None)
         if cap:  # as the model's own forward, which the scoring engine reads
@@ -138,8 +142,15 @@ class ConsistencyTrainer(JudgeSFTTrainer):
         agree = torch.stack([(choice[group == g] == choice[group == g][0]).all() for g in range(n_groups)])
         per_view = torch.zeros(self.max_views, dtype=p.dtype, device=p.device).index_add(0, pairing["consistency_view"], top)
         per_view_n = torch.bincount(pairing["consistency_view"], minlength=self.max_views).to(p.dtype)
-        sums = {"questions": float(n_groups), "views": float(len(group)), "term": per_group.sum(), "agreement": agree.sum(),
-                "max_prob": top.sum(), "gold_prob": p.gather(-1, answer.unsqueeze(-1)).sum(), "accuracy": (choice == answer).sum()}
+        sums = {
+            "questions": float(n_groups),
+            "views": float(len(group)),
+            "term": per_group.sum(),
+            "agreement": agree.sum(),
+            "max_prob": top.sum(),
+            "gold_prob": p.gather(-1, answer.unsqueeze(-1)).sum(),
+            "accuracy": (choice == answer).sum(),
+        }
         if gate is not None:
             sums["gate_hit_rate"] = gate.sum()
         out = {k: torch.as_tensor(v, dtype=p.dtype, device=p.device) for k, v in sums.items()}
@@ -162,9 +173,13 @@ class ConsistencyTrainer(JudgeSFTTrainer):
             per_question = ["term", "agreement"] + (["gate_hit_rate"] if "gate_hit_rate" in sums else [])
             metrics = {k: sums[k] / sums["questions"] for k in per_question}
             metrics.update({f"view_{k}": sums[k] / sums["views"] for k in ("max_prob", "gold_prob", "accuracy")})
-            metrics.update({f"view{v}_max_prob": sums[f"view{v}_max_prob"] / sums[f"view{v}_n"]
-                            for v in range(self.max_views) if sums.get(f"view{v}_n")})
+            metrics.update(
+                {
+                    f"view{v}_max_prob": sums[f"view{v}_max_prob"] / sums[f"view{v}_n"]
+                    for v in range(self.max_views)
+                    if sums.get(f"view{v}_n")
+                }
+            )
             logs.update({f"{prefix}consistency/{k}": v for k, v in metrics.items()})
         sums.clear()
         super().log(logs, start_time)
-

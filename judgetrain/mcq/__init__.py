@@ -8,9 +8,21 @@ README: "`judgetrain eval phasefusion`".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "frames": ["BATCH1_LINES", "Decoded", "decode_question"],
-    "manifest": ["MAX_REPORTED_PROBLEMS", "ManifestError", "VideoQuestion", "check_line", "load_manifest"],
-    "views": ["Grid", "INSTRUCTION", "LETTERS", "PREAMBLE", "inverse_permutation", "mcq_prompt",
-              "ordering_permutation", "orderings", "to_content"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "frames": ["BATCH1_LINES", "Decoded", "decode_question"],
+        "manifest": ["MAX_REPORTED_PROBLEMS", "ManifestError", "VideoQuestion", "check_line", "load_manifest"],
+        "views": [
+            "Grid",
+            "INSTRUCTION",
+            "LETTERS",
+            "PREAMBLE",
+            "inverse_permutation",
+            "mcq_prompt",
+            "ordering_permutation",
+            "orderings",
+            "to_content",
+        ],
+    },
+)

@@ -34,8 +34,9 @@ class Decoded:
     batch1_decode_s: dict[str, float] = field(default_factory=dict)
 
 
-def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int,
-                    latency_lines: int = BATCH1_LINES) -> Decoded:
+def decode_question(
+    q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fraction], budget: int, latency_lines: int = BATCH1_LINES
+) -> Decoded:
     """Probe the video, plan every grid at every origin and decode the union of their frames
     in one pass (origin-free samplers only at the first origin). On the manifest's first
     ``latency_lines`` lines each grid is also decoded alone, for the batch-1 timing."""
@@ -48,20 +49,36 @@ def decode_question(q: Any, cache: Any, grids: dict[str, Grid], origins: list[Fr
         lo, hi = segment_frames(info.n_frames, info.fps, q.start, q.end)
     except ValueError as err:
         raise ManifestError(f"question {q.id} (manifest line {q.line}): {err}") from None
-    plan = [(origin, grid, [[lo + i for i in view] for view in grid.indices(hi - lo + 1, info.fps, origin, budget)])
-            for k, origin in enumerate(origins) for grid in grids.values() if not (grid.origin_free and k > 0)]
+    plan = [
+        (origin, grid, [[lo + i for i in view] for view in grid.indices(hi - lo + 1, info.fps, origin, budget)])
+        for k, origin in enumerate(origins)
+        for grid in grids.values()
+        if not (grid.origin_free and k > 0)
+    ]
     wanted = sorted({i for _, _, views in plan for view in views for i in view})
     decodes_before = cache.decodes
     t0 = time.perf_counter()
     frames = cache.get(q.video, wanted)
     decode_s = time.perf_counter() - t0
     batch1 = _time_grid_decodes(q, plan, cache.max_side) if 0 < getattr(q, "line", 0) <= latency_lines else {}
-    row = {"id": q.id, "benchmark": q.benchmark, "kind": "question", "answer": q.answer, "n_options": len(q.options),
-           "options": list(q.options), "question": q.question, "video": str(q.video), "n_frames": info.n_frames,
-           "segment_frames": [lo, hi],
-           "fps": info.fps, "duration": q.duration if q.duration is not None else info.duration_s,
-           "decode_s": decode_s, "decoded_frames": len(wanted), "decode_passes": cache.decodes - decodes_before,
-           "batch1_timing_decodes": len(batch1)}
+    row = {
+        "id": q.id,
+        "benchmark": q.benchmark,
+        "kind": "question",
+        "answer": q.answer,
+        "n_options": len(q.options),
+        "options": list(q.options),
+        "question": q.question,
+        "video": str(q.video),
+        "n_frames": info.n_frames,
+        "segment_frames": [lo, hi],
+        "fps": info.fps,
+        "duration": q.duration if q.duration is not None else info.duration_s,
+        "decode_s": decode_s,
+        "decoded_frames": len(wanted),
+        "decode_passes": cache.decodes - decodes_before,
+        "batch1_timing_decodes": len(batch1),
+    }
     return Decoded(plan, {i: Image.fromarray(a) for i, a in zip(wanted, frames, strict=True)}, row, batch1)
 
 

@@ -62,9 +62,11 @@ def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-_HINTS = {"id": "give a non-empty string naming the question (ids must be unique)",
-          "question": "give the question, a non-empty string",
-          "benchmark": 'give a non-empty string naming the benchmark, e.g. "mvbench"'}
+_HINTS = {
+    "id": "give a non-empty string naming the question (ids must be unique)",
+    "question": "give the question, a non-empty string",
+    "benchmark": 'give a non-empty string naming the benchmark, e.g. "mvbench"',
+}
 
 
 def _text(obj: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
@@ -103,8 +105,9 @@ def check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
     elif options is not None and not 0 <= answer < len(options):
         problems.append(f"answer: {answer} is not an index into the {len(options)} options (0..{len(options) - 1})")
     duration = obj.get("duration")
-    if duration is not None and not (isinstance(duration, (int, float)) and not isinstance(duration, bool)
-                                     and math.isfinite(duration) and duration > 0):
+    if duration is not None and not (
+        isinstance(duration, (int, float)) and not isinstance(duration, bool) and math.isfinite(duration) and duration > 0
+    ):
         problems.append(f"duration: must be the video's length in seconds (a number > 0) or absent, got {duration!r}")
     num_frames = obj.get("num_frames")
     if num_frames is not None and not (_is_int(num_frames) and num_frames >= 1):
@@ -122,18 +125,28 @@ def check_line(obj: Any, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
     if problems:
         return None, problems
     assert options is not None  # a bad options field is one of the problems returned above
-    return {"id": qid, "video": video, "question": question, "options": tuple(options), "answer": answer,
-            "benchmark": benchmark, "duration": None if duration is None else float(duration), "num_frames": num_frames,
-            "start": None if bounds["start"] is None else float(bounds["start"]),
-            "end": None if bounds["end"] is None else float(bounds["end"]),
-            "extra": {k: v for k, v in obj.items() if k not in _FIELDS}}, []
+    return {
+        "id": qid,
+        "video": video,
+        "question": question,
+        "options": tuple(options),
+        "answer": answer,
+        "benchmark": benchmark,
+        "duration": None if duration is None else float(duration),
+        "num_frames": num_frames,
+        "start": None if bounds["start"] is None else float(bounds["start"]),
+        "end": None if bounds["end"] is None else float(bounds["end"]),
+        "extra": {k: v for k, v in obj.items() if k not in _FIELDS},
+    }, []
 
 
 def _raise(path: Path, problems: list[str]) -> None:
     shown = problems[:MAX_REPORTED_PROBLEMS]
     more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
-    raise ManifestError(f"{path}: {len(problems)} problem(s) in the video-MCQ manifest (fields: DESIGN.md, "
-                        f"'Video multiple-choice items'):\n  " + "\n  ".join(shown) + more)
+    raise ManifestError(
+        f"{path}: {len(problems)} problem(s) in the video-MCQ manifest (fields: DESIGN.md, "
+        f"'Video multiple-choice items'):\n  " + "\n  ".join(shown) + more
+    )
 
 
 def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
@@ -145,8 +158,10 @@ def load_manifest(path: str | os.PathLike) -> list[VideoQuestion]:
     not exist here (the evaluation reports unreadable ones)."""
     path = Path(path)
     if not path.is_file():
-        raise ManifestError(f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
-                            "or convert a benchmark with `--from egoschema|mvbench|videomme|nextqa`")
+        raise ManifestError(
+            f"{path}: no such manifest; build one with `judgetrain build video-mcq --out DIR --synthetic N` "
+            "or convert a benchmark with `--from egoschema|mvbench|videomme|nextqa`"
+        )
     root = path.parent
     questions: list[VideoQuestion] = []
     problems: list[str] = []

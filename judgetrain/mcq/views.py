@@ -19,8 +19,17 @@ from typing import Any
 from judgetrain.seeding import rng_for
 from judgetrain.video import SAMPLERS, phase_indices, sampler_indices
 
-__all__ = ["INSTRUCTION", "LETTERS", "PREAMBLE", "Grid", "inverse_permutation", "mcq_prompt", "ordering_permutation",
-           "orderings", "to_content"]
+__all__ = [
+    "INSTRUCTION",
+    "LETTERS",
+    "PREAMBLE",
+    "Grid",
+    "inverse_permutation",
+    "mcq_prompt",
+    "ordering_permutation",
+    "orderings",
+    "to_content",
+]
 
 LETTERS = string.ascii_uppercase
 PREAMBLE = "Select the best answer to the following multiple-choice question based on the video frames."
@@ -107,7 +116,7 @@ class Grid:
     @property
     def attention_units(self) -> int:
         """Visual-prefix attention cost ``views · budget²`` in frame-token² (paper 001 Table 1)."""
-        return self.views * self.budget ** 2
+        return self.views * self.budget**2
 
     def indices(self, n_frames: int, fps: float, origin: Fraction, base_budget: int) -> list[list[int]]:
         """Frame indices of every view at ``origin`` (in steps of the ``base_budget`` grid)."""

@@ -27,8 +27,16 @@ from typing import Any
 
 from judgetrain.errors import UserError
 
-__all__ = ["AdapterMismatchError", "BaseModelNotFoundError", "adapter_base", "check_adapter", "load_adapter", "missing_base_hint",
-           "same_base", "stored_base"]
+__all__ = [
+    "AdapterMismatchError",
+    "BaseModelNotFoundError",
+    "adapter_base",
+    "check_adapter",
+    "load_adapter",
+    "missing_base_hint",
+    "same_base",
+    "stored_base",
+]
 
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 _LORA = (".lora_A.weight", ".lora_B.weight")
@@ -70,13 +78,17 @@ def _could_be_hub_id(name: str) -> bool:
 
 def missing_base_hint(adapter: str | os.PathLike[str], recorded: str) -> str:
     """What to do when ``recorded`` (an adapter's base) cannot be loaded from here."""
-    fix = (f"pass the base model's folder or hub id: `judgetrain merge {adapter} --out DIR --base BASE`, "
-           f"`judgetrain eval … --model BASE --adapter {adapter}`, or in Python "
-           f"PeftModel.from_pretrained(<the base loaded from BASE>, {os.fspath(adapter)!r})")
+    fix = (
+        f"pass the base model's folder or hub id: `judgetrain merge {adapter} --out DIR --base BASE`, "
+        f"`judgetrain eval … --model BASE --adapter {adapter}`, or in Python "
+        f"PeftModel.from_pretrained(<the base loaded from BASE>, {os.fspath(adapter)!r})"
+    )
     if Path(recorded).expanduser().is_absolute():
         return f"the adapter records its base as the folder {recorded!r}, which does not exist on this machine; {fix}."
-    return (f"the adapter records its base as {recorded!r}, a path relative to the folder training ran in; from the "
-            f"working directory {os.getcwd()} it names no folder. Run from the folder training ran in, or {fix}.")
+    return (
+        f"the adapter records its base as {recorded!r}, a path relative to the folder training ran in; from the "
+        f"working directory {os.getcwd()} it names no folder. Run from the folder training ran in, or {fix}."
+    )
 
 
 def adapter_base(adapter: str | os.PathLike[str], base: str | os.PathLike[str] | None = None) -> str:
@@ -89,9 +101,11 @@ def adapter_base(adapter: str | os.PathLike[str], base: str | os.PathLike[str] |
     adapter_dir = Path(os.fspath(adapter)).expanduser()
     recorded = _peft_config(adapter_dir).base_model_name_or_path
     if not recorded:
-        raise BaseModelNotFoundError(f"{adapter_dir / 'adapter_config.json'} records no base_model_name_or_path: pass the "
-                                     "base model it was trained on (--base BASE for `judgetrain merge`, --model BASE "
-                                     "for `judgetrain eval`)")
+        raise BaseModelNotFoundError(
+            f"{adapter_dir / 'adapter_config.json'} records no base_model_name_or_path: pass the "
+            "base model it was trained on (--base BASE for `judgetrain merge`, --model BASE "
+            "for `judgetrain eval`)"
+        )
     if Path(recorded).expanduser().is_dir() or _could_be_hub_id(recorded):
         return recorded
     raise BaseModelNotFoundError(f"adapter {adapter_dir}: {missing_base_hint(adapter_dir, recorded)}")
@@ -112,16 +126,17 @@ def same_base(recorded: str | None, given: str | os.PathLike[str] | None) -> boo
     if a.exists():
         return b.exists() and a.resolve() == b.resolve()
     parts = Path(os.path.normpath(recorded)).parts
-    return (not a.is_absolute() and ".." not in parts and b.is_dir()
-            and b.resolve().parts[-len(parts):] == parts)
+    return not a.is_absolute() and ".." not in parts and b.is_dir() and b.resolve().parts[-len(parts) :] == parts
 
 
 def _peft_config(adapter: Path) -> Any:
     from peft import PeftConfig
 
     if not (adapter / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"{adapter} holds no adapter_config.json, so it is not a PEFT adapter folder. Pass the "
-                                "folder the trainer saved the adapter to.")
+        raise FileNotFoundError(
+            f"{adapter} holds no adapter_config.json, so it is not a PEFT adapter folder. Pass the "
+            "folder the trainer saved the adapter to."
+        )
     return PeftConfig.from_pretrained(str(adapter))
 
 
@@ -180,17 +195,21 @@ def _shape_problems(shapes: dict[str, tuple[int, ...]], model: Any) -> tuple[lis
         end = next((e for e in _LORA if key.endswith(e)), None)
         if end is None:
             continue
-        name = key.removeprefix("base_model.model.")[:-len(end)]
+        name = key.removeprefix("base_model.model.")[: -len(end)]
         module = _find(name, modules, by_suffix)
         if not isinstance(module, torch.nn.Linear):
             continue
         matched += 1
         if end == _LORA[0] and shape[1] != module.in_features:
-            problems.append(f"{name}: the adapter's lora_A is {list(shape)} (in_features {shape[1]}), this model's "
-                            f"layer takes {module.in_features}")
+            problems.append(
+                f"{name}: the adapter's lora_A is {list(shape)} (in_features {shape[1]}), this model's "
+                f"layer takes {module.in_features}"
+            )
         elif end == _LORA[1] and shape[0] != module.out_features:
-            problems.append(f"{name}: the adapter's lora_B is {list(shape)} (out_features {shape[0]}), this model's "
-                            f"layer gives {module.out_features}")
+            problems.append(
+                f"{name}: the adapter's lora_B is {list(shape)} (out_features {shape[0]}), this model's "
+                f"layer gives {module.out_features}"
+            )
     return problems, matched
 
 
@@ -233,8 +252,7 @@ def _architecture_problems(adapter: Path | None, peft_config: Any, recorded: str
     if saved is not None and saved.is_file() and expected:
         got = json.loads(saved.read_text()).get("processor_class")
         if got and got != expected:
-            problems.append(f"processor: the adapter folder holds a {got} (used for scoring), this model needs a "
-                            f"{expected}")
+            problems.append(f"processor: the adapter folder holds a {got} (used for scoring), this model needs a {expected}")
     return problems
 
 
@@ -245,23 +263,34 @@ def _message(adapter: Path | None, recorded: str | None, given: str | None, prob
     what = f"adapter {adapter}" if adapter is not None else "the loaded adapter"
     python = f"adapter={str(adapter)!r}" if adapter is not None else "adapter=..."
     if recorded:
-        return (f"{what} was trained on base model {recorded!r} (its adapter_config.json's "
-                f"base_model_name_or_path) and does not fit {onto}:\n{lines}\nPass that base as --model {recorded} "
-                f"(in Python: Scorer.from_pretrained({recorded!r}, {python})), or use an adapter "
-                f"trained on {onto}.")
-    return (f"{what} records no base model (adapter_config.json has no base_model_name_or_path) and "
-            f"does not fit {onto}:\n{lines}\nPass the base model it was trained on as --model.")
+        return (
+            f"{what} was trained on base model {recorded!r} (its adapter_config.json's "
+            f"base_model_name_or_path) and does not fit {onto}:\n{lines}\nPass that base as --model {recorded} "
+            f"(in Python: Scorer.from_pretrained({recorded!r}, {python})), or use an adapter "
+            f"trained on {onto}."
+        )
+    return (
+        f"{what} records no base model (adapter_config.json has no base_model_name_or_path) and "
+        f"does not fit {onto}:\n{lines}\nPass the base model it was trained on as --model."
+    )
 
 
 def _warn_other_name(adapter: Path, recorded: str, given: str | None) -> None:
     # One call site, so Python's warning registry shows it once per message.
-    warnings.warn(f"adapter {adapter} was trained on base model {recorded!r}; it is loaded onto {given!r}, another "
-                  "name whose architecture and layer shapes match. If that is not the same model, pass "
-                  f"--model {recorded}.", UserWarning, stacklevel=3)
+    warnings.warn(
+        f"adapter {adapter} was trained on base model {recorded!r}; it is loaded onto {given!r}, another "
+        "name whose architecture and layer shapes match. If that is not the same model, pass "
+        f"--model {recorded}.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
-def check_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_path: str | os.PathLike[str] | None = None,
-                  ) -> None:
+def check_adapter(
+    model: Any,
+    adapter: str | os.PathLike[str],
+    model_name_or_path: str | os.PathLike[str] | None = None,
+) -> None:
     """Refuse (:class:`AdapterMismatchError`) an adapter folder that cannot belong to
     ``model`` (a transformers model, before PEFT wraps it), naming the base it was trained
     on and how to pass it; warn when the base's name differs from ``model_name_or_path``
@@ -275,8 +304,9 @@ def check_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_pat
     adapter = Path(os.fspath(adapter)).expanduser()
     peft_config = _peft_config(adapter)
     recorded = peft_config.base_model_name_or_path
-    given = os.fspath(model_name_or_path) if model_name_or_path is not None else \
-        getattr(model.config, "name_or_path", None) or None
+    given = (
+        os.fspath(model_name_or_path) if model_name_or_path is not None else getattr(model.config, "name_or_path", None) or None
+    )
     same = same_base(recorded, given)
     problems = [] if same else _architecture_problems(adapter, peft_config, recorded, model)
     shapes = _adapter_shapes(adapter)
@@ -284,16 +314,22 @@ def check_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_pat
     problems += shape_problems
     lora = [k for k in shapes if k.endswith(_LORA)]
     if lora and not matched:
-        problems.append(f"layers: none of the adapter's {len(lora)} LoRA tensors (e.g. {lora[0]}) has its linear "
-                        "layer in this model")
+        problems.append(
+            f"layers: none of the adapter's {len(lora)} LoRA tensors (e.g. {lora[0]}) has its linear layer in this model"
+        )
     if problems:
         raise AdapterMismatchError(_message(adapter, recorded, given, problems))
     if recorded and not same:
         _warn_other_name(adapter, recorded, given)
 
 
-def load_adapter(model: Any, adapter: str | os.PathLike[str], model_name_or_path: str | os.PathLike[str] | None = None,
-                 *, is_trainable: bool = False) -> Any:
+def load_adapter(
+    model: Any,
+    adapter: str | os.PathLike[str],
+    model_name_or_path: str | os.PathLike[str] | None = None,
+    *,
+    is_trainable: bool = False,
+) -> Any:
     """``PeftModel.from_pretrained(model, adapter)`` once :func:`check_adapter` has passed."""
     from peft import PeftModel
 

@@ -338,13 +338,7 @@ def _looks_like_path(name_or_path: str) -> bool:
     # A hub id is "name" or "namespace/name"; anything else (absolute, ./, ~,
     # Windows drive, several slashes) can only be meant as a folder.
     p = name_or_path
-    return (
-        os.path.isabs(p)
-        or p.startswith((".", "~"))
-        or p.count("/") > 1
-        or "\\" in p
-        or os.path.exists(p)
-    )
+    return os.path.isabs(p) or p.startswith((".", "~")) or p.count("/") > 1 or "\\" in p or os.path.exists(p)
 
 
 def _offline() -> bool:
@@ -369,8 +363,7 @@ def _not_found(name_or_path: str, what: str, err: BaseException, local_files_onl
         example = FAMILIES["qwen3-vl"].example_checkpoints[0]
         how = (
             "To provide it: on a machine with network access run `hf download <hub-id> --local-dir DIR` "
-            f"(e.g. `hf download {example} --local-dir DIR`), copy DIR here and pass it as the model path. "
-            + _TINY_HINT
+            f"(e.g. `hf download {example} --local-dir DIR`), copy DIR here and pass it as the model path. " + _TINY_HINT
         )
     else:
         from huggingface_hub import constants
@@ -425,13 +418,15 @@ def _hub_kwargs(trust_remote_code: bool, local_files_only: bool | None) -> dict[
     return kwargs
 
 
-def _load_config(name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None,
-                 revision: str | None = None) -> PretrainedConfig:
+def _load_config(
+    name_or_path: str, *, trust_remote_code: bool, local_files_only: bool | None, revision: str | None = None
+) -> PretrainedConfig:
     from transformers import AutoConfig
 
     with _missing_files_explained(name_or_path, "config.json", local_files_only):
-        return AutoConfig.from_pretrained(name_or_path, **_hub_kwargs(trust_remote_code, local_files_only),
-                                          **({"revision": revision} if revision else {}))
+        return AutoConfig.from_pretrained(
+            name_or_path, **_hub_kwargs(trust_remote_code, local_files_only), **({"revision": revision} if revision else {})
+        )
 
 
 # the weights dtypes a loader takes by name (`--dtype`); help texts list them from here

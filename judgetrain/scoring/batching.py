@@ -25,8 +25,15 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CPU_BATCH_SIZE", "MAX_AUTO_BATCH_SIZE", "BatchSize", "Batcher", "ContinuationOutOfMemory", "continuation_pass",
-           "run_batched"]
+__all__ = [
+    "CPU_BATCH_SIZE",
+    "MAX_AUTO_BATCH_SIZE",
+    "BatchSize",
+    "Batcher",
+    "ContinuationOutOfMemory",
+    "continuation_pass",
+    "run_batched",
+]
 
 
 logger = logging.getLogger(__name__)
@@ -106,13 +113,22 @@ class Batcher:
             self.rows = max(1, (self.rows or rows_in_batch) // 2)
         else:
             return False
-        logger.warning("out of memory: retrying with batch size %d%s", self.size,
-                       f", {self.rows} continuation rows per pass" if self.rows else "")
+        logger.warning(
+            "out of memory: retrying with batch size %d%s",
+            self.size,
+            f", {self.rows} continuation rows per pass" if self.rows else "",
+        )
         return True
 
 
-def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batcher, progress: bool, desc: str,
-                order: Sequence[int] | None = None) -> list:
+def run_batched(
+    n: int,
+    fn: Callable[[list[int], Batcher], list],
+    batcher: Batcher,
+    progress: bool,
+    desc: str,
+    order: Sequence[int] | None = None,
+) -> list:
     """``fn(indices, batcher)`` over batches of ``order`` (default: input order; e.g.
     :func:`~judgetrain.scoring.lengths.longest_first`), results in input order."""
     import torch
@@ -125,7 +141,7 @@ def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batch
     i = 0
     with tqdm(total=n, desc=desc, unit="item", disable=not progress, leave=False) as bar:
         while i < n:
-            idx = order[i:i + batcher.size]
+            idx = order[i : i + batcher.size]
             rows = 0  # > 0: out of memory, in a pass over this many continuation rows (1: the batch itself)
             try:
                 with batcher.measure():
@@ -141,7 +157,8 @@ def run_batched(n: int, fn: Callable[[list[int], Batcher], list], batcher: Batch
                 if not batcher.shrink(rows):
                     raise torch.OutOfMemoryError(
                         f"{desc}: out of memory with one item per batch (items {i}..). Use a smaller dtype "
-                        "(bfloat16), fewer or smaller images (min_pixels/max_pixels), or a larger device.")
+                        "(bfloat16), fewer or smaller images (min_pixels/max_pixels), or a larger device."
+                    )
                 continue
             for j, r in zip(idx, out, strict=True):
                 results[j] = r

@@ -55,8 +55,9 @@ def _choice_token_ids(tokenizer: Any, text: str, choices: list[str], where: str)
     return choice_token_ids_many(tokenizer, [text], [choices], [where])[0]
 
 
-def choice_token_ids_many(tokenizer: Any, texts: list[str], choices: list[list[str]], wheres: list[str],
-                          bases: list[list[int]] | None = None) -> list[list[list[int]]]:
+def choice_token_ids_many(
+    tokenizer: Any, texts: list[str], choices: list[list[str]], wheres: list[str], bases: list[list[int]] | None = None
+) -> list[list[list[int]]]:
     """:func:`_choice_token_ids` for many texts in two tokenizer calls (``bases``: the
     texts' own token ids, when already known)."""
     if bases is None:
@@ -74,8 +75,9 @@ def choice_token_ids_many(tokenizer: Any, texts: list[str], choices: list[list[s
                 raise ValueError(
                     f"{where}: the choice {c!r} merges with the end of the prompt when tokenised, so its "
                     "log-probability is not defined by the prompt's tokens. End the prompt (or the prefill) "
-                    "at a token boundary, e.g. with a newline or a space, or drop the leading space from the choice.")
-            per_text.append(ids[len(base):])
+                    "at a token boundary, e.g. with a newline or a space, or drop the leading space from the choice."
+                )
+            per_text.append(ids[len(base) :])
         out.append(per_text)
     return out
 
@@ -85,12 +87,25 @@ def finish_scores(choices: list[str], raw: list[float], ntok: list[int], reducti
     top = max(scores)
     lse = top + math.log(sum(math.exp(s - top) for s in scores))
     best = scores.index(top)  # first maximum: ties go to the lowest index
-    return ChoiceScores(logprobs=[s - lse for s in scores], raw_logprobs=list(raw), prediction=choices[best],
-                        prediction_index=best, choices=list(choices), num_tokens=list(ntok))
+    return ChoiceScores(
+        logprobs=[s - lse for s in scores],
+        raw_logprobs=list(raw),
+        prediction=choices[best],
+        prediction_index=best,
+        choices=list(choices),
+        num_tokens=list(ntok),
+    )
 
 
-def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | None, reduction: str, labels: list[str],
-                 batcher: Batcher, shared: SharedImages) -> list[ChoiceScores]:
+def _score_batch(
+    m: ScoringModel,
+    items: list[NormalizedItem],
+    prefill: str | None,
+    reduction: str,
+    labels: list[str],
+    batcher: Batcher,
+    shared: SharedImages,
+) -> list[ChoiceScores]:
     import torch
 
     texts = [render_prompt(m.processor, it.prompt, prefill) for it in items]
@@ -100,8 +115,9 @@ def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | No
     multi = any(len(ids) > 1 for per_item in choice_ids for ids in per_item)
 
     # One pass over the prompts; the last position's logits give every choice's first token.
-    logits, cache = m.forward(shared.inputs(inputs, [it.images for it in items]), position_ids=pos, use_cache=multi,
-                              last_only=True)
+    logits, cache = m.forward(
+        shared.inputs(inputs, [it.images for it in items]), position_ids=pos, use_cache=multi, last_only=True
+    )
     last = logits[:, -1].float()
     owner = torch.tensor([b for b, per_item in enumerate(choice_ids) for _ in per_item], device=last.device)
     token = torch.tensor([ids[0] for per_item in choice_ids for ids in per_item], device=last.device)
@@ -109,7 +125,7 @@ def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | No
     flat = (last[owner, token] - torch.logsumexp(last, dim=-1)[owner]).tolist()
     raw, k = [], 0
     for per_item in choice_ids:
-        raw.append(flat[k:k + len(per_item)])
+        raw.append(flat[k : k + len(per_item)])
         k += len(per_item)
 
     if multi:
@@ -118,15 +134,23 @@ def _score_batch(m: ScoringModel, items: list[NormalizedItem], prefill: str | No
         cap = batcher.rows or len(rows)
         mask = inputs["attention_mask"]
         for start in range(0, len(rows), cap):
-            chunk = rows[start:start + cap]
+            chunk = rows[start : start + cap]
             with continuation_pass(len(chunk)):
                 _score_continuations(m, chunk, choice_ids, cache, mask, nxt, raw)
-    return [finish_scores(it.choices, r, [len(x) for x in ids], reduction)
-            for it, r, ids in zip(items, raw, choice_ids, strict=True)]
+    return [
+        finish_scores(it.choices, r, [len(x) for x in ids], reduction) for it, r, ids in zip(items, raw, choice_ids, strict=True)
+    ]
 
 
-def _score_continuations(m: ScoringModel, chunk: list[tuple[int, int]], choice_ids: list[list[list[int]]], cache: Any,
-                         prompt_mask: torch.Tensor, nxt: torch.Tensor, raw: list[list[float]]) -> None:
+def _score_continuations(
+    m: ScoringModel,
+    chunk: list[tuple[int, int]],
+    choice_ids: list[list[list[int]]],
+    cache: Any,
+    prompt_mask: torch.Tensor,
+    nxt: torch.Tensor,
+    raw: list[list[float]],
+) -> None:
     """Add tokens 2..k of each (item, choice) in ``chunk`` to ``raw``, in one forward pass."""
     import torch
 
@@ -144,8 +168,9 @@ def _score_continuations(m: ScoringModel, chunk: list[tuple[int, int]], choice_i
     pos = nxt[owner].unsqueeze(1) + torch.arange(width, device=dev)
     if m.rope_index is not None:  # M-RoPE: text positions are equal in all three components
         pos = pos.unsqueeze(0).expand(3, -1, -1)
-    logits, _ = m.forward({"input_ids": inp, "attention_mask": attn}, position_ids=pos, cache=rows_cache,
-                          use_cache=True, last_only=False)
+    logits, _ = m.forward(
+        {"input_ids": inp, "attention_mask": attn}, position_ids=pos, cache=rows_cache, use_cache=True, last_only=False
+    )
     del rows_cache  # the copied keys/values are the big allocation here
     logits = logits.float()
     # Input position k predicts choice token k + 1; pad targets are 0 and masked out.
@@ -220,8 +245,9 @@ def score(
         labels = [describe_item(x, i) for x, i in zip(raw, idx, strict=True)]
         for it, lab in zip(batch, labels, strict=True):
             if not it.choices:
-                raise ValueError(f"{lab} has no choices; constrained scoring needs a closed answer set. "
-                                 "Use generate() for free-form tasks.")
+                raise ValueError(
+                    f"{lab} has no choices; constrained scoring needs a closed answer set. Use generate() for free-form tasks."
+                )
         return _score_batch(m, batch, pre, reduction, labels, batcher, shared)
 
     shared = SharedImages(model, share_images)

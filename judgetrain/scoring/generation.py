@@ -83,15 +83,22 @@ def generate(
         # PreTrainedModel has no generate() in transformers 5 (each generating class mixes in
         # GenerationMixin, and a PeftModel forwards it): a model given here generates
         out = cast("GenerationMixin", model).generate(**inputs, generation_config=config)
-        new = out[:, inputs["input_ids"].shape[1]:].tolist()
+        new = out[:, inputs["input_ids"].shape[1] :].tolist()
         results = []
         for tokens, parse in zip(new, parsers, strict=True):
             stop = next((k for k, t in enumerate(tokens) if t in eos_ids), None)
             kept = tokens if stop is None else tokens[:stop]
             text = m.tokenizer.decode(kept, skip_special_tokens=True).strip()
             answer = parse(text)
-            results.append(Generation(text=text, answer=answer, valid=answer is not None,
-                                      num_tokens=len(tokens) if stop is None else stop + 1, truncated=stop is None))
+            results.append(
+                Generation(
+                    text=text,
+                    answer=answer,
+                    valid=answer is not None,
+                    num_tokens=len(tokens) if stop is None else stop + 1,
+                    truncated=stop is None,
+                )
+            )
         return results
 
     order = item_order(m.processor, seq, pre) if sort_by_length else None
@@ -117,8 +124,15 @@ def _greedy_config(model: Any, m: ScoringModel, max_new_tokens: int) -> Any:
     # are set to their neutral values rather than None, because generate() refills
     # None from model.generation_config and then warns on every call; its
     # repetition penalty (1.05 for Qwen2.5-VL) would change greedy answers, so it goes too.
-    neutral = {"temperature": 1.0, "top_p": 1.0, "top_k": 50, "typical_p": 1.0, "min_p": None,
-               "repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
+    neutral = {
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 50,
+        "typical_p": 1.0,
+        "min_p": None,
+        "repetition_penalty": 1.0,
+        "no_repeat_ngram_size": 0,
+    }
     for name, value in neutral.items():
         if hasattr(config, name):
             setattr(config, name, value)

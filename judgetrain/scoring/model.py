@@ -83,8 +83,11 @@ class ScoringModel:
         if self.rope_index is None:
             return text_pos, mask.long().sum(-1)
         if "image_grid_thw" in inputs or "video_grid_thw" in inputs:
-            kwargs = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
-                      if k in inputs and k in self._rope_params}
+            kwargs = {
+                k: inputs[k]
+                for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
+                if k in inputs and k in self._rope_params
+            }
             mm = inputs.get("mm_token_type_ids")
             if mm is None:  # older processors: rebuild it (text 0, image 1, video 2)
                 ids = inputs["input_ids"]
@@ -102,8 +105,9 @@ class ScoringModel:
         cache (a continuation of a cached prefix is text, which attends causally)."""
         return self.rope_index is not None or (self.takes_token_types and cache is None)
 
-    def forward(self, inputs: Mapping[str, Any], *, position_ids, cache=None, use_cache: bool, last_only: bool,
-                keep: int | None = None):
+    def forward(
+        self, inputs: Mapping[str, Any], *, position_ids, cache=None, use_cache: bool, last_only: bool, keep: int | None = None
+    ):
         """Logits (of the last position with ``last_only``, of the last ``keep`` positions
         with ``keep``, else of all) and the cache."""
         if last_only:

@@ -55,7 +55,7 @@ def _answer_span(text: str) -> str:
         return ""  # a reasoning block that never closed holds no answer
     cues = list(ANSWER_CUE.finditer(text))
     if cues:
-        text = text[cues[-1].end():]
+        text = text[cues[-1].end() :]
     return text.strip()
 
 
@@ -140,7 +140,8 @@ def likert_1_5() -> Parser:
 
 
 _PAIR = re.compile(
-    r"(?i)(?:(?:frames?|images?|pictures?)\s*)?[(\[]?\s*(\d{1,6})\s*(?:,|and|&)\s*(?:(?:frame|image|picture)\s*)?(\d{1,6})\s*[)\]]?")
+    r"(?i)(?:(?:frames?|images?|pictures?)\s*)?[(\[]?\s*(\d{1,6})\s*(?:,|and|&)\s*(?:(?:frame|image|picture)\s*)?(\d{1,6})\s*[)\]]?"
+)
 
 
 def frame_pair(lo: int = 1, hi: int = 10**6, *, ordered: bool = False) -> Parser:
@@ -165,7 +166,9 @@ def frame_pair(lo: int = 1, hi: int = 10**6, *, ordered: bool = False) -> Parser
 _ORDER = re.compile(r"(?i)(?:(?:order|ordering|sequence)\s*:?\s*)?[(\[]?\s*(\d{1,6}(?:\s*(?:,|>|->|→|\s)\s*\d{1,6})*)\s*[)\]]?")
 
 
-_LETTER_ORDER = re.compile(r"(?i)(?:(?:order|ordering|sequence)\s*:?\s*)?[(\[]?\s*([a-z](?:\s*(?:,|-|–|—|>|->|→|\s)\s*[a-z])*)\s*[)\]]?")
+_LETTER_ORDER = re.compile(
+    r"(?i)(?:(?:order|ordering|sequence)\s*:?\s*)?[(\[]?\s*([a-z](?:\s*(?:,|-|–|—|>|->|→|\s)\s*[a-z])*)\s*[)\]]?"
+)
 
 
 def ordering(n: int, letters: bool = False) -> Parser:
@@ -233,4 +236,4 @@ def parser_for_record(record: Mapping[str, Any]) -> Parser:
     if not choices:
         return inner
     allowed = set(choices)
-    return Parser(inner.name, lambda t: (a if (a := inner(t)) in allowed else None))
+    return Parser(inner.name, lambda t: a if (a := inner(t)) in allowed else None)

@@ -70,8 +70,10 @@ def shared_split(m: ScoringModel, texts: list[str], n_images: int, where: str) -
     image_end = 0
     if n_images:
         if not image_token or shared.count(image_token) != n_images:
-            raise ValueError(f"{where}: the prompts must show all {n_images} images identically before they first "
-                             "differ; put the images first and the text that varies after them.")
+            raise ValueError(
+                f"{where}: the prompts must show all {n_images} images identically before they first "
+                "differ; put the images first and the text that varies after them."
+            )
         image_end = shared.rindex(image_token) + len(image_token)
     candidates = [shared.rfind("\n") + 1, image_end]
     fulls = tok(texts, add_special_tokens=False)["input_ids"]
@@ -80,12 +82,21 @@ def shared_split(m: ScoringModel, texts: list[str], n_images: int, where: str) -
         head, *rests = tok([prefix] + [t[cut:] for t in texts], add_special_tokens=False)["input_ids"]
         if all(head + rest == full and rest for rest, full in zip(rests, fulls, strict=True)):
             return prefix, rests
-    raise ValueError(f"{where}: no token boundary after the last image is shared by every prompt; the prompts must "
-                     "render identically up to (at least) the end of the last image.")
+    raise ValueError(
+        f"{where}: no token boundary after the last image is shared by every prompt; the prompts must "
+        "render identically up to (at least) the end of the last image."
+    )
 
 
-def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list[str], prefill: str | None,
-                        reduction: str, batcher: Batcher, shared: SharedImages) -> list[list[ChoiceScores]]:
+def _score_prefix_batch(
+    m: ScoringModel,
+    groups: list[PrefixGroup],
+    labels: list[str],
+    prefill: str | None,
+    reduction: str,
+    batcher: Batcher,
+    shared: SharedImages,
+) -> list[list[ChoiceScores]]:
     prefixes, rests, choices, choice_ids = [], [], [], []
     # Groups of one batch often carry the same prompts (PhaseFusion's S phase grids of one
     # question): their text is rendered, split and tokenised once.
@@ -96,13 +107,20 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
         if key not in done:
             texts = [render_prompt(m.processor, p, prefill) for p in g.prompts]
             if not texts or len(per_variant) != len(texts) or not all(per_variant):
-                raise ValueError(f"{lab}: needs at least one prompt and a non-empty answer set for every prompt "
-                                 f"(got {len(texts)} prompt(s), {len(per_variant)} answer set(s)).")
+                raise ValueError(
+                    f"{lab}: needs at least one prompt and a non-empty answer set for every prompt "
+                    f"(got {len(texts)} prompt(s), {len(per_variant)} answer set(s))."
+                )
             prefix, rest = shared_split(m, texts, len(g.images), lab)
             # The cut is a pre-tokenizer boundary of every prompt (checked above), so a choice
             # continues the prompt's rest exactly as it continues the whole prompt.
-            ids = choice_token_ids_many(m.tokenizer, [t[len(prefix):] for t in texts], per_variant,
-                                        [f"{lab}, prompt {v}" for v in range(len(texts))], rest)
+            ids = choice_token_ids_many(
+                m.tokenizer,
+                [t[len(prefix) :] for t in texts],
+                per_variant,
+                [f"{lab}, prompt {v}" for v in range(len(texts))],
+                rest,
+            )
             done[key] = (prefix, rest, per_variant, ids)
         prefix, rest, per_variant, ids = done[key]
         prefixes.append(prefix)
@@ -128,8 +146,10 @@ def _score_prefix_batch(m: ScoringModel, groups: list[PrefixGroup], labels: list
     for chunk in _row_chunks(m, rows, batcher.rows or len(rows)):
         with continuation_pass(len(chunk)):
             _score_rest_rows(m, chunk, choice_ids, cache, inputs["attention_mask"], nxt, raw)
-    return [[finish_scores(c, r, [len(x) for x in ids], reduction) for c, r, ids in zip(cs, rs, idss, strict=True)]
-            for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)]
+    return [
+        [finish_scores(c, r, [len(x) for x in ids], reduction) for c, r, ids in zip(cs, rs, idss, strict=True)]
+        for cs, rs, idss in zip(choices, raw, choice_ids, strict=True)
+    ]
 
 
 def _row_chunks(m: ScoringModel, rows: list, cap: int) -> list[list]:
@@ -137,16 +157,22 @@ def _row_chunks(m: ScoringModel, rows: list, cap: int) -> list[list]:
     prefix and its rest; a sliding window counts those slots and would see fewer real tokens,
     so with one, rows of equal length share a chunk and there are no pads at all."""
     if not m.sliding_window:
-        return [rows[i:i + cap] for i in range(0, len(rows), cap)]
+        return [rows[i : i + cap] for i in range(0, len(rows), cap)]
     by_length: dict[int, list] = {}
     for row in rows:
         by_length.setdefault(len(row[3]), []).append(row)
-    return [same[i:i + cap] for same in by_length.values() for i in range(0, len(same), cap)]
+    return [same[i : i + cap] for same in by_length.values() for i in range(0, len(same), cap)]
 
 
-def _score_rest_rows(m: ScoringModel, chunk: list[tuple[int, int, int | None, list[int], int]],
-                     choice_ids: list[list[list[list[int]]]], cache: Any, prompt_mask: torch.Tensor,
-                     nxt: torch.Tensor, raw: list[list[list[float]]]) -> None:
+def _score_rest_rows(
+    m: ScoringModel,
+    chunk: list[tuple[int, int, int | None, list[int], int]],
+    choice_ids: list[list[list[list[int]]]],
+    cache: Any,
+    prompt_mask: torch.Tensor,
+    nxt: torch.Tensor,
+    raw: list[list[list[float]]],
+) -> None:
     """Score the rows of ``chunk`` against copies of their group's cache in one forward pass
     and add each choice's log-probability to ``raw[group][variant][choice]``."""
     import torch
@@ -159,23 +185,23 @@ def _score_rest_rows(m: ScoringModel, chunk: list[tuple[int, int, int | None, li
     for r, (_, _, _, tokens, _) in enumerate(chunk):
         # Right-aligned (pads between the cached prefix and the rest, masked out), so the
         # positions to score are the last `keep` of every row and logits stay (rows, keep, vocab).
-        inp[r, width - len(tokens):] = torch.tensor(tokens, device=dev)
-        valid[r, width - len(tokens):] = 1
+        inp[r, width - len(tokens) :] = torch.tensor(tokens, device=dev)
+        valid[r, width - len(tokens) :] = 1
     owner = torch.tensor([r[0] for r in chunk], device=dev)
     rows_cache = select_cache_rows(cache, owner)
     attn = torch.cat([prompt_mask[owner], valid], dim=1)
     pos = nxt[owner].unsqueeze(1) + (valid.long().cumsum(-1) - 1).clamp(min=0)
     if m.rope_index is not None:  # M-RoPE: text positions are equal in all three components
         pos = pos.unsqueeze(0).expand(3, -1, -1)
-    logits, _ = m.forward({"input_ids": inp, "attention_mask": attn}, position_ids=pos, cache=rows_cache,
-                          use_cache=True, last_only=False, keep=keep)
+    logits, _ = m.forward(
+        {"input_ids": inp, "attention_mask": attn}, position_ids=pos, cache=rows_cache, use_cache=True, last_only=False, keep=keep
+    )
     del rows_cache  # the copied keys/values are the big allocation here
     logits = logits[:, -keep:].float()
     # (row, position, token) of every scored choice token; one gather, one transfer.
     at_row, at_pos, at_tok, slot = [], [], [], []
     for r, (b, v, c, _, n) in enumerate(chunk):
-        targets = [(cid[0], k) for k, cid in enumerate(choice_ids[b][v])] if c is None else \
-            [(t, c) for t in choice_ids[b][v][c]]
+        targets = [(cid[0], k) for k, cid in enumerate(choice_ids[b][v])] if c is None else [(t, c) for t in choice_ids[b][v][c]]
         for j, (t, k) in enumerate(targets):
             at_row.append(r)
             at_pos.append(keep - 1 if c is None else keep - n + j)

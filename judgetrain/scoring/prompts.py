@@ -70,15 +70,18 @@ def to_item(x: Any, i: int) -> NormalizedItem:
     if isinstance(x, Mapping):
         missing = [k for k in ("prompt",) if k not in x]
         if missing:
-            raise ValueError(f"{describe_item(x, i)} has no {missing[0]!r}: an item is a task record "
-                             "(keys 'prompt', 'images', 'choices') or a (prompt, images, choices) tuple.")
+            raise ValueError(
+                f"{describe_item(x, i)} has no {missing[0]!r}: an item is a task record "
+                "(keys 'prompt', 'images', 'choices') or a (prompt, images, choices) tuple."
+            )
         return NormalizedItem(list(x["prompt"]), list(x.get("images") or []), list(x.get("choices") or []), x)
     if isinstance(x, tuple) and len(x) in (2, 3):
         prompt, images = x[0], x[1]
         choices = list(x[2]) if len(x) == 3 and x[2] is not None else []
         return NormalizedItem(list(prompt), list(images or []), choices, None)
-    raise TypeError(f"item {i} is a {type(x).__name__}; expected a task record (dict) or a "
-                    "(prompt messages, images, choices) tuple.")
+    raise TypeError(
+        f"item {i} is a {type(x).__name__}; expected a task record (dict) or a (prompt messages, images, choices) tuple."
+    )
 
 
 def as_sequence(items: Any) -> Any:
@@ -90,8 +93,7 @@ def as_sequence(items: Any) -> Any:
     return list(items)
 
 
-def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | None,
-                    processor: Any = None) -> str | None:
+def resolve_prefill(prefill: str | None | FamilyPrefill, family: ModelFamily | None, processor: Any = None) -> str | None:
     """The prefill text to score or generate after (``None``: none).
 
     ``FAMILY_PREFILL``: the family's ``think_prefill`` when it sets one, else, given the
@@ -152,4 +154,4 @@ def strip_template_bos(tokenizer: Any, text: str) -> str:
     if not bos or not text.startswith(bos):
         return text
     adds_bos = tokenizer("")["input_ids"][:1] == [tokenizer.bos_token_id]
-    return text[len(bos):] if adds_bos else text
+    return text[len(bos) :] if adds_bos else text

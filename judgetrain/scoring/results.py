@@ -102,5 +102,10 @@ class GenerationOutput(Sequence[Generation]):
 
     def counts(self) -> dict[str, int | float]:
         """``{"n", "valid", "invalid", "invalid_rate", "truncated"}`` for metrics.json."""
-        return {"n": len(self), "valid": self.n_valid, "invalid": self.n_invalid,
-                "invalid_rate": self.invalid_rate, "truncated": self.n_truncated}
+        return {
+            "n": len(self),
+            "valid": self.n_valid,
+            "invalid": self.n_invalid,
+            "invalid_rate": self.invalid_rate,
+            "truncated": self.n_truncated,
+        }

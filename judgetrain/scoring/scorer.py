@@ -133,9 +133,11 @@ class Scorer:
 
             adapter_dir = Path(os.fspath(adapter)).expanduser()
             if not (adapter_dir / "adapter_config.json").is_file():
-                raise FileNotFoundError(f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
-                                        "folder. Pass the folder the trainer saved the adapter to (or a merged model "
-                                        "folder as model_name_or_path, without adapter=).")
+                raise FileNotFoundError(
+                    f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
+                    "folder. Pass the folder the trainer saved the adapter to (or a merged model "
+                    "folder as model_name_or_path, without adapter=)."
+                )
             # refuses an adapter of another base (its shapes, architecture, processor), naming that base
             model = load_adapter(model, adapter_dir, model_name_or_path)
             if merge_adapter:
@@ -147,32 +149,77 @@ class Scorer:
         # transformers wraps PreTrainedModel.to in functools.wraps(nn.Module.to), whose stub types the
         # bound call as the unbound one (the model expected where the device goes)
         model.to(dev)  # type: ignore[arg-type]
-        return cls(model, processor, family, batch_size=batch_size, prefill=prefill, progress=progress,
-                   sort_by_length=sort_by_length, share_images=share_images)
+        return cls(
+            model,
+            processor,
+            family,
+            batch_size=batch_size,
+            prefill=prefill,
+            progress=progress,
+            sort_by_length=sort_by_length,
+            share_images=share_images,
+        )
 
     def render(self, prompt: Sequence[Mapping[str, Any]]) -> str:
         """The exact text scored or generated from: chat template, generation prompt, prefill."""
         return render_prompt(self.processor, prompt, self.prefill)
 
-    def score(self, items: Sequence[Item] | Iterable[Item], *, reduction: Literal["sum", "mean"] = "sum",
-              progress: bool | None = None) -> list[ChoiceScores]:
+    def score(
+        self, items: Sequence[Item] | Iterable[Item], *, reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None
+    ) -> list[ChoiceScores]:
         """:func:`score` with this scorer's model, family, prefill and batch size."""
-        return score(self.model, self.processor, items, family=self.family, prefill=self.prefill,
-                     batch_size=self.batch_size, reduction=reduction,
-                     progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length,
-                     share_images=self.share_images)
+        return score(
+            self.model,
+            self.processor,
+            items,
+            family=self.family,
+            prefill=self.prefill,
+            batch_size=self.batch_size,
+            reduction=reduction,
+            progress=self.progress if progress is None else progress,
+            sort_by_length=self.sort_by_length,
+            share_images=self.share_images,
+        )
 
-    def score_shared_prefix(self, groups: Sequence[PrefixGroup] | Iterable[PrefixGroup], *,
-                            reduction: Literal["sum", "mean"] = "sum", progress: bool | None = None) -> list[list[ChoiceScores]]:
+    def score_shared_prefix(
+        self,
+        groups: Sequence[PrefixGroup] | Iterable[PrefixGroup],
+        *,
+        reduction: Literal["sum", "mean"] = "sum",
+        progress: bool | None = None,
+    ) -> list[list[ChoiceScores]]:
         """:func:`score_shared_prefix` with this scorer's model, family, prefill and batch size."""
-        return score_shared_prefix(self.model, self.processor, groups, family=self.family, prefill=self.prefill,
-                                   batch_size=self.batch_size, reduction=reduction,
-                                   progress=self.progress if progress is None else progress,
-                                   sort_by_length=self.sort_by_length, share_images=self.share_images)
+        return score_shared_prefix(
+            self.model,
+            self.processor,
+            groups,
+            family=self.family,
+            prefill=self.prefill,
+            batch_size=self.batch_size,
+            reduction=reduction,
+            progress=self.progress if progress is None else progress,
+            sort_by_length=self.sort_by_length,
+            share_images=self.share_images,
+        )
 
-    def generate(self, items: Sequence[Item] | Iterable[Item], max_new_tokens: int = 64,
-                 parser: Callable[[str], str | None] | None = None, *, progress: bool | None = None) -> GenerationOutput:
+    def generate(
+        self,
+        items: Sequence[Item] | Iterable[Item],
+        max_new_tokens: int = 64,
+        parser: Callable[[str], str | None] | None = None,
+        *,
+        progress: bool | None = None,
+    ) -> GenerationOutput:
         """:func:`generate` with this scorer's model, family, prefill and batch size."""
-        return generate(self.model, self.processor, items, max_new_tokens, parser, family=self.family,
-                        prefill=self.prefill, batch_size=self.batch_size,
-                        progress=self.progress if progress is None else progress, sort_by_length=self.sort_by_length)
+        return generate(
+            self.model,
+            self.processor,
+            items,
+            max_new_tokens,
+            parser,
+            family=self.family,
+            prefill=self.prefill,
+            batch_size=self.batch_size,
+            progress=self.progress if progress is None else progress,
+            sort_by_length=self.sort_by_length,
+        )

@@ -97,8 +97,9 @@ class SharedImages:
             return {}
         rows = torch.split(pixel_values, grid.prod(-1).tolist())
         first = [keys.index(k) for k in new]
-        out = self.base.get_image_features(pixel_values=torch.cat([rows[i] for i in first]),
-                                           image_grid_thw=grid[first], return_dict=True)
+        out = self.base.get_image_features(
+            pixel_values=torch.cat([rows[i] for i in first]), image_grid_thw=grid[first], return_dict=True
+        )
         self._type = type(out)
         self.encoded += len(new)
         deep = getattr(out, "deepstack_features", None) or []

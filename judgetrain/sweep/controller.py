@@ -97,8 +97,22 @@ from .space import (
 )
 from .storage import DEFAULT_STORAGE, process_alive, storage_from_url
 
-__all__ = ["MAX_SKIPPED", "TRIAL_MODULE", "SweepConfig", "TrialFailed", "TrialSkipped", "dashboard_storage", "main",
-           "make_parser", "open_study", "run_sweep", "skip_reason", "study_room", "trial_command", "trial_overrides"]
+__all__ = [
+    "MAX_SKIPPED",
+    "TRIAL_MODULE",
+    "SweepConfig",
+    "TrialFailed",
+    "TrialSkipped",
+    "dashboard_storage",
+    "main",
+    "make_parser",
+    "open_study",
+    "run_sweep",
+    "skip_reason",
+    "study_room",
+    "trial_command",
+    "trial_overrides",
+]
 
 # --------------------------------------------------------------------------- orphaned trials
 
@@ -121,7 +135,9 @@ def _fail_orphans(study, retries: int) -> list[int]:
 
                 cancel(t.user_attrs["slurm_job"])
             try:
-                reopen_trial(study, trial_id(t)).set_user_attr("fail_reason", f"controller pid {owner['pid']} died while the trial ran")
+                reopen_trial(study, trial_id(t)).set_user_attr(
+                    "fail_reason", f"controller pid {owner['pid']} died while the trial ran"
+                )
                 frozen = study.tell(t.number, state=TrialState.FAIL)
             except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 continue  # another controller got there first (tell: "Cannot tell a FAIL trial")
@@ -146,10 +162,14 @@ class SweepConfig(SlurmArgs):
     enqueued parameter sets) are properties. With ``slurm``, each trial is a SLURM job of
     the :class:`~judgetrain.cluster.SlurmArgs` resources."""
 
-    recipe: Path | None = arg(None, "recipe YAML to sweep, or `best` to print a finished study's winning recipe "
-                                    "(the first word: `judgetrain sweep RECIPE`)", positional=True)
-    study_name: str | None = arg(None, "(with `best`) the study name (the second word: `judgetrain sweep best STUDY`)",
-                                 positional=True)
+    recipe: Path | None = arg(
+        None,
+        "recipe YAML to sweep, or `best` to print a finished study's winning recipe (the first word: `judgetrain sweep RECIPE`)",
+        positional=True,
+    )
+    study_name: str | None = arg(
+        None, "(with `best`) the study name (the second word: `judgetrain sweep best STUDY`)", positional=True
+    )
     space: Path | None = arg(None, "search space YAML (recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
     trials: int = arg(50, "finished trials the study should hold (all controllers together)")
     storage: str = arg(DEFAULT_STORAGE, "Optuna storage URL; postgresql://… or journal:FILE to share a study between machines")
@@ -160,23 +180,39 @@ class SweepConfig(SlurmArgs):
     pruner: str = arg("median", one_of(PRUNERS), choices=PRUNERS)
     warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned")
     startup_trials: int = arg(2, "median pruner: trials that are never pruned")
-    seed: int = arg(42, "sampler seed; each trial's TPE draw is seeded from (study, seed, trial number), so restarted "
-                        "and parallel controllers may keep the same seed without repeating each other")
+    seed: int = arg(
+        42,
+        "sampler seed; each trial's TPE draw is seeded from (study, seed, trial number), so restarted "
+        "and parallel controllers may keep the same seed without repeating each other",
+    )
     accelerate_config: str | None = arg(None, f"shipped name ({', '.join(NAMES)}) or accelerate YAML, per trial")
     num_processes: int | None = arg(None, "processes per trial")
     retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
-    stop_after_failures: int = arg(3, "stop the sweep, printing the error, when this many trials in a row fail with the "
-                                      "same error (a configuration every trial shares); 0: never")
+    stop_after_failures: int = arg(
+        3,
+        "stop the sweep, printing the error, when this many trials in a row fail with the "
+        "same error (a configuration every trial shares); 0: never",
+    )
     heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
     trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
     parallel: int = arg(1, "trials running at once, from this controller (with --slurm: its jobs in the queue at once)")
-    slurm: bool = arg(False, "each trial its own SLURM job (sbatch; --nodes, --gpus_per_node, --partition, --time, …), "
-                             "waited for; give a storage every node reaches (postgresql://…)")
-    poll: float = arg(5.0, "seconds between looks at the study: for the values a running trial reports (printed as they "
-                           "come), and while other controllers' trials fill it")
-    overrides: list[str] = arg([], "recipe overrides for every trial: on the command line, any argument not listed here "
-                                   "(--field value); in a --config file, a mapping (field: value)", passthrough=True)
+    slurm: bool = arg(
+        False,
+        "each trial its own SLURM job (sbatch; --nodes, --gpus_per_node, --partition, --time, …), "
+        "waited for; give a storage every node reaches (postgresql://…)",
+    )
+    poll: float = arg(
+        5.0,
+        "seconds between looks at the study: for the values a running trial reports (printed as they "
+        "come), and while other controllers' trials fill it",
+    )
+    overrides: list[str] = arg(
+        [],
+        "recipe overrides for every trial: on the command line, any argument not listed here "
+        "(--field value); in a --config file, a mapping (field: value)",
+        passthrough=True,
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.overrides, dict):  # from a --config file
@@ -208,7 +244,9 @@ class SweepConfig(SlurmArgs):
     @cached_property
     def search_space(self) -> SearchSpace:
         if self.space is None:
-            raise SweepError("--space: give a search space YAML (shipped: recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
+            raise SweepError(
+                "--space: give a search space YAML (shipped: recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)"
+            )
         return SearchSpace.load(self.space)
 
     @cached_property
@@ -244,8 +282,10 @@ class SweepConfig(SlurmArgs):
         """Everything that can fail before the study opens (the search space is checked
         against the recipe later, by :meth:`SearchSpace.validate`)."""
         if self.recipe is None:
-            raise SweepError("give the recipe to sweep: `judgetrain sweep RECIPE --space SPACE.yaml …` "
-                             "(or `judgetrain sweep best STUDY` for a finished study's winner)")
+            raise SweepError(
+                "give the recipe to sweep: `judgetrain sweep RECIPE --space SPACE.yaml …` "
+                "(or `judgetrain sweep best STUDY` for a finished study's winner)"
+            )
         if not self.recipe.is_file():
             raise SweepError(f"recipe {self.recipe} not found")
         for implied in ("search_space", "objectives", "enqueued"):  # loaded now, so that their errors come first
@@ -275,9 +315,13 @@ class SweepConfig(SlurmArgs):
         own = {o for a in make_parser()._actions for o in a.option_strings if o not in ("-h", "--help")}
         unknown = [a.split("=", 1)[0] for a in self.overrides if a.startswith("--") and a.split("=", 1)[0] not in recipe_flags]
         if unknown:
-            raise SweepError("; ".join(f"unknown argument {a!r}{did_you_mean(a, sorted(own | recipe_flags))} (neither a sweep "
-                                       "option nor a recipe field: `judgetrain sweep --help`, `judgetrain train --help`)"
-                                       for a in unknown))
+            raise SweepError(
+                "; ".join(
+                    f"unknown argument {a!r}{did_you_mean(a, sorted(own | recipe_flags))} (neither a sweep "
+                    "option nor a recipe field: `judgetrain sweep --help`, `judgetrain train --help`)"
+                    for a in unknown
+                )
+            )
 
 
 TRIAL_MODULE = "judgetrain.sweep"  # its __main__ is the trial entry (trial_main)
@@ -319,13 +363,19 @@ def skip_reason(study, trial, values: dict[str, Any], size: int) -> str | None:
 
 def _trial_env(cfg: SweepConfig, trial) -> dict[str, str]:
     env = dict(os.environ)
-    env[ENV] = json.dumps({
-        "storage": cfg.storage, "study": cfg.study, "trial_id": trial_id(trial), "trial_number": trial.number,
-        # a SLURM job runs on another machine, where this pid means nothing: the heartbeat watches the controller instead
-        "objectives": [[o.name, o.direction] for o in cfg.objectives], "controller_pid": None if cfg.slurm else os.getpid(),
-        # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
-        "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
-    })
+    env[ENV] = json.dumps(
+        {
+            "storage": cfg.storage,
+            "study": cfg.study,
+            "trial_id": trial_id(trial),
+            "trial_number": trial.number,
+            # a SLURM job runs on another machine, where this pid means nothing: the heartbeat watches the controller instead
+            "objectives": [[o.name, o.direction] for o in cfg.objectives],
+            "controller_pid": None if cfg.slurm else os.getpid(),
+            # the pruner lives in the controller's Study object, not in the storage: the trial rebuilds it
+            "pruner": [cfg.pruner, cfg.warmup_steps, cfg.startup_trials],
+        }
+    )
     # wandb: every trial a run in the study's group
     env.setdefault("WANDB_RUN_GROUP", str(cfg.study))
     env["WANDB_JOB_TYPE"] = "trial"
@@ -339,8 +389,9 @@ def trial_overrides(cfg: SweepConfig, values: dict[str, Any]) -> list[str]:
     return cfg.search_space.overrides(values) + list(cfg.overrides)
 
 
-def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path,
-                 progress: TrialProgress) -> tuple[int, Path, str | None]:
+def _train_trial(
+    cfg: SweepConfig, trial, overrides: list[str], out: Path, progress: TrialProgress
+) -> tuple[int, Path, str | None]:
     """Run one trial's training process, here or (``--slurm``) as a SLURM job; the values it
     reports to the study go to the console while it runs (every ``--poll`` seconds). Its exit
     code, its log (``out/train.log``, or node 0's of the job) and, for a job that did not
@@ -354,8 +405,7 @@ def _train_trial(cfg: SweepConfig, trial, overrides: list[str], out: Path,
 
         env = _trial_env(cfg, trial)
         exported = {k: env[k] for k in (ENV, "WANDB_RUN_GROUP", "WANDB_JOB_TYPE")}
-        rc, log, reason = run_slurm_trial(cfg, trial, name, overrides + ["--output_dir", str(out)], exported, out,
-                                          progress.check)
+        rc, log, reason = run_slurm_trial(cfg, trial, name, overrides + ["--output_dir", str(out)], exported, out, progress.check)
     else:
         cmd = trial_command(cfg, overrides + ["--output_dir", str(out)])
         log, reason = out / "train.log", None
@@ -382,8 +432,10 @@ def _objective_fn(cfg: SweepConfig, console):
             trial.set_user_attr("fail_reason", skip)
             skipped_in_a_row[0] += 1
             if skipped_in_a_row[0] >= MAX_SKIPPED:
-                raise SweepError(f"the sampler proposed {MAX_SKIPPED} parameter sets in a row that the study already holds: "
-                                 f"the search space {cfg.space} is exhausted; widen it or lower --trials")
+                raise SweepError(
+                    f"the sampler proposed {MAX_SKIPPED} parameter sets in a row that the study already holds: "
+                    f"the search space {cfg.space} is exhausted; widen it or lower --trials"
+                )
             raise TrialSkipped(skip)
         skipped_in_a_row[0] = 0
         out = (cfg.trials_dir / f"trial-{trial.number:04d}").resolve()
@@ -408,8 +460,13 @@ def _trial_outcome(trial, rc: int, out: Path, progress: TrialProgress, log: Path
     result = _read_result(out)
     if reason is not None or rc != 0 or result is None or result.get("state") in ("orphaned", "failed"):
         if reason is None:
-            reason = (failure_reason(rc, log) if rc != 0 else f"no {RESULT_FILE} written; log: {log}" if result is None
-                      else f"{result.get('reason') or result['state']}; log: {log}")
+            reason = (
+                failure_reason(rc, log)
+                if rc != 0
+                else f"no {RESULT_FILE} written; log: {log}"
+                if result is None
+                else f"{result.get('reason') or result['state']}; log: {log}"
+            )
         trial.set_user_attr("fail_reason", reason)
         trial.set_user_attr("fail_key", failure_key(reason, out))
         progress.finished("failed", reason=reason)
@@ -438,7 +495,9 @@ def open_study(cfg: SweepConfig):
     from .sampler import TrialSeededSampler
 
     study = optuna.create_study(
-        study_name=cfg.study, storage=storage, load_if_exists=True,
+        study_name=cfg.study,
+        storage=storage,
+        load_if_exists=True,
         sampler=TrialSeededSampler(cfg.seed),
         pruner=make_pruner(cfg.pruner, cfg.warmup_steps, cfg.startup_trials),
         directions=[cast("Literal['minimize', 'maximize']", o.direction) for o in cfg.objectives],  # checked by Objective
@@ -446,8 +505,10 @@ def open_study(cfg: SweepConfig):
     have = [d.name.lower() for d in study.directions]
     want = [o.direction for o in cfg.objectives]
     if have != want:
-        raise SweepError(f"study {cfg.study!r} exists with directions {have}; this sweep asks for {want}. "
-                         "Use the same --objective/--direction, or another --study")
+        raise SweepError(
+            f"study {cfg.study!r} exists with directions {have}; this sweep asks for {want}. "
+            "Use the same --objective/--direction, or another --study"
+        )
     attrs = study.user_attrs
     if "recipe" not in attrs:
         study.set_user_attr("recipe", str(cfg.recipe))
@@ -488,8 +549,10 @@ def _wait_for_room(study, cfg: SweepConfig, console) -> bool:
         if state != "wait":
             return state == "room"
         if not announced:
-            console.print(f"study {cfg.study!r}: {finished} finished and {running} running trial(s) make {cfg.trials} "
-                          "(--trials); waiting for the running ones (other controllers), in case one fails")
+            console.print(
+                f"study {cfg.study!r}: {finished} finished and {running} running trial(s) make {cfg.trials} "
+                "(--trials); waiting for the running ones (other controllers), in case one fails"
+            )
             announced = True
         time.sleep(cfg.poll)
         fail_stale_trials(study)  # RDB storage: trials whose controller stopped beating (no-op otherwise)
@@ -511,15 +574,19 @@ def run_sweep(cfg: SweepConfig) -> Any:
     study = open_study(cfg)
     orphans = _fail_orphans(study, cfg.retries)
     if orphans:
-        console.print(f"trials {orphans} were RUNNING under a controller that died: marked failed"
-                      + (", queued again" if cfg.retries else ""))
+        console.print(
+            f"trials {orphans} were RUNNING under a controller that died: marked failed"
+            + (", queued again" if cfg.retries else "")
+        )
     for params in cfg.enqueued:
         study.enqueue_trial(params, skip_if_exists=True)
     streak = FailureStreak(cfg.stop_after_failures)
     if not _wait_for_room(study, cfg, console):
-        console.print(f"study {cfg.study!r} already holds {_finished(study)} finished trials (--trials {cfg.trials}); "
-                      "nothing to run")
+        console.print(
+            f"study {cfg.study!r} already holds {_finished(study)} finished trials (--trials {cfg.trials}); nothing to run"
+        )
     else:
+
         def retry_failed(study, trial):
             skipped = "duplicate_of" in trial.user_attrs or "surplus" in trial.user_attrs
             if trial.state == TrialState.FAIL and cfg.retries and not skipped:
@@ -530,13 +597,20 @@ def run_sweep(cfg: SweepConfig) -> Any:
                 study.stop()
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study.optimize(_objective_fn(cfg, console), n_trials=None, n_jobs=cfg.parallel, catch=(TrialFailed,),
-                       callbacks=[retry_failed, hold_size])
+        study.optimize(
+            _objective_fn(cfg, console),
+            n_trials=None,
+            n_jobs=cfg.parallel,
+            catch=(TrialFailed,),
+            callbacks=[retry_failed, hold_size],
+        )
     print_summary(study, cfg, console)
     if streak.stopped:
-        raise SweepError(f"stopped: the last {streak.count} trials failed with the same error (--stop_after_failures "
-                         f"{cfg.stop_after_failures}), so the next would too. Fix it and rerun the same command (the "
-                         f"study keeps its trials):\n  {streak.reason}")
+        raise SweepError(
+            f"stopped: the last {streak.count} trials failed with the same error (--stop_after_failures "
+            f"{cfg.stop_after_failures}), so the next would too. Fix it and rerun the same command (the "
+            f"study keeps its trials):\n  {streak.reason}"
+        )
     if "wandb" in _report_to(cfg):
         wandb_summary(study, cfg.trials_dir, [o.name for o in cfg.objectives])
     return study
@@ -557,8 +631,11 @@ def _report_to(cfg: SweepConfig) -> list[str]:
 
 def make_parser():
     from judgetrain.config import make_parser as make_config_parser
+
     return make_config_parser(
-        SweepConfig, "judgetrain sweep", __doc__.strip().splitlines()[0],
+        SweepConfig,
+        "judgetrain sweep",
+        __doc__.strip().splitlines()[0],
         "examples:\n"
         "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl   # the model the tiny recipes name\n"
         "  judgetrain build prism --out data/prism-tiny --synthetic 12 --layouts P0     # the set the tiny PRISM recipe names\n"
@@ -566,9 +643,10 @@ def make_parser():
         "      --trials 2 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss --max_steps 2\n"
         "  judgetrain sweep best tiny --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
         "\nany further --field value is passed to every trial as a recipe override (--max_steps 2 above).\n"
-        "the paper's search, on GPUs: README, \"`judgetrain sweep`, `judgetrain dashboard`\".\n",
+        'the paper\'s search, on GPUs: README, "`judgetrain sweep`, `judgetrain dashboard`".\n',
         usage="judgetrain sweep RECIPE --space SPACE.yaml [options] [--field value …]\n"
-              "       judgetrain sweep best STUDY [--storage URL] [--out FILE] [--trial N]")
+        "       judgetrain sweep best STUDY [--storage URL] [--out FILE] [--trial N]",
+    )
 
 
 def main(cfg: SweepConfig) -> int:
@@ -601,5 +679,7 @@ def dashboard_storage(target: str) -> str:
     if target.endswith((".journal", ".log")):
         return f"journal:{target}"
     if not Path(target).is_file():
-        raise SweepError(f"{target}: no such database file; give a storage URL (sqlite:///…, postgresql://…) or a .db/.journal file")
+        raise SweepError(
+            f"{target}: no such database file; give a storage URL (sqlite:///…, postgresql://…) or a .db/.journal file"
+        )
     return f"sqlite:///{target}"

@@ -17,21 +17,26 @@ from judgetrain.config import arg
 class DashboardConfig:
     """``judgetrain dashboard``'s options."""
 
-    storage: str = arg(help="sqlite .db file, journal file, or storage URL; the first word: `judgetrain dashboard STORAGE`",
-                       positional=True)
+    storage: str = arg(
+        help="sqlite .db file, journal file, or storage URL; the first word: `judgetrain dashboard STORAGE`", positional=True
+    )
     host: str = arg("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
     port: int = arg(8080, "port to listen on")
 
 
 def make_parser():
     from judgetrain.config import make_parser as make_config_parser
+
     return make_config_parser(
-        DashboardConfig, "judgetrain dashboard", __doc__.strip().splitlines()[0],
+        DashboardConfig,
+        "judgetrain dashboard",
+        __doc__.strip().splitlines()[0],
         "examples:\n  judgetrain dashboard runs/sweeps.db                 # then open http://127.0.0.1:8080\n"
         "  judgetrain dashboard journal:runs/sweeps.journal --port 8081\n"
         "  judgetrain dashboard sqlite:///runs/sweeps.db --host 0.0.0.0 --port 8082   # reachable from other machines\n"
         "\nSTORAGE: a SQLite file, journal:FILE, or any database URL a sweep's --storage takes (postgresql://…).\n",
-        usage="judgetrain dashboard STORAGE [--host HOST] [--port PORT]")
+        usage="judgetrain dashboard STORAGE [--host HOST] [--port PORT]",
+    )
 
 
 def main(cfg: DashboardConfig) -> int:

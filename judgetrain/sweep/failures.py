@@ -41,7 +41,7 @@ def _training_error(tail: str) -> str | None:
     if not starts:
         return None
     block = [lines[starts[-1]]]
-    for line in lines[starts[-1] + 1:]:
+    for line in lines[starts[-1] + 1 :]:
         if not (line.startswith("  ") and line.strip()):
             break
         block.append(line)
@@ -56,8 +56,11 @@ def job_failure_reason(job_id: str, state, log: Path) -> str | None:
         return None
     if state.state == "FAILED" and state.exit_code:
         return f"SLURM job {job_id} FAILED, " + failure_reason(state.exit_code, log)
-    why = {"CANCELLED": " (scancel, or preempted without requeue)", "TIMEOUT": " (its --time limit)",
-           "UNKNOWN": " (SLURM no longer knows it)"}.get(state.state, "")
+    why = {
+        "CANCELLED": " (scancel, or preempted without requeue)",
+        "TIMEOUT": " (its --time limit)",
+        "UNKNOWN": " (SLURM no longer knows it)",
+    }.get(state.state, "")
     return f"SLURM job {job_id} {state.state}{why}; log: {log}"
 
 

@@ -16,8 +16,9 @@ from typing import Any
 __all__ = ["run_slurm_trial"]
 
 
-def run_slurm_trial(cfg: Any, trial, name: str, trial_args: list[str], env: dict[str, str], out: Path,
-                    check: Callable[[], None]) -> tuple[int, Path, str | None]:
+def run_slurm_trial(
+    cfg: Any, trial, name: str, trial_args: list[str], env: dict[str, str], out: Path, check: Callable[[], None]
+) -> tuple[int, Path, str | None]:
     """Train one trial as a SLURM job of ``cfg``'s resources (a sweep's config): ``accelerate
     launch -m judgetrain.sweep --config RECIPE TRIAL_ARGS --resume_from_checkpoint auto`` on
     every node, ``env`` (the trial's identity) exported, the script kept as
@@ -41,8 +42,18 @@ def run_slurm_trial(cfg: Any, trial, name: str, trial_args: list[str], env: dict
     module_args = ["--config", str(Path(cfg.recipe).resolve()), *trial_args]
     if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in trial_args):
         module_args += ["--resume_from_checkpoint", "auto"]
-    script = write_script(out, sbatch_script(cfg, job_name=cfg.job_name or name, run_dir=out, launch_options=options,
-                                             module="judgetrain.sweep", module_args=module_args, env=env))
+    script = write_script(
+        out,
+        sbatch_script(
+            cfg,
+            job_name=cfg.job_name or name,
+            run_dir=out,
+            launch_options=options,
+            module="judgetrain.sweep",
+            module_args=module_args,
+            env=env,
+        ),
+    )
     job = submit(script)
     jobs = [*trial.user_attrs.get("slurm_jobs", []), job]  # a retried trial's earlier jobs stay listed
     trial.set_user_attr("slurm_job", job)

@@ -91,16 +91,21 @@ class TrialProgress:
                 self.unreadable = True
             return
         for step in sorted(set(reported) - self.printed):
-            self.console.print(f"  {escape(self.label)} step {step}: "
-                               f"{escape(format_values(self.objectives[:1], [reported[step]]))}")
+            self.console.print(
+                f"  {escape(self.label)} step {step}: {escape(format_values(self.objectives[:1], [reported[step]]))}"
+            )
             self.printed.add(step)
 
-    def finished(self, state: str, values: Sequence[float | None] | None = None, step: int | None = None,
-                 reason: str | None = None) -> None:
+    def finished(
+        self, state: str, values: Sequence[float | None] | None = None, step: int | None = None, reason: str | None = None
+    ) -> None:
         """The trial's last line: ``complete`` / ``pruned`` with its value(s) and step, or ``failed`` with the reason."""
         colour = {"complete": "green", "pruned": "yellow"}.get(state, "red")
-        tail = f": {escape(reason)}" if reason else (f": {escape(format_values(self.objectives, values))}"
-                                                      + (f" at step {step}" if step is not None else ""))
+        tail = (
+            f": {escape(reason)}"
+            if reason
+            else (f": {escape(format_values(self.objectives, values))}" + (f" at step {step}" if step is not None else ""))
+        )
         self.console.print(f"  {escape(self.label)} [{colour}]{state}[/]{tail}")
 
 

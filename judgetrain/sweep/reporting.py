@@ -41,8 +41,7 @@ class SweepCallback(TrainerCallback):
         self.pruned = False
         self.last: dict[str, Any] | None = None  # {"step", "values", "metrics"}
         self._trial = None
-        problems = objective_problems(self.objectives, "given" if eval_records is not None else None,
-                                      training_args.eval_strategy)
+        problems = objective_problems(self.objectives, "given" if eval_records is not None else None, training_args.eval_strategy)
         if problems:  # the controller refuses these before the first trial; a trial started otherwise fails with its words
             raise SweepError("; ".join(problems))
 
@@ -120,9 +119,14 @@ class SweepCallback(TrainerCallback):
         if not self._main():
             return control
         state_name = "orphaned" if self.last.get("orphaned") else ("pruned" if self.pruned else "complete")
-        result = {"state": state_name, "step": self.last["step"], "values": self.last["values"],
-                  "objectives": [o.name for o in self.objectives], "metrics": self.last["metrics"],
-                  "trial_number": self.env.get("trial_number")}
+        result = {
+            "state": state_name,
+            "step": self.last["step"],
+            "values": self.last["values"],
+            "objectives": [o.name for o in self.objectives],
+            "metrics": self.last["metrics"],
+            "trial_number": self.env.get("trial_number"),
+        }
         if state_name == "complete" and any(v is None or math.isnan(v) for v in result["values"]):
             result["state"] = "failed"
             result["reason"] = "an objective could not be computed (no evaluation with eval_loss at the last step?)"
@@ -140,5 +144,3 @@ def lookup_metric(metrics: dict[str, Any], subset: str, metric: str) -> float | 
     from judgetrain.eval.judge.metrics import metric_value
 
     return metric_value(metrics, subset, metric)
-
-

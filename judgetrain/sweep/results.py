@@ -31,21 +31,40 @@ def wandb_summary(study, out: Path, objectives: list[str]) -> tuple[Path, dict[s
         os.environ["WANDB_MODE"] = "offline"
     params = sorted({k for t in study.trials for k in t.params})
     columns = ["trial", "state", *objectives, "steps", *params]
-    rows = [[t.number, t.state.name, *(t.values or [None] * len(objectives)), t.user_attrs.get("steps"),
-             *(t.params.get(k) for k in params)] for t in study.trials]
+    rows = [
+        [
+            t.number,
+            t.state.name,
+            *(t.values or [None] * len(objectives)),
+            t.user_attrs.get("steps"),
+            *(t.params.get(k) for k in params),
+        ]
+        for t in study.trials
+    ]
     # WANDB_MODE passed on as given: wandb checks it (wandb.init's annotation leaves out the legacy dryrun and run)
     mode = cast("Literal['online', 'offline', 'disabled', 'shared'] | None", os.environ.get("WANDB_MODE"))
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=mode,
-                     group=study.study_name, job_type="study",
-                     name=f"{study.study_name}-summary", dir=str(out), config={"study": study.study_name, "objectives": objectives},
-                     reinit="finish_previous")
+    run = wandb.init(
+        project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT),
+        mode=mode,
+        group=study.study_name,
+        job_type="study",
+        name=f"{study.study_name}-summary",
+        dir=str(out),
+        config={"study": study.study_name, "objectives": objectives},
+        reinit="finish_previous",
+    )
     run.log({"trials": wandb.Table(columns=columns, data=rows)})
     counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in TrialState}
     summary: dict[str, Any] = {f"trials/{k}": v for k, v in counts.items()}
     if counts["complete"]:
         best = study.best_trials[0] if len(objectives) > 1 else study.best_trial
-        summary.update({"best/trial": best.number, **{f"best/{o}": v for o, v in zip(objectives, best.values, strict=True)},
-                        **{f"best/{k}": v for k, v in best.params.items()}})
+        summary.update(
+            {
+                "best/trial": best.number,
+                **{f"best/{o}": v for o, v in zip(objectives, best.values, strict=True)},
+                **{f"best/{k}": v for k, v in best.params.items()},
+            }
+        )
     run.summary.update(summary)
     run_dir = Path(run.dir).parent
     run.finish()
@@ -63,8 +82,14 @@ def print_summary(study, cfg, console) -> None:
         table.add_column(col)
     for t in study.get_trials(deepcopy=False):
         vals = "" if t.values is None else ", ".join(f"{v:.4g}" for v in t.values)
-        table.add_row(str(t.number), t.state.name, vals, str(t.user_attrs.get("steps", "")),
-                      json.dumps(t.params), (t.user_attrs.get("fail_reason") or "").split("\n")[0][:80])
+        table.add_row(
+            str(t.number),
+            t.state.name,
+            vals,
+            str(t.user_attrs.get("steps", "")),
+            json.dumps(t.params),
+            (t.user_attrs.get("fail_reason") or "").split("\n")[0][:80],
+        )
     console.print(table)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if complete:
@@ -104,13 +129,18 @@ def _pick_trial(study, study_name: str, trial_number: int | None):
     if trial_number is not None:
         pick = [t for t in complete if t.number == trial_number]
         if not pick:
-            raise SweepError(f"--trial {trial_number}: study {study_name!r} has no complete trial {trial_number}; its complete "
-                             f"trials: {', '.join(str(t.number) for t in complete)}")
+            raise SweepError(
+                f"--trial {trial_number}: study {study_name!r} has no complete trial {trial_number}; its complete "
+                f"trials: {', '.join(str(t.number) for t in complete)}"
+            )
         return pick[0]
     if len(study.directions) > 1:
         front = study.best_trials
-        print(f"multi-objective study: {len(front)} trials on the Pareto front ({[t.number for t in front]}); "
-              f"taking trial {front[0].number} (pick another with --trial)", file=sys.stderr)
+        print(
+            f"multi-objective study: {len(front)} trials on the Pareto front ({[t.number for t in front]}); "
+            f"taking trial {front[0].number} (pick another with --trial)",
+            file=sys.stderr,
+        )
         return front[0]
     return study.best_trial
 
@@ -122,17 +152,23 @@ def _existing_study(url: str, study_name: str):
 
     from judgetrain.errors import did_you_mean
 
-    file = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else (
-        url.removeprefix("journal:") if url.startswith("journal:") or url.endswith((".journal", ".log")) else None)
+    file = (
+        url.removeprefix("sqlite:///")
+        if url.startswith("sqlite:///")
+        else (url.removeprefix("journal:") if url.startswith("journal:") or url.endswith((".journal", ".log")) else None)
+    )
     if file is not None and not Path(file).expanduser().is_file():
-        raise SweepError(f"--storage {url}: no such file {file}; give the storage the sweep wrote to "
-                         "(`judgetrain sweep … --storage URL`)")
+        raise SweepError(
+            f"--storage {url}: no such file {file}; give the storage the sweep wrote to (`judgetrain sweep … --storage URL`)"
+        )
     storage = storage_from_url(url, heartbeat_interval=None)
     names = optuna.study.get_all_study_names(storage)
     if study_name not in names:
-        raise SweepError(f"no study {study_name!r} in {url}{did_you_mean(study_name, names)}; it holds "
-                         + (", ".join(repr(n) for n in sorted(names)) if names else "no studies")
-                         + " (a study is named by --study, by default the recipe's file name)")
+        raise SweepError(
+            f"no study {study_name!r} in {url}{did_you_mean(study_name, names)}; it holds "
+            + (", ".join(repr(n) for n in sorted(names)) if names else "no studies")
+            + " (a study is named by --study, by default the recipe's file name)"
+        )
     return storage
 
 
@@ -149,13 +185,19 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None, 
     overrides = best.user_attrs.get("overrides")
     if overrides is None:  # a trial of a study started before trials stored their overrides
         fixed = [a for k, v in (study.user_attrs.get("fixed") or {}).items() for a in (f"--{k}", flag_value(v))]
-        overrides = fixed + [a for k, v in best.params.items() for a in (f"--{k}", flag_value(v))] + list(study.user_attrs.get("extra") or [])
+        overrides = (
+            fixed
+            + [a for k, v in best.params.items() for a in (f"--{k}", flag_value(v))]
+            + list(study.user_attrs.get("extra") or [])
+        )
     recipe = recipe_with_overrides(yaml.safe_load(study.user_attrs["recipe_yaml"]) or {}, overrides)
     name = f"{study_name}-trial-{best.number:04d}"
     recipe["output_dir"] = f"runs/{name}"
     recipe["run_name"] = name
-    header = (f"# accelerate launch -m judgetrain.train --config {out or 'THIS_FILE.yaml'}\n"
-              f"# Best trial {best.number} of Optuna study {study_name!r}: {study.user_attrs.get('objectives')} = {best.values}\n"
-              f"# {study.user_attrs.get('recipe')} with the trial's overrides: {' '.join(overrides)}\n"
-              f"# (the trial trained in {best.user_attrs.get('output_dir')}; output_dir and run_name here are new)\n")
+    header = (
+        f"# accelerate launch -m judgetrain.train --config {out or 'THIS_FILE.yaml'}\n"
+        f"# Best trial {best.number} of Optuna study {study_name!r}: {study.user_attrs.get('objectives')} = {best.values}\n"
+        f"# {study.user_attrs.get('recipe')} with the trial's overrides: {' '.join(overrides)}\n"
+        f"# (the trial trained in {best.user_attrs.get('output_dir')}; output_dir and run_name here are new)\n"
+    )
     return header + yaml.safe_dump(recipe, sort_keys=False), best

@@ -15,8 +15,20 @@ from typing import Any
 from judgetrain.config import ConfigError
 from judgetrain.errors import did_you_mean
 
-__all__ = ["DEFAULT_OBJECTIVE", "ENV", "PRUNERS", "RESULT_FILE", "Objective", "Param", "SearchSpace", "SweepError",
-           "flag_value", "make_pruner", "objective_problems", "parse_objectives"]
+__all__ = [
+    "DEFAULT_OBJECTIVE",
+    "ENV",
+    "PRUNERS",
+    "RESULT_FILE",
+    "Objective",
+    "Param",
+    "SearchSpace",
+    "SweepError",
+    "flag_value",
+    "make_pruner",
+    "objective_problems",
+    "parse_objectives",
+]
 
 ENV = "JUDGETRAIN_SWEEP"
 RESULT_FILE = "sweep_result.json"
@@ -96,8 +108,10 @@ class SearchSpace:
             raise SweepError(f"--space {path}: no such file (shipped spaces are in recipes/spaces/)")
         doc = yaml.safe_load(path.read_text()) or {}
         if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict) or not doc["params"]:
-            raise SweepError(f"{path}: a search space is a mapping with `params:` (field: {{choices: [...]}} or "
-                             "{low: x, high: y, log: true})")
+            raise SweepError(
+                f"{path}: a search space is a mapping with `params:` (field: {{choices: [...]}} or "
+                "{low: x, high: y, log: true})"
+            )
         unknown = sorted(set(doc) - set(_TOP_KEYS))
         problems = [f"{path}: unknown top-level key {k!r} (allowed: {', '.join(_TOP_KEYS)})" for k in unknown]
         params = []
@@ -148,8 +162,9 @@ class SearchSpace:
         """``--field value`` flags for the trainer: the fixed overrides, then the trial's values."""
         return [a for k, v in {**self.fixed, **values}.items() for a in (f"--{k}", flag_value(v))]
 
-    def validate(self, recipe: Path, extra: list[str] | None = None, world_size: int = 1,
-                 objectives: list[Objective] | None = None) -> None:
+    def validate(
+        self, recipe: Path, extra: list[str] | None = None, world_size: int = 1, objectives: list[Objective] | None = None
+    ) -> None:
         """Parse the recipe (with the sweep's ``extra`` overrides) with every probe value
         through the trainer's parser and cross-field checks (for ``world_size`` processes
         per trial: a searched batch size must divide the recipe's effective batch), and the
@@ -172,11 +187,16 @@ class SearchSpace:
                 raise SweepError(f"the recipe {recipe} does not parse here, before any searched value: {e}") from None
             searched = {p.name for p in self.params}
             # (the cross-field checks run below, per probe value: a searched field's recipe value is never trained)
-            before = [] if searched & {"eval_split", "eval_strategy"} else objective_problems(
-                objectives or [], dargs.eval_split, targs.eval_strategy)
+            before = (
+                []
+                if searched & {"eval_split", "eval_strategy"}
+                else objective_problems(objectives or [], dargs.eval_split, targs.eval_strategy)
+            )
             if before:  # every trial would fail on these, whatever it samples
-                raise SweepError(f"the recipe {recipe} (with this sweep's overrides) cannot run a trial, before any searched "
-                                 "value:\n" + "\n".join(f"  - {m}" for m in before))
+                raise SweepError(
+                    f"the recipe {recipe} (with this sweep's overrides) cannot run a trial, before any searched "
+                    "value:\n" + "\n".join(f"  - {m}" for m in before)
+                )
             for p in self.params:
                 for v in p.probe_values():
                     try:
@@ -184,11 +204,15 @@ class SearchSpace:
                     except (TrainConfigError, SystemExit, ValueError) as e:
                         problems.append(f"{self.path}: params.{p.name} = {v!r} does not parse: {e}")
                         continue
-                    problems += [f"{self.path}: params.{p.name} = {v!r}: {m}"
-                                 for m in check_config(margs, dargs, targs, world_size=world_size)
-                                 + objective_problems(objectives or [], dargs.eval_split, targs.eval_strategy)]
+                    problems += [
+                        f"{self.path}: params.{p.name} = {v!r}: {m}"
+                        for m in check_config(margs, dargs, targs, world_size=world_size)
+                        + objective_problems(objectives or [], dargs.eval_split, targs.eval_strategy)
+                    ]
         if problems:
-            raise SweepError("the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems)))
+            raise SweepError(
+                "the search space does not fit the recipe:\n" + "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+            )
 
 
 def flag_value(v: Any) -> str:
@@ -231,13 +255,16 @@ def objective_problems(objectives: list[Objective], eval_split: str | None, eval
     problems = []
     strategy = getattr(eval_strategy, "value", eval_strategy)
     if any(o.name == "eval_loss" for o in objectives) and strategy == "no":
-        problems.append("eval_strategy: 'no', but the objective eval_loss needs evaluations during training: set "
-                        "`eval_strategy: steps` and `eval_steps` in the recipe (or pass --eval_strategy steps --eval_steps N), "
-                        f"or optimise a judge metric (--objective {DEFAULT_OBJECTIVE})")
+        problems.append(
+            "eval_strategy: 'no', but the objective eval_loss needs evaluations during training: set "
+            "`eval_strategy: steps` and `eval_steps` in the recipe (or pass --eval_strategy steps --eval_steps N), "
+            f"or optimise a judge metric (--objective {DEFAULT_OBJECTIVE})"
+        )
     judge = [o.name for o in objectives if o.is_judge]
     if judge and not eval_split:
-        problems.append(f"eval_split: none, but the objective {judge[0]} is measured on validation records: set "
-                        "`eval_split: validation`")
+        problems.append(
+            f"eval_split: none, but the objective {judge[0]} is measured on validation records: set `eval_split: validation`"
+        )
     return problems
 
 
@@ -253,8 +280,9 @@ def parse_objectives(names: str, directions: str | None) -> list[Objective]:
     out = []
     for k, name in enumerate(objs):
         if name != "eval_loss" and not (name.startswith("judge:") and "/" in name):
-            raise SweepError(f"--objective {name!r}: use eval_loss or judge:SUBSET/METRIC (e.g. {DEFAULT_OBJECTIVE}, "
-                             "judge:all/accuracy)")
+            raise SweepError(
+                f"--objective {name!r}: use eval_loss or judge:SUBSET/METRIC (e.g. {DEFAULT_OBJECTIVE}, judge:all/accuracy)"
+            )
         d = dirs[k] if dirs else ("minimize" if name == "eval_loss" or name.endswith(("mae", "rmse", "loss")) else "maximize")
         if d not in ("minimize", "maximize"):
             raise SweepError(f"--direction {d!r}: use minimize or maximize")

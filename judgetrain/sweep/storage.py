@@ -34,22 +34,29 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
         path.parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
     if "://" not in url:
-        raise SweepError(f"--storage {url!r}: give sqlite:///runs/sweeps.db, postgresql://user@host/db, mysql://…, "
-                         "or journal:path/to/study.journal")
+        raise SweepError(
+            f"--storage {url!r}: give sqlite:///runs/sweeps.db, postgresql://user@host/db, mysql://…, "
+            "or journal:path/to/study.journal"
+        )
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     kwargs: dict[str, Any] = {}
     if heartbeat_interval:
         from optuna.storages import RetryHeartbeatStaleTrialCallback
 
-        kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=2 * heartbeat_interval,
-                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None)
+        kwargs.update(
+            heartbeat_interval=heartbeat_interval,
+            grace_period=2 * heartbeat_interval,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=retries) if retries else None,
+        )
     try:
         with schema_lock(url):
             return optuna.storages.RDBStorage(url, **kwargs)
     except ImportError as e:  # the database driver
-        raise SweepError(f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
-                         "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL") from None
+        raise SweepError(
+            f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
+            "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL"
+        ) from None
 
 
 @contextmanager
@@ -81,8 +88,10 @@ def schema_lock(url: str):
         finally:
             lock.release()
         return
-    statements = {"postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
-                  "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')")}
+    statements = {
+        "postgresql": (f"SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})", f"SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"),
+        "mysql": ("SELECT GET_LOCK('judgetrain_optuna_schema', 600)", "SELECT RELEASE_LOCK('judgetrain_optuna_schema')"),
+    }
     if backend not in statements:
         yield
         return

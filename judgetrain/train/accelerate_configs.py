@@ -20,8 +20,19 @@ from typing import Any
 from judgetrain.config import ConfigError, arg
 from judgetrain.errors import did_you_mean
 
-__all__ = ["CPU_PROCESSES", "NAMES", "LaunchArgs", "accelerate_args", "config_dir", "find_accelerate_config",
-           "launch_problems", "machine_processes", "machines", "resolve_accelerate_config", "world_size"]
+__all__ = [
+    "CPU_PROCESSES",
+    "NAMES",
+    "LaunchArgs",
+    "accelerate_args",
+    "config_dir",
+    "find_accelerate_config",
+    "launch_problems",
+    "machine_processes",
+    "machines",
+    "resolve_accelerate_config",
+    "world_size",
+]
 
 NAMES = ("single_gpu", "ddp", "zero2", "zero3", "zero3_offload", "zero3_multinode")
 # processes a shipped multi-process config starts on a machine without CUDA (a CPU run of the distributed path)
@@ -32,11 +43,15 @@ CPU_PROCESSES = 2
 class LaunchArgs:
     """`judgetrain train`'s own options; every other argument is a recipe override."""
 
-    recipe: Path | None = arg(None, "recipe YAML (recipes/…); also given as the first word: `judgetrain train RECIPE`",
-                              aliases=["--config"])
+    recipe: Path | None = arg(
+        None, "recipe YAML (recipes/…); also given as the first word: `judgetrain train RECIPE`", aliases=["--config"]
+    )
     accelerate_config: str | None = arg(None, f"a shipped config ({', '.join(NAMES)}) or an accelerate YAML file")
-    num_processes: int | None = arg(None, "processes (GPUs) to launch, on all machines together (None: a shipped "
-                                          "config's, one per GPU of each machine; else the accelerate config's)")
+    num_processes: int | None = arg(
+        None,
+        "processes (GPUs) to launch, on all machines together (None: a shipped "
+        "config's, one per GPU of each machine; else the accelerate config's)",
+    )
     num_machines: int | None = arg(None, "machines taking part, multi-node (None: the accelerate config's)")
     machine_rank: int | None = arg(None, "rank of this machine, 0 for the main one (None: the accelerate config's)")
     main_process_ip: str | None = arg(None, "address of the machine of rank 0 (multi-node)")
@@ -64,8 +79,12 @@ def find_accelerate_config(name_or_path: str) -> Path:
     if path.is_file():
         return path
     hint = did_you_mean(name_or_path, NAMES)
-    raise ConfigError([f"accelerate_config: {name_or_path!r} is neither a file nor a shipped config{hint} "
-                       f"(shipped: {', '.join(NAMES)}, in {config_dir()})"])
+    raise ConfigError(
+        [
+            f"accelerate_config: {name_or_path!r} is neither a file nor a shipped config{hint} "
+            f"(shipped: {', '.join(NAMES)}, in {config_dir()})"
+        ]
+    )
 
 
 def resolve_accelerate_config(name_or_path: str) -> Path:
@@ -82,8 +101,9 @@ def resolve_accelerate_config(name_or_path: str) -> Path:
                 config["deepspeed_config"]["deepspeed_config_file"] = str((base / ds).resolve())
                 break
         else:
-            raise ConfigError([f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the "
-                               "current folder"])
+            raise ConfigError(
+                [f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the current folder"]
+            )
         tmp = Path(tempfile.mkdtemp(prefix="judgetrain-accelerate-")) / path.name
         tmp.write_text(yaml.safe_dump(config))
         return tmp
@@ -188,16 +208,20 @@ def launch_problems(launch: Any) -> list[str]:
 
     n, m = world_size(launch), machines(launch)
     if m > 1 and n % m:
-        return [f"num_processes: {n} processes do not split evenly over {m} machines; --num_processes counts the "
-                f"processes of all machines together (e.g. --num_processes {m * machine_processes()} for "
-                f"{machine_processes()} a machine)"]
+        return [
+            f"num_processes: {n} processes do not split evenly over {m} machines; --num_processes counts the "
+            f"processes of all machines together (e.g. --num_processes {m * machine_processes()} for "
+            f"{machine_processes()} a machine)"
+        ]
     if not torch.cuda.is_available():
         return []
     path = find_accelerate_config(launch.accelerate_config) if getattr(launch, "accelerate_config", None) else None
     here, gpus = n // m, torch.cuda.device_count()
     if not _read_config(path).get("use_cpu") and here > gpus:
         where = "one machine" if m == 1 else f"each of {m} machines"
-        return [f"num_processes: {here} processes on {where}, but this one has {gpus} GPU(s); pass "
-                f"`--num_processes {gpus * m}` (or fewer), or launch on more machines (--num_machines, --machine_rank, "
-                "--main_process_ip)"]
+        return [
+            f"num_processes: {here} processes on {where}, but this one has {gpus} GPU(s); pass "
+            f"`--num_processes {gpus * m}` (or fewer), or launch on more machines (--num_machines, --machine_rank, "
+            "--main_process_ip)"
+        ]
     return []

@@ -42,9 +42,14 @@ class DataArguments:
     max_train_samples: int | None = arg(None, identity=True)
     max_eval_samples: int | None = arg(None)
     effective_batch_size: int | None = arg(
-        None, "Global batch in records, held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × "
-              "world size); with packing, / (records per packed row × per-device rows × world size); to the nearest whole "
-              "number, halves up, at least 1 (judgetrain.train.settings; run.json records it).")
+        None,
+        "Global batch in records, held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × "
+        "world size); with packing, / (records per packed row × per-device rows × world size); to the nearest whole "
+        "number, halves up, at least 1 (judgetrain.train.settings; run.json records it).",
+    )
     check_lengths: bool = arg(True, "Refuse records longer than max_length (image tokens would be cut).")
-    overwrite: bool = arg(False, "output_dir holds another run's checkpoints: remove them and its outputs first, and train "
-                                 "anew (without it such a run is refused; the same run resumes).")
+    overwrite: bool = arg(
+        False,
+        "output_dir holds another run's checkpoints: remove them and its outputs first, and train "
+        "anew (without it such a run is refused; the same run resumes).",
+    )

@@ -38,15 +38,19 @@ def hub_commit(repo_id: str, revision: str | None = None, cache_dir: str | os.Pa
         except (OSError, ValueError) as e:  # no network, no such repo or revision: what the cache knows
             logger.info("hub: no commit for %s@%s from the hub (%s); reading the local cache", repo_id, revision or "main", e)
     try:
-        folder = Path(snapshot_download(repo_id, revision=revision, cache_dir=None if cache_dir is None else Path(cache_dir),
-                                        local_files_only=True))
+        folder = Path(
+            snapshot_download(
+                repo_id, revision=revision, cache_dir=None if cache_dir is None else Path(cache_dir), local_files_only=True
+            )
+        )
     except (OSError, ValueError):  # not cached, or not a hub id at all
         return None
     return folder.name if _COMMIT.fullmatch(folder.name) else None
 
 
-def base_model_identity(name_or_path: str | os.PathLike, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def base_model_identity(
+    name_or_path: str | os.PathLike, revision: str | None = None, cache_dir: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """A local folder: ``{"files": {name: sha256}}``; a hub id: ``{"hub_id": id, "sha": commit}``
     (:func:`hub_commit`; None when the commit cannot be known)."""
     from judgetrain.identity import model_identity

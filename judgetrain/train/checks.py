@@ -38,7 +38,9 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
         problems.append("datasets: missing; give one or more folders built with `judgetrain build …`")
     if data_args.mixture_weights is not None and not isinstance(data_args.mixture_weights, str):
         if len(data_args.mixture_weights) != len(data_args.datasets or []):
-            problems.append(f"mixture_weights: {len(data_args.mixture_weights)} weight(s) for {len(data_args.datasets or [])} dataset(s); give one per dataset")
+            problems.append(
+                f"mixture_weights: {len(data_args.mixture_weights)} weight(s) for {len(data_args.datasets or [])} dataset(s); give one per dataset"
+            )
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
     problems += _optimizer_problems(training_args)
@@ -49,13 +51,17 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
         # (packed: the accumulation follows from the records per row, judgetrain.train.settings)
         per_step = training_args.per_device_train_batch_size * world_size
         if data_args.effective_batch_size % per_step:
-            problems.append(f"effective_batch_size: {data_args.effective_batch_size} is not a multiple of per_device_train_batch_size "
-                            f"({training_args.per_device_train_batch_size}) × world size ({world_size}) = {per_step}; change one of them")
+            problems.append(
+                f"effective_batch_size: {data_args.effective_batch_size} is not a multiple of per_device_train_batch_size "
+                f"({training_args.per_device_train_batch_size}) × world size ({world_size}) = {per_step}; change one of them"
+            )
     if training_args.eval_strategy != "no" and not data_args.eval_split:
         strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
         problems.append(f"eval_strategy: {strategy} needs eval_split; set `eval_split: validation` or `eval_strategy: no`")
     if training_args.resume_from_checkpoint not in (None, "auto") and not Path(training_args.resume_from_checkpoint).is_dir():
-        problems.append(f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`")
+        problems.append(
+            f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`"
+        )
     problems += consistency_problems(data_args, training_args)
     problems += lora_target_problems(model_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, training_args, world_size)
@@ -78,8 +84,10 @@ def _list_fields_given_as_strings(*cfgs) -> list[str]:
                 continue
             is_list = any(typing.get_origin(t) is list for t in (hints[f.name], *typing.get_args(hints[f.name])))
             if is_list and isinstance(value, str):
-                problems.append(f"{f.name}: given as the string {value!r}, but it is a list; write `{f.name}: [{value}]` in the "
-                                f"recipe (or `--{f.name} {value}` on the command line)")
+                problems.append(
+                    f"{f.name}: given as the string {value!r}, but it is a list; write `{f.name}: [{value}]` in the "
+                    f"recipe (or `--{f.name} {value}` on the command line)"
+                )
     return problems
 
 
@@ -87,8 +95,10 @@ def _optimizer_problems(training_args) -> list[str]:
     """Values torch's optimizer refuses only once training starts, after the model and data have loaded."""
     problems = []
     if training_args.learning_rate < 0:
-        problems.append(f"learning_rate: {training_args.learning_rate} is negative; give a positive rate "
-                        "(the LoRA recipes use 1e-4; recipes/spaces/ search 1e-5 to 5e-4)")
+        problems.append(
+            f"learning_rate: {training_args.learning_rate} is negative; give a positive rate "
+            "(the LoRA recipes use 1e-4; recipes/spaces/ search 1e-5 to 5e-4)"
+        )
     if training_args.weight_decay < 0:
         problems.append(f"weight_decay: {training_args.weight_decay} is negative; give 0 (none) or a positive value such as 0.1")
     return problems
@@ -103,9 +113,13 @@ def consistency_problems(data_args, training_args) -> list[str]:
     if getattr(training_args, "packing", False):
         problems.append("packing: a question's views must be rows of their own for consistency tuning; set `packing: false`")
     if data_args.mixture_weights:
-        problems.append("mixture_weights: sampling records by weight splits and repeats a question's views; drop it "
-                        "(concatenate the datasets) for consistency tuning")
+        problems.append(
+            "mixture_weights: sampling records by weight splits and repeats a question's views; drop it "
+            "(concatenate the datasets) for consistency tuning"
+        )
     if training_args.train_sampling_strategy not in ("random", "sequential"):
-        problems.append(f"train_sampling_strategy: {training_args.train_sampling_strategy} samples records, but consistency "
-                        "tuning samples whole questions; use random or sequential")
+        problems.append(
+            f"train_sampling_strategy: {training_args.train_sampling_strategy} samples records, but consistency "
+            "tuning samples whole questions; use random or sequential"
+        )
     return problems

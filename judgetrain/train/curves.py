@@ -48,8 +48,14 @@ def loss_series(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tupl
 
 def _draw(ax, points: list[tuple[int, float]], label: str, **style: Any) -> None:
     # markers while the points are few (a run of one logged step still shows it); a long run's line alone
-    ax.plot([s for s, _ in points], [v for _, v in points], label=label, marker="o" if len(points) <= MARKED else "",
-            markersize=3 if len(points) > 1 else 5, **style)
+    ax.plot(
+        [s for s, _ in points],
+        [v for _, v in points],
+        label=label,
+        marker="o" if len(points) <= MARKED else "",
+        markersize=3 if len(points) > 1 else 5,
+        **style,
+    )
 
 
 def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training loss"):
@@ -62,8 +68,14 @@ def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training
         return None
     lr = series["learning_rate"]
     plt = pyplot()
-    fig, axes = plt.subplots(2 if lr else 1, 1, figsize=(6.4, 5.2 if lr else 3.4), sharex=True, squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1.4]} if lr else None)
+    fig, axes = plt.subplots(
+        2 if lr else 1,
+        1,
+        figsize=(6.4, 5.2 if lr else 3.4),
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3, 1.4]} if lr else None,
+    )
     loss_ax = axes[0][0]
     if series["loss"]:
         _draw(loss_ax, series["loss"], SERIES["loss"], color="#4C72B0")
@@ -84,8 +96,7 @@ def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training
     return fig
 
 
-def plot_log_history(log_history: Iterable[Mapping[str, Any]], out: str | os.PathLike,
-                     title: str | None = None) -> Path | None:
+def plot_log_history(log_history: Iterable[Mapping[str, Any]], out: str | os.PathLike, title: str | None = None) -> Path | None:
     """Write ``out/training_loss.png`` (atomically) from a Trainer's ``state.log_history`` and
     return its path; ``None``, with a log message and no file, when no loss was logged yet."""
     from judgetrain.plotting import save_figure
@@ -110,8 +121,10 @@ def _state_file(folder: Path) -> Path:
         if suffix.isdigit():
             steps[int(suffix)] = path
     if not steps:
-        raise FileNotFoundError(f"{folder}: no {STATE_FILE} here or in a checkpoint-N folder; give the output_dir of a "
-                                "training run (the Trainer writes it when it saves a checkpoint and when training ends)")
+        raise FileNotFoundError(
+            f"{folder}: no {STATE_FILE} here or in a checkpoint-N folder; give the output_dir of a "
+            "training run (the Trainer writes it when it saves a checkpoint and when training ends)"
+        )
     return steps[max(steps)]
 
 

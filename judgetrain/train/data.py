@@ -20,8 +20,15 @@ from typing import Any
 
 from .args import ConfigError, DataArguments
 
-__all__ = ["check_records", "image_expansion", "load_training_data", "prefill_records", "record_length", "training_prefill",
-           "with_length_column"]
+__all__ = [
+    "check_records",
+    "image_expansion",
+    "load_training_data",
+    "prefill_records",
+    "record_length",
+    "training_prefill",
+    "with_length_column",
+]
 
 logger = logging.getLogger("judgetrain.train")
 # id(processor) -> {image sizes: tokens added}; an entry goes when its processor does (weakref.finalize)
@@ -42,8 +49,14 @@ def load_training_data(data_args: DataArguments, seed: int):
         dd = records.load(path)
         if data_args.train_split not in dd:
             raise ConfigError([f"train_split: {path} has no split {data_args.train_split!r} (it has {sorted(dd)})"])
-        provenance.append({"path": str(path), "builder": info.get("builder"), "version": info.get("version"),
-                           "splits": {s: v["content_hash"] for s, v in info.get("splits", {}).items()}})
+        provenance.append(
+            {
+                "path": str(path),
+                "builder": info.get("builder"),
+                "version": info.get("version"),
+                "splits": {s: v["content_hash"] for s, v in info.get("splits", {}).items()},
+            }
+        )
         for split, bucket in ((data_args.train_split, trains), (data_args.eval_split, evals)):
             if split is None or split not in dd:
                 continue
@@ -59,8 +72,12 @@ def load_training_data(data_args: DataArguments, seed: int):
 
     train, evaluation = _combine(trains, data_args, seed), _combine(evals, data_args, seed)
     if train is None or len(train) == 0:
-        raise ConfigError([f"datasets: no training records left in split {data_args.train_split!r} after filtering "
-                           f"(tasks={data_args.tasks}, layouts={data_args.layouts}, max_frames={data_args.max_frames})"])
+        raise ConfigError(
+            [
+                f"datasets: no training records left in split {data_args.train_split!r} after filtering "
+                f"(tasks={data_args.tasks}, layouts={data_args.layouts}, max_frames={data_args.max_frames})"
+            ]
+        )
     if data_args.max_train_samples:
         train = train.select(range(min(data_args.max_train_samples, len(train))))
     if evaluation is not None and data_args.max_eval_samples:
@@ -76,8 +93,9 @@ def _combine(parts, data_args: DataArguments, seed: int):
         return None
     if data_args.mixture_weights and len(parts) == len(data_args.mixture_weights):
         total = sum(data_args.mixture_weights)
-        return datasets.interleave_datasets(parts, probabilities=[w / total for w in data_args.mixture_weights], seed=seed,
-                                            stopping_strategy="all_exhausted")
+        return datasets.interleave_datasets(
+            parts, probabilities=[w / total for w in data_args.mixture_weights], seed=seed, stopping_strategy="all_exhausted"
+        )
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
 
 
@@ -114,12 +132,20 @@ def check_records(ds, processor, max_length: int | None, name: str, check_length
             if max_length is not None and n > max_length:
                 too_long.append((row["id"], n))
     if no_images:
-        raise ConfigError([f"{name}: {len(no_images)} record(s) show no image (e.g. {no_images[:3]}); every training batch must carry "
-                           "images (a rank without any hangs under DeepSpeed ZeRO-3). Filter them out with `tasks:`/`layouts:`"])
+        raise ConfigError(
+            [
+                f"{name}: {len(no_images)} record(s) show no image (e.g. {no_images[:3]}); every training batch must carry "
+                "images (a rank without any hangs under DeepSpeed ZeRO-3). Filter them out with `tasks:`/`layouts:`"
+            ]
+        )
     if too_long:
-        raise ConfigError([f"max_length: {len(too_long)} {name} record(s) are longer than max_length={max_length} tokens "
-                           f"(longest {max(lengths)}, e.g. {too_long[:3]}); truncation would cut image tokens. Set `max_length: {max(lengths)}` "
-                           "(or more), lower max_pixels, or cap frames with `max_frames:`"])
+        raise ConfigError(
+            [
+                f"max_length: {len(too_long)} {name} record(s) are longer than max_length={max_length} tokens "
+                f"(longest {max(lengths)}, e.g. {too_long[:3]}); truncation would cut image tokens. Set `max_length: {max(lengths)}` "
+                "(or more), lower max_pixels, or cap frames with `max_frames:`"
+            ]
+        )
     return lengths
 
 
@@ -147,10 +173,14 @@ def prefill_records(ds, processor, prefill: str | None):
         head = processor.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True) + prefill
         full = processor.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
         if not full.startswith(head):
-            raise ConfigError([f"record {row['id']}: the chat template does not write the answer after the prefill "
-                               f"{prefill!r} (it writes {full[len(head) - len(prefill):][:80]!r}); pass the "
-                               "template's own closing text, or train the instruct checkpoint"])
-        return {"prompt": head, "completion": full[len(head):]}
+            raise ConfigError(
+                [
+                    f"record {row['id']}: the chat template does not write the answer after the prefill "
+                    f"{prefill!r} (it writes {full[len(head) - len(prefill) :][:80]!r}); pass the "
+                    "template's own closing text, or train the instruct checkpoint"
+                ]
+            )
+        return {"prompt": head, "completion": full[len(head) :]}
 
     # in memory: the rendered text is cheap to redo and never lands in the datasets cache
     return ds.map(render, keep_in_memory=True, load_from_cache_file=False, desc="prefilling records")
@@ -195,7 +225,8 @@ def with_length_column(ds, lengths: list[int], training_args):
     The column must reach the sampler, so :mod:`judgetrain.train.settings` turns
     ``remove_unused_columns`` off; TRL's vision collator reads only the record's own fields."""
     if not lengths:
-        raise ConfigError(["train_sampling_strategy: group_by_length needs every record's length; set `check_lengths: true` "
-                           "and `max_length:`"])
+        raise ConfigError(
+            ["train_sampling_strategy: group_by_length needs every record's length; set `check_lengths: true` and `max_length:`"]
+        )
     name = training_args.length_column_name
     return (ds.remove_columns(name) if name in ds.column_names else ds).add_column(name, lengths)

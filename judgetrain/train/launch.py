@@ -52,9 +52,9 @@ EPILOG = (
     "  judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml\n"
     "  judgetrain train recipes/tiny/llava-ov-timecatch-lora.yaml --accelerate_config ddp --num_processes 2 --max_steps 2\n"
     "\na real model: each recipe's first comment line is its launch command (recipes/qwen3vl-2b/timecatch-lora.yaml, …);\n"
-    "many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, \"`judgetrain train`\").\n"
+    'many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, "`judgetrain train`").\n'
     "a SLURM job: --slurm --nodes 2 --gpus_per_node 8 [--partition P --time 24:00:00 --account A] --submit\n"
-    "  (README, \"`judgetrain sweep --slurm`, SLURM\").\n"
+    '  (README, "`judgetrain sweep --slurm`, SLURM").\n'
     f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
     "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
 )
@@ -66,16 +66,23 @@ class TrainCommand(LaunchArgs, SlurmArgs):
     ``overrides``, every other argument (recipe overrides, and the recipe itself when it is the
     first word)."""
 
-    slurm: bool = arg(False, "write an sbatch script of this launch on --nodes SLURM nodes into OUTPUT_DIR/slurm/ "
-                             "instead of launching here")
+    slurm: bool = arg(
+        False, "write an sbatch script of this launch on --nodes SLURM nodes into OUTPUT_DIR/slurm/ instead of launching here"
+    )
     submit: bool = arg(False, "with --slurm: submit the script (sbatch) too")
     overrides: list[str] = arg([], argparse.SUPPRESS, passthrough=True)
 
 
 def make_parser():
     """``judgetrain train``'s parser: :class:`TrainCommand`; ``--help`` lists every recipe field too."""
-    parser = config.make_parser(TrainCommand, prog="judgetrain train", description=__doc__.strip().splitlines()[0],
-                                epilog=EPILOG, usage=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = config.make_parser(
+        TrainCommand,
+        prog="judgetrain train",
+        description=__doc__.strip().splitlines()[0],
+        epilog=EPILOG,
+        usage=USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     launcher_help = parser.format_help
     parser.format_help = lambda: launcher_help() + "\n" + recipe_help()  # TRL's fields read from source: no torch
     return parser
@@ -136,8 +143,12 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
     from .run_folder import output_dir_problems
 
     if launch.recipe is None:
-        raise ConfigError(["recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
-                           "(recipes/ has one per model and task)"])
+        raise ConfigError(
+            [
+                "recipe: give a recipe YAML, `judgetrain train RECIPE` or `judgetrain train --config RECIPE` "
+                "(recipes/ has one per model and task)"
+            ]
+        )
     if not launch.recipe.is_file():
         raise ConfigError([f"recipe: {launch.recipe}: no such file"])
     n = world_size(launch)
@@ -176,8 +187,10 @@ def _failed(returncode: int) -> int:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        print(f"error: the training process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""),
-              file=sys.stderr)
+        print(
+            f"error: the training process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""),
+            file=sys.stderr,
+        )
         return 128 - returncode
     print(f"error: the training process exited with code {returncode}; its output above says why", file=sys.stderr)
     return returncode or 1
@@ -200,8 +213,12 @@ def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Pat
 
     given = [f"--{n}" for n in ("num_machines", "machine_rank", "main_process_ip") if getattr(launch, n) is not None]
     if given:
-        raise ConfigError([f"{', '.join(given)}: SLURM sets them on every node ($SLURM_NNODES, $SLURM_NODEID, node 0's "
-                           "address); leave them out with --slurm (--nodes N sets the machines)"])
+        raise ConfigError(
+            [
+                f"{', '.join(given)}: SLURM sets them on every node ($SLURM_NNODES, $SLURM_NODEID, node 0's "
+                "address); leave them out with --slurm (--nodes N sets the machines)"
+            ]
+        )
     launch = replace(launch, num_processes=launch.num_processes or processes(slurm))
     targs = check(replace(launch, num_machines=slurm.nodes), overrides)[2]
     run_dir = Path(targs.output_dir).resolve()
@@ -210,8 +227,15 @@ def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Pat
     module_args = ["--config", str(launch.recipe.resolve()), *overrides]
     if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in overrides):
         module_args += ["--resume_from_checkpoint", "auto"]
-    text = sbatch_script(slurm, job_name=slurm.job_name or run_dir.name, run_dir=run_dir, launch_options=options,
-                         module=MODULE, module_args=module_args, port=launch.main_process_port)
+    text = sbatch_script(
+        slurm,
+        job_name=slurm.job_name or run_dir.name,
+        run_dir=run_dir,
+        launch_options=options,
+        module=MODULE,
+        module_args=module_args,
+        port=launch.main_process_port,
+    )
     return write_script(run_dir, text)
 
 

@@ -40,11 +40,16 @@ class MergeOutError(UserError, FileExistsError):
 class MergeConfig:
     """``judgetrain merge``'s options."""
 
-    adapter: Path = arg(help="folder with adapter_config.json (a training output or checkpoint); "
-                             "the first word: `judgetrain merge ADAPTER`", positional=True)
+    adapter: Path = arg(
+        help="folder with adapter_config.json (a training output or checkpoint); the first word: `judgetrain merge ADAPTER`",
+        positional=True,
+    )
     out: Path = arg(help="folder for the merged model")
-    base: str | None = arg(None, "base model folder or hub id (None: the one recorded in the adapter config, a relative "
-                                 "folder read from the working directory)")
+    base: str | None = arg(
+        None,
+        "base model folder or hub id (None: the one recorded in the adapter config, a relative "
+        "folder read from the working directory)",
+    )
     dtype: str = arg("auto", f"dtype to load the base in ({', '.join(DTYPES)})")
     overwrite: bool = arg(False, "replace --out (the whole folder) when it holds another merge or other files")
 
@@ -78,8 +83,9 @@ def _out_holds(out: Path, identity: dict[str, Any], overwrite: bool) -> bool:
         what = f"files that are no merge of judgetrain's ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})"
     else:
         what = "another merge (old → new):\n" + "\n".join(f"  - {d}" for d in differences(old, identity))
-    raise MergeOutError(f"--out {out} holds {what}\nWrite this merge elsewhere (--out NEW_FOLDER), or pass --overwrite "
-                        f"to replace {out} whole.")
+    raise MergeOutError(
+        f"--out {out} holds {what}\nWrite this merge elsewhere (--out NEW_FOLDER), or pass --overwrite to replace {out} whole."
+    )
 
 
 def _hub_layout(model: Any) -> None:
@@ -99,8 +105,9 @@ def _hub_layout(model: Any) -> None:
     hub_key_layout(model)
 
 
-def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto",
-                  overwrite: bool = False) -> Path:
+def merge_adapter(
+    adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto", overwrite: bool = False
+) -> Path:
     """Write base + adapter, merged, to ``out`` in the hub's key layout; returns ``out``.
     ``base`` overrides the base recorded in the adapter; a recorded one that is not
     reachable from the working directory is refused (``BaseModelNotFoundError``) saying to
@@ -115,7 +122,9 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = No
     adapter, out = Path(adapter), Path(out)
     config_file = adapter / "adapter_config.json"
     if not config_file.is_file():
-        raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the output folder of `judgetrain train` (or a checkpoint-N in it)")
+        raise FileNotFoundError(
+            f"{adapter}: no adapter_config.json; pass the output folder of `judgetrain train` (or a checkpoint-N in it)"
+        )
     recorded = base is None
     base = adapter_base(adapter, base)
     identity = merge_identity(adapter, base, dtype)
@@ -139,29 +148,45 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, base: str | None = No
         merged.save_pretrained(str(tmp), safe_serialization=True)
         processor.save_pretrained(str(tmp))
         git = git_state()
-        write_json(tmp / MERGE_INFO, {"identity": identity, "adapter": str(adapter), "base": str(base),
-                                      "git_commit": git["commit"], "git_dirty": git["dirty"],
-                                      "written": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+        write_json(
+            tmp / MERGE_INFO,
+            {
+                "identity": identity,
+                "adapter": str(adapter),
+                "base": str(base),
+                "git_commit": git["commit"],
+                "git_dirty": git["dirty"],
+                "written": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            },
+        )
     return out
 
 
 def make_parser():
     from judgetrain.config import make_parser as make_config_parser
+
     return make_config_parser(
-        MergeConfig, "judgetrain merge", __doc__.strip().splitlines()[0],
+        MergeConfig,
+        "judgetrain merge",
+        __doc__.strip().splitlines()[0],
         "examples:\n"
         "  judgetrain quickstart        # first: a LoRA run to merge (quickstart/runs/tiny-qwen3vl-timecatch)\n"
         "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch --out runs/tiny-qwen3vl-timecatch-merged\n"
         "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch/checkpoint-4 --out runs/merged-4 --dtype bfloat16\n"
         "  # --base: from another working directory than training's, when the recipe named a relative base folder\n"
         "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch --out runs/merged-base --base quickstart/models/qwen3-vl\n",
-        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE] [--overwrite]")
+        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE] [--overwrite]",
+    )
 
 
 def main(cfg: MergeConfig) -> int:
     if not (Path(cfg.adapter) / "adapter_config.json").is_file():
-        raise ConfigError([f"adapter: {cfg.adapter}: no adapter_config.json; pass the output folder of `judgetrain train` "
-                           "(or a checkpoint-N in it)"])
+        raise ConfigError(
+            [
+                f"adapter: {cfg.adapter}: no adapter_config.json; pass the output folder of `judgetrain train` "
+                "(or a checkpoint-N in it)"
+            ]
+        )
     info = Path(cfg.out) / MERGE_INFO
     before = info.read_bytes() if info.is_file() else None
     out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype, overwrite=cfg.overwrite)

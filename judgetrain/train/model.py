@@ -19,8 +19,14 @@ from judgetrain.compat.transformers import zero3_lifted
 
 from .model_args import ModelArguments
 
-__all__ = ["lora_config", "lora_target_problems", "prepare_trainable", "set_full_finetune_trainable", "vision_is_trainable",
-           "vllm_serving_problem"]
+__all__ = [
+    "lora_config",
+    "lora_target_problems",
+    "prepare_trainable",
+    "set_full_finetune_trainable",
+    "vision_is_trainable",
+    "vllm_serving_problem",
+]
 
 logger = logging.getLogger("judgetrain.train")
 
@@ -53,8 +59,14 @@ def lora_config(model_args: ModelArguments, family, model=None):
         to_save += [m for m in family.projector_modules if not any(m.startswith(v) for v in to_save)]
     if model is not None:
         to_save = _expand_module_lists(model, to_save)
-    return get_peft_config(replace(model_args, use_peft=True, lora_modules_to_save=to_save or None,
-                                   lora_target_modules=model_args.lora_target_modules or family.lora_target_regex))
+    return get_peft_config(
+        replace(
+            model_args,
+            use_peft=True,
+            lora_modules_to_save=to_save or None,
+            lora_target_modules=model_args.lora_target_modules or family.lora_target_regex,
+        )
+    )
 
 
 def _expand_module_lists(model, names: list[str]) -> list[str]:
@@ -105,14 +117,19 @@ def vllm_serving_problem(model, family, peft_config, model_args: ModelArguments)
     to_save = list(peft_config.modules_to_save or [])
     if not to_save and not vision_is_trainable(model, family, peft_config, model_args):
         return None
-    what = (f"saves whole modules with the adapter (modules_to_save: {', '.join(to_save[:4])}"
-            f"{', …' if len(to_save) > 4 else ''}), which vLLM refuses" if to_save
-            else "puts LoRA on the vision tower or projector (lora_target_modules), which vLLM drops")
-    return (f"vLLM serves LoRA on the language model only: this adapter {what}, so `vllm serve --enable-lora "
-            "--lora-modules` will not serve it as trained. To serve it with vLLM, merge it first (`judgetrain merge "
-            "OUTPUT_DIR --out MERGED`, then `vllm serve MERGED`), or train an adapter vLLM loads as is: keep "
-            "freeze_vision_tower and freeze_projector true, lora_modules_to_save unset and lora_target_modules on the "
-            "language model.")
+    what = (
+        f"saves whole modules with the adapter (modules_to_save: {', '.join(to_save[:4])}"
+        f"{', …' if len(to_save) > 4 else ''}), which vLLM refuses"
+        if to_save
+        else "puts LoRA on the vision tower or projector (lora_target_modules), which vLLM drops"
+    )
+    return (
+        f"vLLM serves LoRA on the language model only: this adapter {what}, so `vllm serve --enable-lora "
+        "--lora-modules` will not serve it as trained. To serve it with vLLM, merge it first (`judgetrain merge "
+        "OUTPUT_DIR --out MERGED`, then `vllm serve MERGED`), or train an adapter vLLM loads as is: keep "
+        "freeze_vision_tower and freeze_projector true, lora_modules_to_save unset and lora_target_modules on the "
+        "language model."
+    )
 
 
 def set_full_finetune_trainable(model, model_args: ModelArguments, family) -> None:
@@ -145,7 +162,9 @@ def lora_target_problems(model_args: ModelArguments, trust_remote_code: bool = F
         try:
             re.compile(pattern)
         except re.error as e:
-            return [f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"]
+            return [
+                f"lora_target_modules: {pattern!r} is not a regular expression ({e}); PEFT full-matches it against module names"
+            ]
     model = _meta_model(model_args.model_name_or_path, model_args.model_revision, trust_remote_code)
     if model is None:
         return []
@@ -157,13 +176,17 @@ def lora_target_problems(model_args: ModelArguments, trust_remote_code: bool = F
     matched = [name for name in modules if name and targets_module(config, name)]  # a module to save is not matched
     examples = ", ".join(_example_layer_names(modules))
     if not matched:
-        return [f"lora_target_modules: {pattern!r} matches no module of {model_args.model_name_or_path} (PEFT full-matches the "
-                f"whole dotted name); its layers LoRA can wrap look like: {examples}. Leave it unset for the family's "
-                "language-model projections"]
+        return [
+            f"lora_target_modules: {pattern!r} matches no module of {model_args.model_name_or_path} (PEFT full-matches the "
+            f"whole dotted name); its layers LoRA can wrap look like: {examples}. Leave it unset for the family's "
+            "language-model projections"
+        ]
     unwrappable = [name for name in matched if not isinstance(modules[name], _lora_layer_types())]
     if unwrappable:
-        return [f"lora_target_modules: {pattern!r} matches {len(unwrappable)} module(s) LoRA cannot wrap (only Linear, Embedding, "
-                f"Conv and MultiheadAttention layers), e.g. {', '.join(unwrappable[:3])}; match layers such as: {examples}"]
+        return [
+            f"lora_target_modules: {pattern!r} matches {len(unwrappable)} module(s) LoRA cannot wrap (only Linear, Embedding, "
+            f"Conv and MultiheadAttention layers), e.g. {', '.join(unwrappable[:3])}; match layers such as: {examples}"
+        ]
     return []
 
 

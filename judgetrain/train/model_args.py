@@ -28,8 +28,18 @@ __all__ = ["IDENTITY_FIELDS", "QUANTIZATION_FIELDS", "STRING_LISTS", "ModelArgum
 
 # TRL's fields that change the trained weights (judgetrain's own say so in their metadata). The
 # revision enters a run's identity as the commit it resolves to (judgetrain.train.base_model).
-IDENTITY_FIELDS = ("use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters",
-                   "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora")
+IDENTITY_FIELDS = (
+    "use_peft",
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_target_parameters",
+    "lora_modules_to_save",
+    "lora_task_type",
+    "use_rslora",
+    "use_dora",
+)
 # TRL's quantized loading (QLoRA through bitsandbytes), which judgetrain train does not do: refused by model_problems
 QUANTIZATION_FIELDS = ("load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage")
 # list fields whose one value TRL keeps as a string (ModelConfig.__post_init__): a regex PEFT full-matches
@@ -41,11 +51,15 @@ class ModelArguments(ModelConfig):
     """TRL's ``ModelConfig`` (LoRA on, the checkpoint's dtype) plus judgetrain's model fields."""
 
     dtype: str = arg("auto", f"Weights dtype: {', '.join(DTYPES)}.", identity=True)
-    use_peft: bool = arg(True, "LoRA through PEFT (judgetrain's default: on); false trains the language model fully.",
-                         identity=True)
+    use_peft: bool = arg(
+        True, "LoRA through PEFT (judgetrain's default: on); false trains the language model fully.", identity=True
+    )
     lora_target_modules: list[str] | None = arg(
-        None, "Modules LoRA wraps, as PEFT matches them: one value is a regex full-matched against each module's dotted "
-              "name, several are module names; default: the family's language-model projections.", identity=True)
+        None,
+        "Modules LoRA wraps, as PEFT matches them: one value is a regex full-matched against each module's dotted "
+        "name, several are module names; default: the family's language-model projections.",
+        identity=True,
+    )
     family: str | None = arg(None, f"Model family ({', '.join(FAMILIES)}); default: from the config.", identity=True)
     min_pixels: int | None = arg(None, "Qwen: smallest per-image pixel budget.", identity=True)
     max_pixels: int | None = arg(None, "Qwen: largest per-image pixel budget (bounds image tokens per frame).", identity=True)
@@ -68,16 +82,22 @@ def model_problems(model_args: ModelArguments) -> list[str]:
     if not 0 <= model_args.lora_dropout < 1:
         problems.append(f"lora_dropout: {model_args.lora_dropout} must be in [0, 1)")
     if model_args.use_peft and model_args.lora_task_type != "CAUSAL_LM":
-        problems.append(f"lora_task_type: {model_args.lora_task_type!r}, but judgetrain train fine-tunes the language model's "
-                        "next-token loss; leave it CAUSAL_LM")
+        problems.append(
+            f"lora_task_type: {model_args.lora_task_type!r}, but judgetrain train fine-tunes the language model's "
+            "next-token loss; leave it CAUSAL_LM"
+        )
     for name in QUANTIZATION_FIELDS:
         value = getattr(model_args, name)
         if value != _trl_default(name):
-            problems.append(f"{name}: {value!r}, but judgetrain train loads the base model unquantized (no QLoRA); leave "
-                            f"{name} at {_trl_default(name)!r}, or lower memory with a smaller per-device batch, gradient "
-                            "checkpointing or DeepSpeed ZeRO-3")
+            problems.append(
+                f"{name}: {value!r}, but judgetrain train loads the base model unquantized (no QLoRA); leave "
+                f"{name} at {_trl_default(name)!r}, or lower memory with a smaller per-device batch, gradient "
+                "checkpointing or DeepSpeed ZeRO-3"
+            )
     path = model_args.model_name_or_path
     if path and Path(path).expanduser().exists() and model_args.model_revision != _trl_default("model_revision"):
-        problems.append(f"model_revision: {model_args.model_revision!r} names a hub commit, but {path} is a local folder (its "
-                        "files are what trains); drop model_revision, or give the hub id")
+        problems.append(
+            f"model_revision: {model_args.model_revision!r} names a hub commit, but {path} is a local folder (its "
+            "files are what trains); drop model_revision, or give the hub id"
+        )
     return problems

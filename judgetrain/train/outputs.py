@@ -85,8 +85,6 @@ def checkpoint_complete_callback(recipe: dict | None = None, records_per_row: fl
     return CheckpointComplete()
 
 
-
-
 def find_resume_checkpoint(output_dir: str | os.PathLike) -> str | None:
     """The newest complete ``checkpoint-N`` in ``output_dir`` (None if none);
     incomplete ones (killed mid-save) are skipped with a warning."""
@@ -116,7 +114,9 @@ def configure_reporting(training_args) -> None:
         Path(os.environ["WANDB_DIR"]).mkdir(parents=True, exist_ok=True)
         if offline_without_a_key():
             os.environ["WANDB_MODE"] = "offline"
-            logger.warning("wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"])
+            logger.warning(
+                "wandb: no API key configured; logging offline to %s (upload later with `wandb sync`)", os.environ["WANDB_DIR"]
+            )
 
 
 def global_batch(args) -> int:
@@ -179,7 +179,9 @@ def start_wandb_run(trainer, config: dict, checkpoint: str | None) -> str | None
         kwargs["name"] = args.run_name
     # the mode said outright: wandb reads the environment once per process, so a WANDB_MODE set after an
     # earlier run in this process (configure_reporting's offline) would otherwise not apply
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=cast(Any, os.environ.get("WANDB_MODE")), **kwargs)
+    run = wandb.init(
+        project=os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT), mode=cast(Any, os.environ.get("WANDB_MODE")), **kwargs
+    )
     run.config.update(config, allow_val_change=True)  # a resumed run keeps its config; the recipe may have grown
     if checkpoint is not None and run.offline:
         replay_history(run, checkpoint)
@@ -255,11 +257,22 @@ def base_license(base: str) -> dict[str, Any]:
         logger.info("no license read from %s's model card: %s", base, e)
         return {}
     data = card.data if card is not None else None
-    return {k: getattr(data, k) for k in ("license", "license_name", "license_link") if data is not None and getattr(data, k, None)}
+    return {
+        k: getattr(data, k) for k in ("license", "license_name", "license_link") if data is not None and getattr(data, k, None)
+    }
 
 
-def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
-               extra_tags: list[str] | tuple[str, ...] = (), run_info: dict | None = None):
+def model_card(
+    out: Path,
+    model_args,
+    family,
+    data_info: dict,
+    argv: list[str],
+    trainer,
+    longest: int,
+    extra_tags: list[str] | tuple[str, ...] = (),
+    run_info: dict | None = None,
+):
     """The run's ``huggingface_hub.ModelCard``. Metadata: ``base_model`` (as the adapter
     records it, ``adapters.stored_base``), ``library_name`` (peft for an adapter),
     ``pipeline_tag``, tags with ``base_model:adapter:BASE``, ``datasets``, the base's
@@ -293,11 +306,16 @@ def model_card(out: Path, model_args, family, data_info: dict, argv: list[str], 
         model_name=(args.hub_model_id or "").split("/")[-1] or Path(out).name,
         **base_license(base),
         judgetrain={
-            "base_model": base, "base_model_sha": sha, "family": family.name,
-            "datasets": [{"path": d["path"], "builder": d["builder"], "version": d["version"], "content_hashes": d["splits"]}
-                         for d in data_info["datasets"]],
+            "base_model": base,
+            "base_model_sha": sha,
+            "family": family.name,
+            "datasets": [
+                {"path": d["path"], "builder": d["builder"], "version": d["version"], "content_hashes": d["splits"]}
+                for d in data_info["datasets"]
+            ],
             "left_out": data_info.get("left_out") or {},
-            "global_step": state.global_step, "world_size": args.world_size,
+            "global_step": state.global_step,
+            "world_size": args.world_size,
             "per_device_train_batch_size": args.per_device_train_batch_size,
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
             # records a step (with packing: rows a step × records a row, on average)
@@ -316,8 +334,10 @@ def _batch_words(effective: int, packing: dict | None) -> str:
     """The global batch in words: records a step, and with packing the rows that hold them."""
     if not packing:
         return f"effective batch {effective}"
-    return (f"effective batch {effective} packed rows ≈ {packing['records_per_step']} records a step, "
-            f"{packing['records_per_row']} records a row")
+    return (
+        f"effective batch {effective} packed rows ≈ {packing['records_per_step']} records a step, "
+        f"{packing['records_per_row']} records a row"
+    )
 
 
 def _settings_text(derived: dict[str, dict[str, Any]]) -> str:
@@ -325,12 +345,22 @@ def _settings_text(derived: dict[str, dict[str, Any]]) -> str:
     if not derived:
         return ""
     rows = [f"| `{name}` | `{entry['value']}` | `{entry['recipe']}` | {entry['why']} |" for name, entry in derived.items()]
-    return "\n".join(["", "## Settings derived from the recipe", "", "| setting | used | recipe | why |", "| --- | --- | --- | --- |",
-                      *rows, ""])
+    return "\n".join(
+        [
+            "",
+            "## Settings derived from the recipe",
+            "",
+            "| setting | used | recipe | why |",
+            "| --- | --- | --- | --- |",
+            *rows,
+            "",
+        ]
+    )
 
 
-def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int,
-               sha: str | None = None) -> str:
+def _card_text(
+    out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int, sha: str | None = None
+) -> str:
     args, state = trainer.args, trainer.state
     relative = not Path(base).is_absolute() and Path(base).expanduser().exists()
     where = " (relative to the folder training ran in: load from there, or pass the base with --base)" if relative else ""
@@ -342,8 +372,14 @@ def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], t
         f"- world size: {args.world_size}, per-device batch: {args.per_device_train_batch_size}, "
         f"gradient accumulation: {args.gradient_accumulation_steps} ({_batch_words(effective, data_info.get('packing'))})",
         f"- longest training record: {longest or 'not measured'} tokens",
-        *([f"- reasoning checkpoint: each answer is trained after the prefill {data_info['prefill']!r}, which every "
-            "evaluation scores after"] if data_info.get("prefill") else []),
+        *(
+            [
+                f"- reasoning checkpoint: each answer is trained after the prefill {data_info['prefill']!r}, which every "
+                "evaluation scores after"
+            ]
+            if data_info.get("prefill")
+            else []
+        ),
         "",
         "## Data (content hashes from each build.json)",
         "",
@@ -376,8 +412,18 @@ def _card_text(out: Path, base: str, family, data_info: dict, argv: list[str], t
     return "\n".join(lines)
 
 
-def write_model_card(out: Path, model_args, family, data_info: dict, argv: list[str], trainer, longest: int,
-                     extra_tags: list[str] | tuple[str, ...] = (), folder: Path | None = None, run_info: dict | None = None) -> None:
+def write_model_card(
+    out: Path,
+    model_args,
+    family,
+    data_info: dict,
+    argv: list[str],
+    trainer,
+    longest: int,
+    extra_tags: list[str] | tuple[str, ...] = (),
+    folder: Path | None = None,
+    run_info: dict | None = None,
+) -> None:
     """``README.md`` in ``folder`` (default: the run folder ``out``, which names the card):
     :func:`model_card`, written atomically."""
     card = model_card(Path(out), model_args, family, data_info, argv, trainer, longest, extra_tags, run_info)

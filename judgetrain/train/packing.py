@@ -35,8 +35,19 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BATCH_TOLERANCE", "PACKABLE_FAMILIES", "REAL_TOKENS_KEY", "PackedData", "packed_rows", "PackingCollator",
-           "family_packing_problem", "packed_batch", "pack_bins", "packing_problems", "prepare_packing"]
+__all__ = [
+    "BATCH_TOLERANCE",
+    "PACKABLE_FAMILIES",
+    "REAL_TOKENS_KEY",
+    "PackedData",
+    "packed_rows",
+    "PackingCollator",
+    "family_packing_problem",
+    "packed_batch",
+    "pack_bins",
+    "packing_problems",
+    "prepare_packing",
+]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
 # run alone (tests/train/test_packing.py); a family joins only with that test.
@@ -78,11 +89,15 @@ def packing_problems(model_args, data_args, training_args) -> list[str]:
         return []
     problems = []
     if training_args.packing_strategy != "bfd":
-        problems.append(f"packing_strategy: {training_args.packing_strategy!r} splits records across rows, which would cut image "
-                        "tokens from their images; image records pack whole with `packing_strategy: bfd`")
+        problems.append(
+            f"packing_strategy: {training_args.packing_strategy!r} splits records across rows, which would cut image "
+            "tokens from their images; image records pack whole with `packing_strategy: bfd`"
+        )
     if model_args.attn_implementation not in PACKABLE_ATTENTION:
-        problems.append(f"packing: attn_implementation={model_args.attn_implementation!r} cannot keep packed records apart; use "
-                        "sdpa, eager, flex_attention or flash_attention_2, or set `packing: false`")
+        problems.append(
+            f"packing: attn_implementation={model_args.attn_implementation!r} cannot keep packed records apart; use "
+            "sdpa, eager, flex_attention or flash_attention_2, or set `packing: false`"
+        )
     if training_args.max_length is None:
         problems.append("packing: needs max_length, the length of a packed row in tokens; set `max_length:`")
     if not data_args.check_lengths:
@@ -94,8 +109,10 @@ def family_packing_problem(family_name: str) -> str | None:
     """The message for a family whose packing is not verified, or None."""
     if family_name in PACKABLE_FAMILIES:
         return None
-    return (f"packing: the {family_name} family cannot pack image records yet (verified: {', '.join(PACKABLE_FAMILIES)}); "
-            "set `packing: false`")
+    return (
+        f"packing: the {family_name} family cannot pack image records yet (verified: {', '.join(PACKABLE_FAMILIES)}); "
+        "set `packing: false`"
+    )
 
 
 def packed_rows(split: str, rows: list[list[int]], lengths: dict[str, list[int]] | None = None):
@@ -130,7 +147,9 @@ class PackingCollator:
 
         records = [self.records[item["split"]][j] for item in items for j in item["members"]]
         # TRL rewrites the messages of what it collates, in place
-        batch = self.inner([{**r, "prompt": copy.deepcopy(r["prompt"]), "completion": copy.deepcopy(r["completion"])} for r in records])
+        batch = self.inner(
+            [{**r, "prompt": copy.deepcopy(r["prompt"]), "completion": copy.deepcopy(r["completion"])} for r in records]
+        )
         lengths = batch["attention_mask"].sum(-1).tolist()  # flushed left: record j's tokens are [:lengths[j]]
         per_token = [k for k, v in batch.items() if hasattr(v, "shape") and tuple(v.shape) == tuple(batch["input_ids"].shape)]
         positions = self._positions(batch, lengths)
@@ -159,7 +178,7 @@ class PackingCollator:
         rows: dict[str, list] = {k: [] for k in per_token if k != "attention_mask"}
         rows["position_ids"] = []
         starts = [sum(sizes[:r]) for r in range(len(sizes))]
-        width = max(sum(lengths[s:s + n]) for s, n in zip(starts, sizes, strict=True))
+        width = max(sum(lengths[s : s + n]) for s, n in zip(starts, sizes, strict=True))
         for s, n in zip(starts, sizes, strict=True):
             members = range(s, s + n)
             used = sum(lengths[j] for j in members)
@@ -169,7 +188,7 @@ class PackingCollator:
                     pad = torch.arange(width - used).expand(*parts[0].shape[:-1], -1)
                     rows[k].append(torch.cat(parts + [pad], dim=-1))
                     continue
-                parts = [batch[k][j, :lengths[j]].clone() for j in members]
+                parts = [batch[k][j, : lengths[j]].clone() for j in members]
                 if k == "labels":
                     for p in parts:
                         p[0] = IGNORE_INDEX  # never predicted from the record before it
@@ -199,10 +218,18 @@ class PackedData:
         rows_per_step = training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps
         batch = packed_batch(self.records, self.rows, rows_per_step, effective_batch_size)
         log = logging.getLogger("judgetrain.train")
-        log.info("packing: %d training records into %d rows of at most %d tokens (%.2f records a row, %.0f%% full); gradient "
-                 "accumulation %d, %d row(s) ≈ %s records a step", self.records, self.rows, training_args.max_length,
-                 self.records_per_row, 100 * self.fill, training_args.gradient_accumulation_steps, rows_per_step,
-                 batch["records_per_step"])
+        log.info(
+            "packing: %d training records into %d rows of at most %d tokens (%.2f records a row, %.0f%% full); gradient "
+            "accumulation %d, %d row(s) ≈ %s records a step",
+            self.records,
+            self.rows,
+            training_args.max_length,
+            self.records_per_row,
+            100 * self.fill,
+            training_args.gradient_accumulation_steps,
+            rows_per_step,
+            batch["records_per_step"],
+        )
         if "warning" in batch:
             log.warning(batch["warning"])
         return batch
@@ -219,19 +246,26 @@ def packed_batch(n_records: int, n_rows: int, rows_per_step: int, effective_batc
     :data:`BATCH_TOLERANCE`, ``warning``: why, and what to change. Accumulation cannot go below
     one, so rows that hold many records overshoot a small effective batch."""
     per_row = n_records / max(n_rows, 1)
-    batch: dict[str, Any] = {"rows": n_rows, "records": n_records, "records_per_row": round(per_row, 3),
-                             "rows_per_step": rows_per_step, "records_per_step": round(per_row * rows_per_step, 2)}
+    batch: dict[str, Any] = {
+        "rows": n_rows,
+        "records": n_records,
+        "records_per_row": round(per_row, 3),
+        "rows_per_step": rows_per_step,
+        "records_per_step": round(per_row * rows_per_step, 2),
+    }
     if effective_batch_size and abs(per_row * rows_per_step - effective_batch_size) > BATCH_TOLERANCE * effective_batch_size:
         batch["warning"] = (
             f"packing: effective_batch_size {effective_batch_size} counts records, but a step takes {rows_per_step} row(s) of "
             f"{per_row:.1f} records on average, {per_row * rows_per_step:.1f} records a step (gradient accumulation cannot go "
             "below 1). To train with the batch the recipe names, lower max_length (fewer records a row) or "
-            "per_device_train_batch_size, or raise effective_batch_size; the model card records the records a step")
+            "per_device_train_batch_size, or raise effective_batch_size; the model card records the records a step"
+        )
     return batch
 
 
-def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | None], processor, model, family_name: str,
-                    training_args) -> PackedData:
+def prepare_packing(
+    train, evaluation, lengths: tuple[list[int], list[int] | None], processor, model, family_name: str, training_args
+) -> PackedData:
     """Pack the train records into rows of ``max_length`` tokens (evaluation too, or one
     record per row with ``eval_packing: false``) and build the collator. What packing
     implies for the training arguments (the gradient accumulation over the records a row
@@ -247,16 +281,22 @@ def prepare_packing(train, evaluation, lengths: tuple[list[int], list[int] | Non
     packed_eval = None
     if evaluation is not None:
         assert eval_lengths is not None, "the evaluation records are measured with the training ones"
-        eval_rows = (pack_bins(eval_lengths, training_args.max_length) if training_args.eval_packing is not False
-                     else [[i] for i in range(len(evaluation))])
+        eval_rows = (
+            pack_bins(eval_lengths, training_args.max_length)
+            if training_args.eval_packing is not False
+            else [[i] for i in range(len(evaluation))]
+        )
         packed_eval = packed_rows("eval", eval_rows)
     fill = sum(train_lengths) / (len(rows) * training_args.max_length)
     from judgetrain.scoring.model import rope_index_of
 
     completion_only = training_args.completion_only_loss is not False  # records are prompt–completion, as TRL decides
-    collator = PackingCollator(processor, {"train": train, "eval": evaluation}, completion_only_loss=completion_only,
-                               rope_index=rope_index_of(model))
+    collator = PackingCollator(
+        processor, {"train": train, "eval": evaluation}, completion_only_loss=completion_only, rope_index=rope_index_of(model)
+    )
     # group_by_length: the Trainer's LengthGroupedSampler reads each row's tokens, so the rows of a
     # micro-batch, padded to the longest, are of like length
-    grouped = {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
+    grouped = (
+        {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
+    )
     return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, records=len(train), rows=len(rows), fill=fill)

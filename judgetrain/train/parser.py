@@ -83,11 +83,17 @@ def parse(argv: list[str] | None = None, *, configured_state: bool = False):
 
 def _renamed_keys(argv: list[str], recipe: dict) -> list[str]:
     """One problem per key or flag spelled as judgetrain once spelled it (:data:`RENAMED`)."""
-    problems = [f"unknown key {old!r}; did you mean {new!r}? ({old} is now TRL's ModelConfig field {new})"
-                for old, new in RENAMED.items() if old in recipe]
+    problems = [
+        f"unknown key {old!r}; did you mean {new!r}? ({old} is now TRL's ModelConfig field {new})"
+        for old, new in RENAMED.items()
+        if old in recipe
+    ]
     flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
-    problems += [f"unknown argument '--{old}'; did you mean '--{new}'? ({old} is now TRL's ModelConfig field {new})"
-                 for old, new in RENAMED.items() if f"--{old}" in flags or f"--{old.replace('_', '-')}" in flags]
+    problems += [
+        f"unknown argument '--{old}'; did you mean '--{new}'? ({old} is now TRL's ModelConfig field {new})"
+        for old, new in RENAMED.items()
+        if f"--{old}" in flags or f"--{old.replace('_', '-')}" in flags
+    ]
     return problems
 
 
@@ -113,5 +119,9 @@ def _bf16_off_without_a_gpu(argv: list[str], recipe: dict) -> None:
         # TRL turns bf16 on by default; without a bf16 GPU that fails (or emulates it 20x slower on CPU)
         recipe["bf16"] = False
     elif bf16 is not None and _truthy(bf16):
-        raise ConfigError(["bf16: true, but this machine has no GPU that supports bfloat16: set `bf16: false` "
-                           "(or pass --bf16 false) to train in float32 here, or run on a bf16-capable GPU (A100, H100, …)"])
+        raise ConfigError(
+            [
+                "bf16: true, but this machine has no GPU that supports bfloat16: set `bf16: false` "
+                "(or pass --bf16 false) to train in float32 here, or run on a bf16-capable GPU (A100, H100, …)"
+            ]
+        )

@@ -42,14 +42,21 @@ def recipe_parser(training: type | None = None) -> argparse.ArgumentParser:
     from .args import DataArguments
     from .model_args import ModelArguments
 
-    groups = [(ModelArguments, "recipe fields: TRL's ModelConfig with judgetrain's model fields (ModelArguments)"),
-              (DataArguments, "recipe fields: judgetrain's DataArguments"),
-              (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
-              (training or sft_config_from_source(), "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)")]
-    return config.make_parser(tuple(argument_group(cls, title) for cls, title in groups), prog="judgetrain train",
-                              usage=argparse.SUPPRESS, add_help=False, formatter_class=ListingFormatter,
-                              description="Every field below is a recipe key (YAML) and, on the command line, an "
-                                          "override (--field value) that wins over the recipe:")
+    groups = [
+        (ModelArguments, "recipe fields: TRL's ModelConfig with judgetrain's model fields (ModelArguments)"),
+        (DataArguments, "recipe fields: judgetrain's DataArguments"),
+        (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
+        (training or sft_config_from_source(), "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)"),
+    ]
+    return config.make_parser(
+        tuple(argument_group(cls, title) for cls, title in groups),
+        prog="judgetrain train",
+        usage=argparse.SUPPRESS,
+        add_help=False,
+        formatter_class=ListingFormatter,
+        description="Every field below is a recipe key (YAML) and, on the command line, an "
+        "override (--field value) that wins over the recipe:",
+    )
 
 
 def recipe_help() -> str:

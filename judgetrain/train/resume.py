@@ -31,17 +31,51 @@ __all__ = ["FIXED_BY_CHECKPOINT", "STEP_FIELDS", "checkpoint_to_resume", "resume
 
 # field -> what in the checkpoint fixes it (said in the message)
 FIXED_BY_CHECKPOINT = {
-    **dict.fromkeys(("learning_rate", "weight_decay", "optim", "optim_args", "adam_beta1", "adam_beta2", "adam_epsilon"),
-                    "its optimizer state restores it"),
-    **dict.fromkeys(("lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio", "max_steps", "num_train_epochs"),
-                    "its learning-rate scheduler state restores the schedule"),
-    **dict.fromkeys(("seed", "data_seed", "datasets", "train_split", "tasks", "layouts", "mixture_weights", "max_frames",
-                     "max_train_samples", "packing", "max_length"), "the steps it trained are skipped in the data by position"),
-    **dict.fromkeys(("model_name_or_path", "model_revision", "use_peft", "lora_r", "lora_alpha", "lora_target_modules",
-                     "lora_target_parameters", "lora_modules_to_save", "use_dora", "use_rslora", "freeze_vision_tower",
-                     "freeze_projector"), "its adapter and optimizer hold exactly these parameters"),
-    **dict.fromkeys(("consistency_objective", "consistency_lambda", "consistency_tau"),
-                    "the steps it trained had this loss (judgetrain.consistency)"),
+    **dict.fromkeys(
+        ("learning_rate", "weight_decay", "optim", "optim_args", "adam_beta1", "adam_beta2", "adam_epsilon"),
+        "its optimizer state restores it",
+    ),
+    **dict.fromkeys(
+        ("lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio", "max_steps", "num_train_epochs"),
+        "its learning-rate scheduler state restores the schedule",
+    ),
+    **dict.fromkeys(
+        (
+            "seed",
+            "data_seed",
+            "datasets",
+            "train_split",
+            "tasks",
+            "layouts",
+            "mixture_weights",
+            "max_frames",
+            "max_train_samples",
+            "packing",
+            "max_length",
+        ),
+        "the steps it trained are skipped in the data by position",
+    ),
+    **dict.fromkeys(
+        (
+            "model_name_or_path",
+            "model_revision",
+            "use_peft",
+            "lora_r",
+            "lora_alpha",
+            "lora_target_modules",
+            "lora_target_parameters",
+            "lora_modules_to_save",
+            "use_dora",
+            "use_rslora",
+            "freeze_vision_tower",
+            "freeze_projector",
+        ),
+        "its adapter and optimizer hold exactly these parameters",
+    ),
+    **dict.fromkeys(
+        ("consistency_objective", "consistency_lambda", "consistency_tau"),
+        "the steps it trained had this loss (judgetrain.consistency)",
+    ),
 }
 # how often the run logs, evaluates and saves: the Trainer's state holds them (TrainerState.compute_steps)
 STEP_FIELDS = ("logging_steps", "eval_steps", "save_steps")
@@ -71,11 +105,15 @@ def steps_from_arguments():
         def on_train_begin(self, args, state, control, **kwargs):
             restored = {name: getattr(state, name, None) for name in STEP_FIELDS}
             state.compute_steps(args, state.max_steps)
-            changed = [f"{n} {restored[n]} → {getattr(state, n)}" for n in STEP_FIELDS
-                       if restored[n] is not None and restored[n] != getattr(state, n)]
+            changed = [
+                f"{n} {restored[n]} → {getattr(state, n)}"
+                for n in STEP_FIELDS
+                if restored[n] is not None and restored[n] != getattr(state, n)
+            ]
             if changed and state.is_world_process_zero:
-                logging.getLogger("judgetrain.train").info("resumed with the arguments' steps, not the checkpoint's: %s",
-                                                           ", ".join(changed))
+                logging.getLogger("judgetrain.train").info(
+                    "resumed with the arguments' steps, not the checkpoint's: %s", ", ".join(changed)
+                )
             return control
 
     return StepsFromArguments()
@@ -99,24 +137,40 @@ def resume_problems(model_args, data_args, training_args, world_size: int) -> li
         before, after = old.get(name, _default(name)), new.get(name, _default(name))
         if before == after:
             continue
-        if name in ("max_steps", "num_train_epochs") and new.get("lr_scheduler_type", _default("lr_scheduler_type")) in _LENGTH_FREE_SCHEDULES:
+        if (
+            name in ("max_steps", "num_train_epochs")
+            and new.get("lr_scheduler_type", _default("lr_scheduler_type")) in _LENGTH_FREE_SCHEDULES
+        ):
             continue  # honoured: a constant rate does not depend on where the run ends
-        problems.append(f"{name}: {checkpoint} was trained with {before!r}, this resume asks for {after!r} ({before!r} → {after!r}); "
-                        f"{why}, so the new value would not be what trains. Resume with `--{name} {_flag(before)}` (or without "
-                        "the override), or train anew into another output_dir")
-    marker = json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text()) if (Path(checkpoint) / COMPLETE_MARKER).is_file() else {}
+        problems.append(
+            f"{name}: {checkpoint} was trained with {before!r}, this resume asks for {after!r} ({before!r} → {after!r}); "
+            f"{why}, so the new value would not be what trains. Resume with `--{name} {_flag(before)}` (or without "
+            "the override), or train anew into another output_dir"
+        )
+    marker = (
+        json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text()) if (Path(checkpoint) / COMPLETE_MARKER).is_file() else {}
+    )
     if "global_batch" in marker:
         per_step = training_args.per_device_train_batch_size * world_size
         # as the run derives it (packed, over the records a row held, which the fixed data and max_length keep)
-        accumulation = (gradient_accumulation(data_args.effective_batch_size, training_args.per_device_train_batch_size,
-                                              world_size, marker.get("records_per_row") or 1.0)
-                        if data_args.effective_batch_size else training_args.gradient_accumulation_steps)
+        accumulation = (
+            gradient_accumulation(
+                data_args.effective_batch_size,
+                training_args.per_device_train_batch_size,
+                world_size,
+                marker.get("records_per_row") or 1.0,
+            )
+            if data_args.effective_batch_size
+            else training_args.gradient_accumulation_steps
+        )
         if per_step * accumulation != marker["global_batch"]:
-            problems.append(f"effective_batch_size: {checkpoint} was trained with a global batch of {marker['global_batch']} records per "
-                            f"step ({marker['world_size']} process(es)), this resume gives {per_step * accumulation} "
-                            f"({world_size} process(es) × per_device_train_batch_size {training_args.per_device_train_batch_size} × "
-                            f"gradient accumulation {accumulation}); the steps it trained are skipped in the data by position. "
-                            f"Resume with `--effective_batch_size {marker['global_batch']}`, or train anew into another output_dir")
+            problems.append(
+                f"effective_batch_size: {checkpoint} was trained with a global batch of {marker['global_batch']} records per "
+                f"step ({marker['world_size']} process(es)), this resume gives {per_step * accumulation} "
+                f"({world_size} process(es) × per_device_train_batch_size {training_args.per_device_train_batch_size} × "
+                f"gradient accumulation {accumulation}); the steps it trained are skipped in the data by position. "
+                f"Resume with `--effective_batch_size {marker['global_batch']}`, or train anew into another output_dir"
+            )
     return problems
 
 

@@ -137,11 +137,18 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     model, processor, family = _load_model(model_args, parsed_args)  # 1. model
     data = _load_records(data_args, parsed_args, processor, model, family)  # 2. data
     peft_config = prepare_trainable(model, family, model_args)
-    settings = derive(data_args, parsed_args, Facts(  # 3. settings, once
-        world_size=env_world_size(), resume_from_checkpoint=run_info["resume_from_checkpoint"],
-        vision_trains=vision_is_trainable(model, family, peft_config, model_args),
-        records_per_row=data.packed.records_per_row if data.packed else None, length_column=data.length_column,
-        configured_state=configured_state))
+    settings = derive(
+        data_args,
+        parsed_args,
+        Facts(  # 3. settings, once
+            world_size=env_world_size(),
+            resume_from_checkpoint=run_info["resume_from_checkpoint"],
+            vision_trains=vision_is_trainable(model, family, peft_config, model_args),
+            records_per_row=data.packed.records_per_row if data.packed else None,
+            length_column=data.length_column,
+            configured_state=configured_state,
+        ),
+    )
     training_args = settings.training_args
     run_info = record_settings(training_args.output_dir, run_info, settings.derived)
     if data.packed:  # rows and records a step, for the model card
@@ -149,9 +156,13 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     recipe = resolved_recipe(model_args, data_args, training_args, argv)  # each checkpoint records it for resume
     packed = data.packed
     trainer = trainer_class(training_args)(  # 4. JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
-        model=model, args=settings.trainer_args, train_dataset=packed.train if packed else data.train,
-        eval_dataset=packed.evaluation if packed else data.evaluation_used, data_collator=packed.collator if packed else None,
-        processing_class=processor, peft_config=peft_config,
+        model=model,
+        args=settings.trainer_args,
+        train_dataset=packed.train if packed else data.train,
+        eval_dataset=packed.evaluation if packed else data.evaluation_used,
+        data_collator=packed.collator if packed else None,
+        processing_class=processor,
+        peft_config=peft_config,
         callbacks=[checkpoint_complete_callback(recipe, packed.records_per_row if packed else None), steps_from_arguments()],
     )
     for factory in callbacks:
@@ -160,8 +171,9 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
             trainer.add_callback(callback)
     _log_trainable(trainer)
     longest = max(data.lengths + (data.eval_lengths or []), default=0)
-    return Run(trainer, processor, family, model_args, data_args, training_args, data.data_info, longest, argv, run_info,
-               settings)
+    return Run(
+        trainer, processor, family, model_args, data_args, training_args, data.data_info, longest, argv, run_info, settings
+    )
 
 
 def _load_model(model_args, training_args):
@@ -171,10 +183,14 @@ def _load_model(model_args, training_args):
     if training_args.process_index == 0:
         print(f"judgetrain train: loading {model_args.model_name_or_path}", flush=True)
     model, processor = load_model_and_processor(
-        model_args.model_name_or_path, family=model_args.family, dtype=model_args.dtype,
+        model_args.model_name_or_path,
+        family=model_args.family,
+        dtype=model_args.dtype,
         attn_implementation=model_args.attn_implementation,
         trust_remote_code=training_args.trust_remote_code,  # SFTConfig's field: off unless the recipe asks
-        min_pixels=model_args.min_pixels, max_pixels=model_args.max_pixels, revision=model_args.model_revision,
+        min_pixels=model_args.min_pixels,
+        max_pixels=model_args.max_pixels,
+        revision=model_args.model_revision,
     )
     model.train()
     return model, processor, get_family(model_args.family) if model_args.family else _family_of(model)
@@ -190,13 +206,18 @@ def _load_records(data_args: DataArguments, training_args, processor, model, fam
     train, data_info["prefill"] = prefill_records(train, processor, prefill), prefill
     with training_args.main_process_first(desc="checking records"):
         lengths = check_records(train, processor, training_args.max_length, "train", data_args.check_lengths)
-        eval_lengths = None if evaluation is None else check_records(evaluation, processor, training_args.max_length, "eval",
-                                                                     data_args.check_lengths)
+        eval_lengths = (
+            None
+            if evaluation is None
+            else check_records(evaluation, processor, training_args.max_length, "eval", data_args.check_lengths)
+        )
     # the eval loss's records; callbacks get the conversational `evaluation` (the judge metric adds the prefill itself)
     evaluation_used = None if training_args.eval_strategy == "no" else prefill_records(evaluation, processor, prefill)
     data = _Records(train, evaluation, evaluation_used, lengths, eval_lengths, data_info)
     if training_args.packing:
-        data.packed = prepare_packing(train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, training_args)
+        data.packed = prepare_packing(
+            train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, training_args
+        )
     elif training_args.train_sampling_strategy == "group_by_length":
         data.train, data.length_column = with_length_column(train, lengths, training_args), True
     return data
@@ -246,13 +267,16 @@ def train_and_save(run: Run) -> Path:
         peft_config.base_model_name_or_path = stored_base(run.model_args.model_name_or_path)  # into adapter_config.json
 
     def write_card(tags: list[str], folder: Path | None = None) -> None:
-        write_model_card(out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags, folder,
-                         run_info=run.run_info)
+        write_model_card(
+            out, run.model_args, run.family, run.data_info, run.argv, trainer, run.longest, tags, folder, run_info=run.run_info
+        )
 
     trainer.card_writer = write_card  # checkpoints (their folders too) and push_to_hub write this card
-    wandb_run = start_wandb_run(trainer, wandb_run_config(run.model_args, run.data_args, run.family,
-                                                          run.data_info, training_args),
-                                resume if isinstance(resume, str) else None)
+    wandb_run = start_wandb_run(
+        trainer,
+        wandb_run_config(run.model_args, run.data_args, run.family, run.data_info, training_args),
+        resume if isinstance(resume, str) else None,
+    )
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
@@ -265,7 +289,10 @@ def train_and_save(run: Run) -> Path:
         write_card(list(getattr(trainer.model, "model_tags", None) or []))  # after PEFT's save rewrote README.md
         if run.run_info:
             record_finish(out, run.run_info, trainer.state.global_step)
-        print(f"Training finished at step {trainer.state.global_step}; adapter, processor, recipe and model card in {out}", flush=True)
+        print(
+            f"Training finished at step {trainer.state.global_step}; adapter, processor, recipe and model card in {out}",
+            flush=True,
+        )
     if wandb_run is not None:  # opened here, so closed here: a later run in this process opens its own
         import wandb
 
@@ -276,8 +303,11 @@ def train_and_save(run: Run) -> Path:
 def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if os.environ.get("RANK", "0") == "0":  # before the slow part: importing TRL and torch, loading the model, the data
-        print("judgetrain train: reading the recipe, then loading the model and checking the records (about a minute on "
-              "a CPU before the first step)", flush=True)
+        print(
+            "judgetrain train: reading the recipe, then loading the model and checking the records (about a minute on "
+            "a CPU before the first step)",
+            flush=True,
+        )
     try:
         run = setup(argv, callbacks=callbacks)
     except AlreadyTrained as e:  # every process finds the same, before any model loads

@@ -39,23 +39,64 @@ from judgetrain.io import write_json
 
 from .resume import FIXED_BY_CHECKPOINT
 
-__all__ = ["RUN_FILE", "TRAINING_IDENTITY", "AlreadyTrained", "clear_outputs", "output_dir_problems", "prepare_output_dir", "previous_outputs",
-           "record_finish", "record_settings", "run_identity"]
+__all__ = [
+    "RUN_FILE",
+    "TRAINING_IDENTITY",
+    "AlreadyTrained",
+    "clear_outputs",
+    "output_dir_problems",
+    "prepare_output_dir",
+    "previous_outputs",
+    "record_finish",
+    "record_settings",
+    "run_identity",
+]
 
 logger = logging.getLogger("judgetrain.train")
 RUN_FILE = "run.json"
 # SFTConfig fields (transformers' TrainingArguments and TRL's) that change the trained weights; judgetrain's own
 # dataclasses mark theirs with `identity=True`. The world size and accumulation enter as the global batch.
-TRAINING_IDENTITY = tuple(dict.fromkeys((
-    *(name for name in FIXED_BY_CHECKPOINT if name not in ("model_name_or_path", "datasets")),
-    "max_grad_norm", "label_smoothing_factor", "bf16", "fp16", "neftune_noise_alpha", "train_sampling_strategy",
-    "truncation_mode", "completion_only_loss", "assistant_only_loss", "loss_type", "padding_free", "packing_strategy",
-    "dataloader_drop_last", "chat_template_path", "eos_token", "pad_token",
-)))
+TRAINING_IDENTITY = tuple(
+    dict.fromkeys(
+        (
+            *(name for name in FIXED_BY_CHECKPOINT if name not in ("model_name_or_path", "datasets")),
+            "max_grad_norm",
+            "label_smoothing_factor",
+            "bf16",
+            "fp16",
+            "neftune_noise_alpha",
+            "train_sampling_strategy",
+            "truncation_mode",
+            "completion_only_loss",
+            "assistant_only_loss",
+            "loss_type",
+            "padding_free",
+            "packing_strategy",
+            "dataloader_drop_last",
+            "chat_template_path",
+            "eos_token",
+            "pad_token",
+        )
+    )
+)
 # what a training run writes into its output folder (removed by --overwrite); anything else there is left alone
-OUTPUTS = ("checkpoint-*", RUN_FILE, "judgetrain_recipe.yaml", "README.md", "adapter_model.*", "adapter_config.json",
-           "model*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin", "training_args.bin", "trainer_state.json",
-           "*_results.json", "sweep_result.json", "runs", "wandb")
+OUTPUTS = (
+    "checkpoint-*",
+    RUN_FILE,
+    "judgetrain_recipe.yaml",
+    "README.md",
+    "adapter_model.*",
+    "adapter_config.json",
+    "model*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model*.bin",
+    "training_args.bin",
+    "trainer_state.json",
+    "*_results.json",
+    "sweep_result.json",
+    "runs",
+    "wandb",
+)
 # what shows that a folder holds a run's work: checkpoints, or a finished run's weights and state
 _WORK = ("checkpoint-*", "trainer_state.json", "adapter_model.*", "model*.safetensors")
 
@@ -92,10 +133,14 @@ def run_identity(model_args, data_args, training_args, world_size: int) -> dict[
             splits = {}  # check_config / the launcher report the missing build
         datasets.append({s: v.get("content_hash") for s, v in sorted(splits.items())})
     batch = data_args.effective_batch_size or (
-        training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps)
-    return {"training": dict(sorted(training.items())),
-            "base_model": base_model_identity(model_args.model_name_or_path, model_args.model_revision),
-            "datasets": datasets, "global_batch": batch}
+        training_args.per_device_train_batch_size * world_size * training_args.gradient_accumulation_steps
+    )
+    return {
+        "training": dict(sorted(training.items())),
+        "base_model": base_model_identity(model_args.model_name_or_path, model_args.model_revision),
+        "datasets": datasets,
+        "global_batch": batch,
+    }
 
 
 def previous_outputs(output_dir: str | os.PathLike) -> list[Path]:
@@ -138,9 +183,11 @@ def output_dir_problems(model_args, data_args, training_args, world_size: int) -
     else:
         what = f"checkpoints or weights with no {RUN_FILE} saying what trained them"
     names = ", ".join(p.name for p in found[-3:])
-    return [f"output_dir: {out} holds {what}\n    ({names}). Nothing was loaded or changed. Give another --output_dir; "
-            "or --resume_from_checkpoint auto (or a checkpoint folder) to continue that run with this recipe; "
-            "or --overwrite to remove that run's checkpoints and outputs and train anew"]
+    return [
+        f"output_dir: {out} holds {what}\n    ({names}). Nothing was loaded or changed. Give another --output_dir; "
+        "or --resume_from_checkpoint auto (or a checkpoint folder) to continue that run with this recipe; "
+        "or --overwrite to remove that run's checkpoints and outputs and train anew"
+    ]
 
 
 def clear_outputs(output_dir: str | os.PathLike) -> list[str]:
@@ -181,15 +228,24 @@ def prepare_output_dir(model_args, data_args, training_args, world_size: int, ar
             logger.warning("--overwrite: removed the earlier run's %s from %s", ", ".join(removed), out)
     elif not resume and previous_outputs(out):
         checkpoint = find_resume_checkpoint(out)
-        logger.warning("output_dir %s holds this same run (identity equal): %s", out,
-                       f"resuming from {checkpoint}, as --resume_from_checkpoint auto does" if checkpoint
-                       else "no complete checkpoint to resume from, training from the start")
+        logger.warning(
+            "output_dir %s holds this same run (identity equal): %s",
+            out,
+            f"resuming from {checkpoint}, as --resume_from_checkpoint auto does"
+            if checkpoint
+            else "no complete checkpoint to resume from, training from the start",
+        )
         resume = "auto" if checkpoint else None
     git = git_state()
-    info = {"identity": run_identity(model_args, data_args, training_args, world_size),
-            "command": [sys.executable, "-m", "judgetrain.train", *argv], "world_size": world_size,
-            "resume_from_checkpoint": resume,
-            "git_commit": git["commit"], "git_dirty": git["dirty"], "started": dt.datetime.now(dt.timezone.utc).isoformat()}
+    info = {
+        "identity": run_identity(model_args, data_args, training_args, world_size),
+        "command": [sys.executable, "-m", "judgetrain.train", *argv],
+        "world_size": world_size,
+        "resume_from_checkpoint": resume,
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
     if _is_main_process():
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / RUN_FILE, info)
@@ -207,10 +263,12 @@ def _refuse_to_redo(out: Path) -> None:
         return
     weights = [p for pattern in ("adapter_model.*", "model*.safetensors") for p in out.glob(pattern)]
     if isinstance(old, dict) and old.get("finished") and weights:
-        raise AlreadyTrained(f"{out}: already trained with this recipe (run.json's identity is equal; finished "
-                             f"{old['finished']} at step {old.get('global_step')}); nothing rewritten. Pass --overwrite "
-                             "to train it again, or --resume_from_checkpoint auto to continue it (README \"Resume\": "
-                             "what may change).")
+        raise AlreadyTrained(
+            f"{out}: already trained with this recipe (run.json's identity is equal; finished "
+            f"{old['finished']} at step {old.get('global_step')}); nothing rewritten. Pass --overwrite "
+            'to train it again, or --resume_from_checkpoint auto to continue it (README "Resume": '
+            "what may change)."
+        )
 
 
 def record_settings(output_dir: str | os.PathLike, info: dict[str, Any], derived: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -224,5 +282,7 @@ def record_settings(output_dir: str | os.PathLike, info: dict[str, Any], derived
 
 def record_finish(output_dir: str | os.PathLike, info: dict[str, Any], global_step: int) -> None:
     """``run.json`` with the step training ended at and when (main process)."""
-    write_json(Path(output_dir) / RUN_FILE, {**info, "global_step": global_step,
-                                             "finished": dt.datetime.now(dt.timezone.utc).isoformat()})
+    write_json(
+        Path(output_dir) / RUN_FILE,
+        {**info, "global_step": global_step, "finished": dt.datetime.now(dt.timezone.utc).isoformat()},
+    )

@@ -90,8 +90,10 @@ def _accumulation(data_args, training_args, facts: Facts) -> tuple[int, str] | N
     steps = gradient_accumulation(effective, per_device, world, facts.records_per_row or 1.0)
     if facts.records_per_row is None:
         return steps, f"effective_batch_size {effective} / (per_device_train_batch_size {per_device} × {world} process(es))"
-    return steps, (f"effective_batch_size {effective} / ({facts.records_per_row:.3g} records a packed row × "
-                   f"per_device_train_batch_size {per_device} × {world} process(es)), to the nearest whole number (at least 1)")
+    return steps, (
+        f"effective_batch_size {effective} / ({facts.records_per_row:.3g} records a packed row × "
+        f"per_device_train_batch_size {per_device} × {world} process(es)), to the nearest whole number (at least 1)"
+    )
 
 
 def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str]]:
@@ -102,21 +104,33 @@ def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str
     if accumulation is not None:
         found["gradient_accumulation_steps"] = accumulation
     if facts.resume_from_checkpoint != AS_PARSED and facts.resume_from_checkpoint != training_args.resume_from_checkpoint:
-        found["resume_from_checkpoint"] = (facts.resume_from_checkpoint, "output_dir holds this same run (run.json's identity "
-                                           "is equal): it continues from its newest complete checkpoint, as "
-                                           "--resume_from_checkpoint auto does")
+        found["resume_from_checkpoint"] = (
+            facts.resume_from_checkpoint,
+            "output_dir holds this same run (run.json's identity "
+            "is equal): it continues from its newest complete checkpoint, as "
+            "--resume_from_checkpoint auto does",
+        )
     if training_args.ddp_find_unused_parameters is None:
         # Saying so when it is not needed costs a graph walk per step and breaks reentrant activation checkpointing
-        found["ddp_find_unused_parameters"] = (facts.vision_trains, "training reaches the vision side, where a trainable "
-                                               "parameter may get no gradient in a step" if facts.vision_trains else
-                                               "only the language model trains: every trainable parameter gets a gradient")
+        found["ddp_find_unused_parameters"] = (
+            facts.vision_trains,
+            "training reaches the vision side, where a trainable parameter may get no gradient in a step"
+            if facts.vision_trains
+            else "only the language model trains: every trainable parameter gets a gradient",
+        )
     packed = facts.records_per_row is not None
     if (packed or facts.length_column) and training_args.remove_unused_columns:
-        found["remove_unused_columns"] = (False, "packed rows name their records in columns the collator reads" if packed
-                                          else "the length column must reach the Trainer's length-grouped sampler")
+        found["remove_unused_columns"] = (
+            False,
+            "packed rows name their records in columns the collator reads"
+            if packed
+            else "the length column must reach the Trainer's length-grouped sampler",
+        )
     if packed:
-        found["dataset_kwargs"] = ({**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True},
-                                   "packed rows are collated by judgetrain.train.packing, not tokenized by TRL")
+        found["dataset_kwargs"] = (
+            {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True},
+            "packed rows are collated by judgetrain.train.packing, not tokenized by TRL",
+        )
     return found
 
 
@@ -135,11 +149,17 @@ def derive(data_args, training_args, facts: Facts) -> Settings:
     copy and what was derived."""
     changes = _changes(data_args, training_args, facts)
     final = _replace(training_args, facts, **{k: v for k, (v, _) in changes.items()}) if changes else training_args
-    derived = {name: {"value": jsonable(value), "recipe": jsonable(getattr(training_args, name)), "why": why}
-               for name, (value, why) in changes.items()}
+    derived = {
+        name: {"value": jsonable(value), "recipe": jsonable(getattr(training_args, name)), "why": why}
+        for name, (value, why) in changes.items()
+    }
     trainer_args = final
     if facts.records_per_row is not None and final.packing:
         trainer_args = _replace(final, facts, packing=False)
-        derived[TRAINER_PACKING] = {"value": False, "recipe": True, "why": "judgetrain packed the image records into rows "
-                                    "itself (judgetrain.train.packing); TRL refuses packing for image data"}
+        derived[TRAINER_PACKING] = {
+            "value": False,
+            "recipe": True,
+            "why": "judgetrain packed the image records into rows "
+            "itself (judgetrain.train.packing); TRL refuses packing for image data",
+        }
     return Settings(final, trainer_args, derived)

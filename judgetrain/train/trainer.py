@@ -59,8 +59,8 @@ class JudgeSFTTrainer(InternalSaves, SFTTrainer):
         count_items_in_batch(self)
 
     def create_model_card(  # type: ignore[override]  # TRL's signature (model_name, dataset_name, tags), not the Trainer's
-            self, model_name: str | None = None, dataset_name: str | None = None, tags: str | list[str] | None = None,
-            **kwargs: Any) -> None:
+        self, model_name: str | None = None, dataset_name: str | None = None, tags: str | list[str] | None = None, **kwargs: Any
+    ) -> None:
         """judgetrain's card through :attr:`card_writer` (``write(tags)``) on the main
         process; TRL's card when no writer is set."""
         if self.card_writer is None:

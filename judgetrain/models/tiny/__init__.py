@@ -9,11 +9,37 @@ README: "Models".
 
 from judgetrain.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {
-    "builder": ["QUICKSTART_FAMILIES", "REAL_WIDTHS", "TEMPLATES_DIR", "VARIANTS", "build_all", "build_tiny", "main",
-                "random_real_width"],
-    "families": ["GEMMA4_TEMPLATE", "INTERNVL_TEMPLATE", "gemma4", "internvl3", "internvl3_5"],
-    "tokenizer": ["GEMMA4_NAMED", "GEMMA4_SPECIAL", "INTERNVL_NAMED", "INTERNVL_SPECIAL", "LLAVA_SPECIAL",
-                  "QWEN25_ADDED", "QWEN3_ADDED", "QWEN_SPECIAL", "VOCAB_MULTIPLE", "generation_config",
-                  "make_tokenizer", "padded_vocab", "tiny_corpus", "token_ids", "train_bpe", "trl_template"],
-})
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "builder": [
+            "QUICKSTART_FAMILIES",
+            "REAL_WIDTHS",
+            "TEMPLATES_DIR",
+            "VARIANTS",
+            "build_all",
+            "build_tiny",
+            "main",
+            "random_real_width",
+        ],
+        "families": ["GEMMA4_TEMPLATE", "INTERNVL_TEMPLATE", "gemma4", "internvl3", "internvl3_5"],
+        "tokenizer": [
+            "GEMMA4_NAMED",
+            "GEMMA4_SPECIAL",
+            "INTERNVL_NAMED",
+            "INTERNVL_SPECIAL",
+            "LLAVA_SPECIAL",
+            "QWEN25_ADDED",
+            "QWEN3_ADDED",
+            "QWEN_SPECIAL",
+            "VOCAB_MULTIPLE",
+            "generation_config",
+            "make_tokenizer",
+            "padded_vocab",
+            "tiny_corpus",
+            "token_ids",
+            "train_bpe",
+            "trl_template",
+        ],
+    },
+)

@@ -56,7 +56,13 @@ from .tokenizer import (
 )
 
 __all__ = [
-    "QUICKSTART_FAMILIES", "REAL_WIDTHS", "TEMPLATES_DIR", "VARIANTS", "build_all", "build_tiny", "main",
+    "QUICKSTART_FAMILIES",
+    "REAL_WIDTHS",
+    "TEMPLATES_DIR",
+    "VARIANTS",
+    "build_all",
+    "build_tiny",
+    "main",
     "random_real_width",
 ]
 
@@ -366,42 +372,98 @@ REAL_WIDTHS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     # Qwen/Qwen3-VL-8B-Instruct: 36 decoder layers at 4096 (32 query / 8 KV heads of
     # 128), SiLU MLP 12288; SigLIP2-so400m-style ViT, 27 layers at 1152, 16 heads,
     # MLP 4304, 48x48 position grid, DeepStack taps after ViT layers 8, 16 and 24.
-    "qwen3-vl-8b": ("qwen3-vl", {
-        "text_config": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
-                        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-                        "max_position_embeddings": 262144,
-                        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
-                                            "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
-        "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
-                          "out_hidden_size": 4096, "num_position_embeddings": 2304,
-                          "deepstack_visual_indexes": [8, 16, 24]},
-    }),
+    "qwen3-vl-8b": (
+        "qwen3-vl",
+        {
+            "text_config": {
+                "hidden_size": 4096,
+                "intermediate_size": 12288,
+                "num_hidden_layers": 36,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 262144,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 5_000_000.0,
+                    "mrope_section": [24, 20, 20],
+                    "mrope_interleaved": True,
+                },
+            },
+            "vision_config": {
+                "depth": 27,
+                "hidden_size": 1152,
+                "intermediate_size": 4304,
+                "num_heads": 16,
+                "out_hidden_size": 4096,
+                "num_position_embeddings": 2304,
+                "deepstack_visual_indexes": [8, 16, 24],
+            },
+        },
+    ),
     # Qwen/Qwen3-VL-2B-Instruct: 28 decoder layers at 2048 (16 query / 8 KV heads of
     # 128), SiLU MLP 6144, embedding and head tied; ViT 24 layers at 1024, 16 heads,
     # MLP 4096, patch 16, 48x48 position grid, DeepStack taps after ViT layers 5, 11, 17.
-    "qwen3-vl-2b": ("qwen3-vl", {
-        "config": {"tie_word_embeddings": True},
-        "text_config": {"hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
-                        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-                        "max_position_embeddings": 262144, "tie_word_embeddings": True,
-                        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
-                                            "mrope_section": [24, 20, 20], "mrope_interleaved": True}},
-        "vision_config": {"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16,
-                          "patch_size": 16, "out_hidden_size": 2048, "num_position_embeddings": 2304,
-                          "deepstack_visual_indexes": [5, 11, 17]},
-    }),
+    "qwen3-vl-2b": (
+        "qwen3-vl",
+        {
+            "config": {"tie_word_embeddings": True},
+            "text_config": {
+                "hidden_size": 2048,
+                "intermediate_size": 6144,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 262144,
+                "tie_word_embeddings": True,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 5_000_000.0,
+                    "mrope_section": [24, 20, 20],
+                    "mrope_interleaved": True,
+                },
+            },
+            "vision_config": {
+                "depth": 24,
+                "hidden_size": 1024,
+                "intermediate_size": 4096,
+                "num_heads": 16,
+                "patch_size": 16,
+                "out_hidden_size": 2048,
+                "num_position_embeddings": 2304,
+                "deepstack_visual_indexes": [5, 11, 17],
+            },
+        },
+    ),
     # Qwen/Qwen2.5-VL-7B-Instruct: 28 decoder layers at 3584 (28 query / 4 KV heads of
     # 128), SiLU MLP 18944, untied head; ViT 32 layers at 1280, 16 heads, SiLU MLP 3420,
     # patch 14, window attention over 112 px with full attention in blocks 7, 15, 23, 31.
-    "qwen2.5-vl-7b": ("qwen2.5-vl", {
-        "text_config": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                        "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 128000,
-                        "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0,
-                                            "mrope_section": [16, 24, 24]}},
-        "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
-                          "patch_size": 14, "out_hidden_size": 3584, "window_size": 112,
-                          "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2},
-    }),
+    "qwen2.5-vl-7b": (
+        "qwen2.5-vl",
+        {
+            "text_config": {
+                "hidden_size": 3584,
+                "intermediate_size": 18944,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "max_position_embeddings": 128000,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [16, 24, 24]},
+            },
+            "vision_config": {
+                "depth": 32,
+                "hidden_size": 1280,
+                "intermediate_size": 3420,
+                "num_heads": 16,
+                "patch_size": 14,
+                "out_hidden_size": 3584,
+                "window_size": 112,
+                "fullatt_block_indexes": [7, 15, 23, 31],
+                "tokens_per_second": 2,
+            },
+        },
+    ),
 }
 
 
@@ -413,8 +475,15 @@ def _scaled_fullatt(blocks: list[int], depth: int, n: int) -> list[int]:
     return sorted({max(0, round((j + 1) * n / k) - 1) for j in range(k)})
 
 
-def random_real_width(name: str, *, text_layers: int | None = None, vision_layers: int | None = None,
-                      seed: int = 0, dtype: Any = None, device: Any = None) -> tuple[Any, Any]:
+def random_real_width(
+    name: str,
+    *,
+    text_layers: int | None = None,
+    vision_layers: int | None = None,
+    seed: int = 0,
+    dtype: Any = None,
+    device: Any = None,
+) -> tuple[Any, Any]:
     """A randomly initialised model at the widths of a released checkpoint (``REAL_WIDTHS``:
     ``qwen3-vl-8b``, ``qwen3-vl-2b``, ``qwen2.5-vl-7b``) and the tiny processor of its
     family, in memory: ``(model, processor)``.
@@ -498,8 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--family",
         action="append",
         metavar="NAME",
-        help=f"family (or variant: {', '.join(VARIANTS)}) to build, repeatable; default: every family "
-        f"({', '.join(FAMILIES)})",
+        help=f"family (or variant: {', '.join(VARIANTS)}) to build, repeatable; default: every family ({', '.join(FAMILIES)})",
     )
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
     args = parser.parse_args(argv)

@@ -95,11 +95,17 @@ def _internvl(text_model_type: str, added: tuple[str, ...], text: dict[str, Any]
     )
     size = {"height": crop, "width": crop}
     # Dynamic tiling as the real processor does it (crops plus a thumbnail), capped at 4 crops.
-    image_processor = GotOcr2ImageProcessor(size=size, crop_to_patches=True, min_patches=1, max_patches=4,
-                                            image_mean=_IMAGENET_MEAN, image_std=_IMAGENET_STD)
+    image_processor = GotOcr2ImageProcessor(
+        size=size, crop_to_patches=True, min_patches=1, max_patches=4, image_mean=_IMAGENET_MEAN, image_std=_IMAGENET_STD
+    )
     video_processor = InternVLVideoProcessor(size=size, image_mean=_IMAGENET_MEAN, image_std=_IMAGENET_STD)
-    processor = InternVLProcessor(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
-                                  image_seq_length=tokens_per_crop, chat_template=template)
+    processor = InternVLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        image_seq_length=tokens_per_crop,
+        chat_template=template,
+    )
     return config, processor, generation_config(tokenizer, bos_token_id=pad)
 
 
@@ -128,41 +134,90 @@ def gemma4() -> tuple[Any, Any, Any]:
     template = trl_template(GEMMA4_TEMPLATE)
     tokenizer = make_tokenizer(GEMMA4_SPECIAL, (), template, named=GEMMA4_NAMED, eos="<eos>", pad="<pad>", bos="<bos>")
     pad, eos, bos, boi, eoi, image, video, boa, eoa, audio = token_ids(
-        tokenizer, "<pad>", "<eos>", "<bos>", "<|image>", "<image|>", "<|image|>", "<|video|>", "<|audio>", "<audio|>",
-        "<|audio|>")
+        tokenizer,
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<|image>",
+        "<image|>",
+        "<|image|>",
+        "<|video|>",
+        "<|audio>",
+        "<audio|>",
+        "<|audio|>",
+    )
     vocab = padded_vocab(tokenizer)
     # Real E4B: 42 layers, sliding window 512 with a full-attention layer every 6th, the last
     # 18 layers reusing earlier layers' KV, PLE width 256. Here 4 layers (sliding, full,
     # sliding, full), the last two sharing KV, a window of 24 tokens so prompts outrun it.
     layer_types = ["sliding_attention", "full_attention"] * 2
     text = {
-        "vocab_size": vocab, "vocab_size_per_layer_input": vocab, "hidden_size_per_layer_input": 8,
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": len(layer_types), "layer_types": layer_types,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32,
-        "sliding_window": 24, "num_kv_shared_layers": 2, "final_logit_softcapping": 30.0,
-        "max_position_embeddings": 32768, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+        "vocab_size": vocab,
+        "vocab_size_per_layer_input": vocab,
+        "hidden_size_per_layer_input": 8,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": len(layer_types),
+        "layer_types": layer_types,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "sliding_window": 24,
+        "num_kv_shared_layers": 2,
+        "final_logit_softcapping": 30.0,
+        "max_position_embeddings": 32768,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "rms_norm_eps": 1e-6,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
             "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
         },
-        "pad_token_id": pad, "eos_token_id": eos, "bos_token_id": bos, "tie_word_embeddings": True,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "bos_token_id": bos,
+        "tie_word_embeddings": True,
     }
     patch, pool, soft_tokens = 4, 2, 70  # 70: the smallest budget Gemma4ImageProcessor accepts
     config = Gemma4Config(
         text_config=text,
-        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                       "num_key_value_heads": 2, "head_dim": 16, "patch_size": patch, "pooling_kernel_size": pool,
-                       # 2D position table: one row per patch index along a side (max 560 px / 4).
-                       "position_embedding_size": 160},
-        audio_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                      "subsampling_conv_channels": [8, 4], "output_proj_dims": 32},
-        boi_token_id=boi, eoi_token_id=eoi, image_token_id=image, video_token_id=video,
-        boa_token_id=boa, eoa_token_index=eoa, audio_token_id=audio, tie_word_embeddings=True,
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "patch_size": patch,
+            "pooling_kernel_size": pool,
+            # 2D position table: one row per patch index along a side (max 560 px / 4).
+            "position_embedding_size": 160,
+        },
+        audio_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "subsampling_conv_channels": [8, 4],
+            "output_proj_dims": 32,
+        },
+        boi_token_id=boi,
+        eoi_token_id=eoi,
+        image_token_id=image,
+        video_token_id=video,
+        boa_token_id=boa,
+        eoa_token_index=eoa,
+        audio_token_id=audio,
+        tie_word_embeddings=True,
     )
     image_processor = Gemma4ImageProcessor(patch_size=patch, pooling_kernel_size=pool, max_soft_tokens=soft_tokens)
     video_processor = Gemma4VideoProcessor(patch_size=patch, pooling_kernel_size=pool, max_soft_tokens=soft_tokens)
-    processor = Gemma4Processor(feature_extractor=Gemma4AudioFeatureExtractor(), image_processor=image_processor,
-                                tokenizer=tokenizer, video_processor=video_processor, chat_template=template,
-                                image_seq_length=soft_tokens)
+    processor = Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=template,
+        image_seq_length=soft_tokens,
+    )
     # Gemma 4 ends a turn with <turn|> and a sequence with <eos>; generation stops on either.
     return config, processor, generation_config(tokenizer, stop=("<turn|>", "<eos>"), pad="<pad>", bos_token_id=bos)

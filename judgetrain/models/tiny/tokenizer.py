@@ -74,20 +74,48 @@ LLAVA_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<vid
 # order, so <IMG_CONTEXT> is 151667 in the real InternVL3 checkpoints; <video> is the
 # tokenizer's named video token (InternVLProcessor reads tokenizer.video_token).
 INTERNVL_SPECIAL = ("<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>", "<video>")
-INTERNVL_NAMED = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
-                  "video_token": "<video>"}
+INTERNVL_NAMED = {
+    "start_image_token": "<img>",
+    "end_image_token": "</img>",
+    "context_image_token": "<IMG_CONTEXT>",
+    "video_token": "<video>",
+}
 # Gemma 4: <pad> <eos> <bos> first (ids 0, 1, 2 in the real vocabulary), the turn and
 # channel markers of its chat template, then the multimodal markers in the relative order
 # of Gemma4Config's ids (boi 255999 < boa 256000 < image 258880 < audio 258881 < eoi 258882
 # < eoa 258883 < video 258884). Gemma4Processor reads the image/audio ones by name.
 GEMMA4_SPECIAL = (
-    "<pad>", "<eos>", "<bos>", "<unk>", "<mask>",
-    "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>",
-    "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>',
-    "<|image>", "<|audio>", "<|image|>", "<|audio|>", "<image|>", "<audio|>", "<|video|>",
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<mask>",
+    "<|turn>",
+    "<turn|>",
+    "<|channel>",
+    "<channel|>",
+    "<|think|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    '<|"|>',
+    "<|image>",
+    "<|audio>",
+    "<|image|>",
+    "<|audio|>",
+    "<image|>",
+    "<audio|>",
+    "<|video|>",
 )
-GEMMA4_NAMED = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
-                "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"}
+GEMMA4_NAMED = {
+    "image_token": "<|image|>",
+    "boi_token": "<|image>",
+    "eoi_token": "<image|>",
+    "audio_token": "<|audio|>",
+    "boa_token": "<|audio>",
+    "eoa_token": "<audio|>",
+}
 
 
 def tiny_corpus() -> list[str]:
@@ -272,8 +300,9 @@ def token_ids(tokenizer: Any, *tokens: str) -> list[int]:
     return ids
 
 
-def generation_config(tokenizer: Any, stop: Sequence[str] = ("<|im_end|>", "<|endoftext|>"),
-                      pad: str = "<|endoftext|>", **extra: Any) -> Any:
+def generation_config(
+    tokenizer: Any, stop: Sequence[str] = ("<|im_end|>", "<|endoftext|>"), pad: str = "<|endoftext|>", **extra: Any
+) -> Any:
     """Greedy ``GenerationConfig`` stopping on any of ``stop`` and padding with ``pad``, plus ``extra``.
 
     The defaults are Qwen's: ``<|im_end|>`` or ``<|endoftext|>`` (the pad)."""
