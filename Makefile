@@ -53,7 +53,7 @@ system-deps:
 quickstart: setup
 	$(BIN)/judgetrain quickstart
 
-test: setup system-deps
+test: setup system-deps lint
 	$(BIN)/python -m pytest $(DURATIONS) $(PYTEST_ARGS)
 
 # ruff (lint + format check) and mypy over the package, as configured in pyproject.toml
