@@ -1,6 +1,6 @@
 """Evaluations (installed as ``judgetrain.eval``): a package per evaluation (``timecatch``,
 ``judge``, ``phasefusion``), the positional-bias analysis over their runs
-(``positional_bias``), and ``core``, what every evaluation shares (run folders, the
+(``bias``), and ``core``, what every evaluation shares (run folders, the
 multi-process loop, statistics, ``eval report`` and ``eval compare``).
 README: "Run folders".
 """

@@ -32,7 +32,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("eval", "timecatch"): "judgetrain.eval.timecatch.command",
     ("eval", "judge"): "judgetrain.eval.judge.command",
     ("eval", "phasefusion"): "judgetrain.eval.phasefusion.command",
-    ("eval", "bias"): "judgetrain.eval.positional_bias",
+    ("eval", "bias"): "judgetrain.eval.bias.command",
     ("eval", "report"): "judgetrain.eval.core.rebuild",
     ("eval", "compare"): "judgetrain.eval.core.compare",
     ("eval", "view"): "judgetrain.eval.view.command",

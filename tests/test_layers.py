@@ -42,7 +42,7 @@ BUILDS_ON = {
     "judgetrain.data_builders.mirage": {"judgetrain.data_builders.prism"},
     "judgetrain.data_builders.ordering": {"judgetrain.data_builders.prism"},
     "judgetrain.data_builders.rationales": {"judgetrain.data_builders.prism", "judgetrain.data_builders.mirage"},
-    "judgetrain.eval.positional_bias": {"judgetrain.eval.judge", "judgetrain.eval.timecatch"},
+    "judgetrain.eval.bias": {"judgetrain.eval.judge", "judgetrain.eval.timecatch"},
 }
 README = REPO / "README.md"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80

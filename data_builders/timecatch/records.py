@@ -76,118 +76,161 @@ def noise_frame(seed: int, source: str, seq_id: str, shape: tuple[int, ...]) -> 
     return np.clip(np.rint(rng.normal(NOISE_MEAN, NOISE_STD, size=shape)), 0, 255).astype(np.uint8)
 
 
-def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCatchConfig) -> list[dict]:
-    """All records of one kept sequence, in a fixed order."""
-    png = [(folder / name).read_bytes() for name in done["frames"]]
-    n = len(png)
-    subset = subset_of(n)
-    i_swap, i_noise = draw_anomalies(cfg.seed, seq.source, seq.id, n)
-    swapped = list(range(n))
-    swapped[i_swap - 1], swapped[i_swap] = swapped[i_swap], swapped[i_swap - 1]
-    with Image.open(io.BytesIO(png[i_noise - 1])) as im:
-        shape = (im.height, im.width, 3)
-    noisy = list(png)
-    noisy[i_noise - 1] = png_bytes(noise_frame(cfg.seed, seq.source, seq.id, shape))
-    show_description = cfg.descriptions and bool(seq.description)
-    prefix = f"Scene description: {seq.description}\n\n" if show_description else ""
-    base_meta = {
-        "sequence_id": seq.id,
-        "subset": subset,
-        "description": seq.description,
-        "description_shown": show_description,
-        "frame_labels": cfg.frame_labels,
-        "times_s": done["times_s"],
-        "source_frame_indices": done["source_indices"],
-        "lpips_consecutive": done["lpips_consecutive"],
-        "truncated_from": done.get("truncated_from"),
-    }
-    swap_meta = {"swapped_frames": [i_swap, i_swap + 1], "lpips_swapped": done["lpips_consecutive"][i_swap - 1]}
-    noise_meta = {
-        "noise_frame": i_noise,
-        "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]},
-    }
-    out = []
+class _SequenceRecords:
+    """One kept sequence and what its records are made from: its frames as PNG bytes, the seeded
+    swap (frames ``i_swap`` and ``i_swap + 1``, 1-based) and noise frame (``i_noise``, 1-based), the
+    presented orders (``gold``, ``swapped``: 0-based frame indices) and the metadata every record
+    carries. One method per task returns that task's records in a fixed order."""
 
-    def add(task, order, images, instruction, choices, label, perturbation, position, layout, extra):
-        meta = {**base_meta, **extra, "presented_order": order}
+    def __init__(self, seq: SourceSequence, done: dict, folder: Path, cfg: TimeCatchConfig):
+        self.seq, self.cfg = seq, cfg
+        self.png = [(folder / name).read_bytes() for name in done["frames"]]
+        n = self.n = len(self.png)
+        self.i_swap, self.i_noise = draw_anomalies(cfg.seed, seq.source, seq.id, n)
+        self.gold = list(range(n))
+        self.swapped = list(range(n))
+        self.swapped[self.i_swap - 1], self.swapped[self.i_swap] = self.swapped[self.i_swap], self.swapped[self.i_swap - 1]
+        with Image.open(io.BytesIO(self.png[self.i_noise - 1])) as im:
+            shape = (im.height, im.width, 3)
+        self.noisy = list(self.png)
+        self.noisy[self.i_noise - 1] = png_bytes(noise_frame(cfg.seed, seq.source, seq.id, shape))
+        show_description = cfg.descriptions and bool(seq.description)
+        self.prefix = f"Scene description: {seq.description}\n\n" if show_description else ""
+        self.base_meta = {
+            "sequence_id": seq.id,
+            "subset": subset_of(n),
+            "description": seq.description,
+            "description_shown": show_description,
+            "frame_labels": cfg.frame_labels,
+            "times_s": done["times_s"],
+            "source_frame_indices": done["source_indices"],
+            "lpips_consecutive": done["lpips_consecutive"],
+            "truncated_from": done.get("truncated_from"),
+        }
+        self.swap_meta = {
+            "swapped_frames": [self.i_swap, self.i_swap + 1],
+            "lpips_swapped": done["lpips_consecutive"][self.i_swap - 1],
+        }
+        self.noise_meta = {
+            "noise_frame": self.i_noise,
+            "noise": {"distribution": "normal", "mean": NOISE_MEAN, "std": NOISE_STD, "clip": [0, 255]},
+        }
+
+    def record(self, task, order, images, instruction, choices, label, perturbation, position, layout, extra) -> dict:
+        """One record: ``images`` (PNG bytes) presented in ``order`` (0-based source frames), the
+        scene description before ``instruction`` when shown, ``position`` 0-based (-1: none), and
+        ``extra`` on top of the sequence's metadata. Its id is seeded by (seed, source, sequence,
+        task, perturbation, layout)."""
+        seq, cfg, n = self.seq, self.cfg, self.n
+        meta = {**self.base_meta, **extra, "presented_order": order}
         rid = records.make_id(BUILDER, cfg.seed, seq.source, seq.id, task, perturbation, layout, prefix="tc-")
-        out.append(
-            records.make_record(
-                id=rid,
-                task=task,
-                images=[{"bytes": b, "path": None} for b in images],
-                instruction=prefix + instruction,
-                answer=label,
-                choices=choices,
-                label=label,
-                source=seq.source,
-                perturbation=perturbation,
-                position=position,
-                n_frames=n,
-                layout=layout,
-                meta=meta,
-                image_labels=[f"Frame {k}:" for k in range(1, n + 1)] if cfg.frame_labels else None,
-            )
+        return records.make_record(
+            id=rid,
+            task=task,
+            images=[{"bytes": b, "path": None} for b in images],
+            instruction=self.prefix + instruction,
+            answer=label,
+            choices=choices,
+            label=label,
+            source=seq.source,
+            perturbation=perturbation,
+            position=position,
+            n_frames=n,
+            layout=layout,
+            meta=meta,
+            image_labels=[f"Frame {k}:" for k in range(1, n + 1)] if cfg.frame_labels else None,
         )
 
-    gold = list(range(n))
-    if "temporal_detect" in cfg.tasks:
-        for layout in cfg.prompts:
+    def temporal_detect(self) -> list[dict]:
+        """Per detection prompt layout: the frames in order (no anomaly), then swapped."""
+        out = []
+        swapped_png = [self.png[i] for i in self.swapped]
+        for layout in self.cfg.prompts:
             text, yes_is_anomaly = DETECT_PROMPTS[layout]
             polarity = {"yes_means_anomaly": yes_is_anomaly}
-            add(
-                "temporal_detect", gold, png, text, ["yes", "no"], "no" if yes_is_anomaly else "yes", "none", -1, layout, polarity
+            label_gold, label_swap = ("no", "yes") if yes_is_anomaly else ("yes", "no")
+            out.append(
+                self.record("temporal_detect", self.gold, self.png, text, ["yes", "no"], label_gold, "none", -1, layout, polarity)
             )
-            add(
-                "temporal_detect",
-                swapped,
-                [png[i] for i in swapped],
-                text,
-                ["yes", "no"],
-                "yes" if yes_is_anomaly else "no",
+            out.append(
+                self.record(
+                    "temporal_detect",
+                    self.swapped,
+                    swapped_png,
+                    text,
+                    ["yes", "no"],
+                    label_swap,
+                    "swap",
+                    self.i_swap - 1,
+                    layout,
+                    {**self.swap_meta, **polarity},
+                )
+            )
+        return out
+
+    def temporal_localize(self) -> list[dict]:
+        """The swapped frames; the answer is the swapped pair, ``"i and i+1"`` (1-based)."""
+        return [
+            self.record(
+                "temporal_localize",
+                self.swapped,
+                [self.png[i] for i in self.swapped],
+                TEMPORAL_LOCALIZE_PROMPT.format(n=self.n),
+                temporal_choices(self.n, self.cfg.adjacent_choices),
+                f"{self.i_swap} and {self.i_swap + 1}",
                 "swap",
-                i_swap - 1,
-                layout,
-                {**swap_meta, **polarity},
+                self.i_swap - 1,
+                "A",
+                {**self.swap_meta, "adjacent_choices": self.cfg.adjacent_choices},
             )
-    if "temporal_localize" in cfg.tasks:
-        add(
-            "temporal_localize",
-            swapped,
-            [png[i] for i in swapped],
-            TEMPORAL_LOCALIZE_PROMPT.format(n=n),
-            temporal_choices(n, cfg.adjacent_choices),
-            f"{i_swap} and {i_swap + 1}",
-            "swap",
-            i_swap - 1,
-            "A",
-            {**swap_meta, "adjacent_choices": cfg.adjacent_choices},
-        )
-    if "frame_detect" in cfg.tasks:
-        add("frame_detect", gold, png, FRAME_DETECT_PROMPT, ["yes", "no"], "no", "none", -1, "A", {"yes_means_anomaly": True})
-        add(
-            "frame_detect",
-            gold,
-            noisy,
-            FRAME_DETECT_PROMPT,
-            ["yes", "no"],
-            "yes",
-            "noise",
-            i_noise - 1,
-            "A",
-            {**noise_meta, "yes_means_anomaly": True},
-        )
-    if "frame_localize" in cfg.tasks:
-        add(
-            "frame_localize",
-            gold,
-            noisy,
-            FRAME_LOCALIZE_PROMPT.format(n=n),
-            [str(k) for k in range(1, n + 1)],
-            str(i_noise),
-            "noise",
-            i_noise - 1,
-            "A",
-            noise_meta,
-        )
-    return out
+        ]
+
+    def frame_detect(self) -> list[dict]:
+        """The frames as they are (answer "no"), then with the noise frame (answer "yes")."""
+        polarity = {"yes_means_anomaly": True}
+        return [
+            self.record("frame_detect", self.gold, self.png, FRAME_DETECT_PROMPT, ["yes", "no"], "no", "none", -1, "A", polarity),
+            self.record(
+                "frame_detect",
+                self.gold,
+                self.noisy,
+                FRAME_DETECT_PROMPT,
+                ["yes", "no"],
+                "yes",
+                "noise",
+                self.i_noise - 1,
+                "A",
+                {**self.noise_meta, **polarity},
+            ),
+        ]
+
+    def frame_localize(self) -> list[dict]:
+        """The frames with the noise frame; the answer is its number (1-based)."""
+        return [
+            self.record(
+                "frame_localize",
+                self.gold,
+                self.noisy,
+                FRAME_LOCALIZE_PROMPT.format(n=self.n),
+                [str(k) for k in range(1, self.n + 1)],
+                str(self.i_noise),
+                "noise",
+                self.i_noise - 1,
+                "A",
+                self.noise_meta,
+            )
+        ]
+
+
+def sequence_records(seq: SourceSequence, done: dict, folder: Path, cfg: TimeCatchConfig) -> list[dict]:
+    """All records of one kept sequence, in a fixed order: the tasks of ``cfg.tasks`` in the order
+    temporal detection, temporal localization, frame detection, frame localization. ``done``: the
+    sequence's frame files (in ``folder``), times, source indices and LPIPS, as its build kept them."""
+    made = _SequenceRecords(seq, done, folder, cfg)
+    tasks = {
+        "temporal_detect": made.temporal_detect,
+        "temporal_localize": made.temporal_localize,
+        "frame_detect": made.frame_detect,
+        "frame_localize": made.frame_localize,
+    }
+    return [record for task, make in tasks.items() if task in cfg.tasks for record in make()]

@@ -3,7 +3,8 @@
 EgoSchema, MVBench, Video-MME and NExT-QA.
 
 :mod:`.command` is the CLI (:class:`VideoMcqConfig`, :func:`build`); :mod:`.synthetic` and
-:mod:`.questions` make the synthetic set, :mod:`.converters` the converted ones, :mod:`.common`
+:mod:`.questions` make the synthetic set, :mod:`.converters` the converted ones (from the
+benchmark readers of :mod:`.benchmarks`, on the file readers of :mod:`.annotations`), :mod:`.common`
 what both write.
 README: "`judgetrain build video-mcq`".
 """
@@ -24,16 +25,17 @@ __getattr__, __dir__, __all__ = attach(
             "raise_problems",
             "write_manifest",
         ],
-        "converters": [
+        "annotations": ["AnnotationRow", "Item", "annotation_rows", "csv_rows", "read_json", "whole_number"],
+        "benchmarks": [
             "Benchmark",
             "CONVERTERS",
-            "ConvertConfig",
             "MVBENCH_TASKS",
             "NEXTQA_COLUMNS",
             "NEXTQA_MAP",
-            "build_converted",
-            "convert",
+            "annotation_files",
+            "benchmark_items",
         ],
+        "converters": ["ConvertConfig", "build_converted", "convert"],
         "questions": [
             "Draft",
             "FASTEST_RATIO",

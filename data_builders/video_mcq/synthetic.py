@@ -9,14 +9,17 @@ import json
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgetrain.config import arg, comma_list, jsonable
 
 from ..core.args import BuildArgs
 from ..core.common import BuildError
 from .common import BUILD_INFO, BUILDER, VERSION, manifest_row, post_init_base, raise_problems, write_manifest
-from .questions import QTYPES, QUESTIONS, draft_question, n_objects
+from .questions import QTYPES, QUESTIONS, Draft, draft_question, n_objects
+
+if TYPE_CHECKING:  # the physics module is imported only when a clip is simulated (_synthetic_question)
+    from ..synthetic import PhysicsRun
 
 __all__ = [
     "BENCHMARK_SYNTHETIC",
@@ -220,6 +223,44 @@ def _synthetic_question(cfg: SyntheticConfig, index: int, qtype: str, k: int, po
     )
 
 
+def _refuse_other_build(out: Path, params: dict[str, Any]) -> None:
+    """Raise BuildError when ``out`` already holds another build: another builder's, a converted
+    benchmark (its build.json has no ``params``), or synthetic questions with other ``params``
+    (:meth:`SyntheticConfig.params`). An empty folder, or one of the same build, passes (resumed)."""
+    previous = _read_info(out)
+    if previous is not None and (previous.get("builder"), "params" in previous) != (BUILDER, True):
+        raise BuildError(
+            f"{out} holds another build ({previous.get('builder')}, {previous.get('source', 'not synthetic')}); "
+            "use a new --out folder for synthetic questions"
+        )
+    if previous is not None and previous["params"] != params:
+        raise BuildError(
+            f"{out} holds a video-mcq build with other parameters ({previous['params']}); "
+            "use a new --out folder, or delete that one to rebuild"
+        )
+
+
+def _synthetic_row(qid: str, video: str, qtype: str, draft: Draft, run: PhysicsRun, clip_seed: list[Any]) -> dict[str, Any]:
+    """The manifest row of one synthetic question: ``video`` relative to the manifest, the drafted
+    question (the type's template when the draft has none), options and 0-based answer, the clip's
+    duration (seconds) and frame count from its physics ``run``, and the row's ``qtype``,
+    ``evidence_s``, ``n_objects`` and ``clip_seed`` (the ``run_physics`` seed parts)."""
+    return manifest_row(
+        qid,
+        video,
+        draft.question or QUESTIONS[qtype],
+        draft.options,
+        draft.answer,
+        BENCHMARK_SYNTHETIC,
+        run.duration_s,
+        run.n_frames,
+        qtype=qtype,
+        evidence_s=list(draft.evidence_s),
+        n_objects=len(run.names),
+        clip_seed=clip_seed,
+    )
+
+
 def _read_info(out: Path) -> dict[str, Any] | None:
     path = out / BUILD_INFO
     if not path.is_file():
@@ -245,17 +286,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
 
     cfg.check()
     out = Path(cfg.out)
-    previous = _read_info(out)
-    if previous is not None and (previous.get("builder"), "params" in previous) != (BUILDER, True):
-        raise BuildError(
-            f"{out} holds another build ({previous.get('builder')}, {previous.get('source', 'not synthetic')}); "
-            "use a new --out folder for synthetic questions"
-        )
-    if previous is not None and previous["params"] != cfg.params():
-        raise BuildError(
-            f"{out} holds a video-mcq build with other parameters ({previous['params']}); "
-            "use a new --out folder, or delete that one to rebuild"
-        )
+    _refuse_other_build(out, cfg.params())
     (out / "videos").mkdir(parents=True, exist_ok=True)
     write_json(out / BUILD_INFO, {"builder": BUILDER, "version": VERSION, "params": cfg.params(), "complete": False})
     codec = mp4_codec()
@@ -269,22 +300,7 @@ def build_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
         if not (path.is_file() and path.stat().st_size > 0):
             encode_mp4(path, frames, cfg.fps, codec)
             written += 1
-        rows.append(
-            manifest_row(
-                qid,
-                f"videos/{path.name}",
-                draft.question or QUESTIONS[qtype],
-                draft.options,
-                draft.answer,
-                BENCHMARK_SYNTHETIC,
-                run.duration_s,
-                run.n_frames,
-                qtype=qtype,
-                evidence_s=list(draft.evidence_s),
-                n_objects=len(run.names),
-                clip_seed=[BUILDER, cfg.seed, index, attempt],
-            )
-        )
+        rows.append(_synthetic_row(qid, f"videos/{path.name}", qtype, draft, run, [BUILDER, cfg.seed, index, attempt]))
         rejected += attempt
         counts["qtype"][qtype] += 1
         counts["options"][str(k)] += 1

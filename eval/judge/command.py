@@ -69,7 +69,7 @@ all recomputable with ``judgetrain eval report RUN``. ``run.json``'s identity
 with other ``--tasks``, ``--layouts``, ``--subsets`` or ``--limit`` resumes (those
 select items; the metrics cover exactly the items selected), one with another
 identity is refused unless ``--overwrite``. Each
-line carries what :mod:`judgetrain.eval.positional_bias` needs (task, layout,
+line carries what :mod:`judgetrain.eval.bias` needs (task, layout,
 perturbation, position, subset, presentation, first-shown letter, gold,
 prediction, valid, probs, n_frames, generated text, parsed rationale,
 reference rationale) and what ``judgetrain eval view`` shows of the item: ``prompt_text``

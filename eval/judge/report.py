@@ -191,6 +191,9 @@ def _markdown(
     rows: Sequence[Mapping[str, Any]],
     figures: Sequence[tuple[str, str]],
 ) -> str:
+    """report.md of a judge run: the header, then a section per block of metrics ``m`` holds
+    (pairwise, pointwise, explanations, ordering probe), the figures, and the commands that
+    reproduce the run and this report."""
     name = display_name(info, rows)
     md = [
         f"# Judge evaluation: {name}\n\n",
@@ -201,83 +204,109 @@ def _markdown(
             f"selects ({', '.join(f'{t} {n}' for t, n in m['tasks'].items())})",
         ),
     ]
-    if "pairwise" in m:
-        pw = m["pairwise"]
-        md.append("\n## Pairwise (paper 002 Table S2 layout)\n\n")
-        md.append(
-            'Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); "Acc (inv.=wrong)" counts invalid answers as '
-            f"wrong (n: all items); Pr, Rec, F1 in %. {RATE_NOTE}\n\n"
-        )
-        for bench, block in pw["by_benchmark"].items():
-            md.append(f"### {bench}\n\n")
-            md.append(rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
-            md.append("\n")
-        md.append("### Per subset (Table S3 layout)\n\n")
-        md.append(rows_markdown(("subset", *_CLS), [[s, *_cls_cells(b["all"])] for s, b in pw["by_subset"].items()]))
-    if "pointwise" in m:
-        pt = m["pointwise"]
-        md.append("\n## Pointwise (paper 002 Table S7 layout)\n\n")
-        md.append(
-            f"Acc: exact score over valid predictions; F1: macro, in %. {RATE_NOTE} "
-            "Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
-            "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
-            "or r is undefined (fewer than two pairs, or a constant side).\n\n"
-        )
-        md.append(rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
-        md.append("\n")
-        md.append(rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
-        md.append("\nScore distribution (share in {1, 2} shows a binary collapse):\n\n")
-        md.append(
-            rows_markdown(
-                ("scores of", *map(str, SCORES), "n", "share in {1,2}"),
-                [
-                    [
-                        k,
-                        *(str(d["counts"][str(s)]) for s in SCORES),
-                        str(d["n"]),
-                        rate(d["share_1_2"], d.get("share_1_2_ci95"), d["n"]),
-                    ]
-                    for k, d in pt["distribution"].items()
-                ],
-            )
-        )
-    if "explanations" in m:
-        ex = m["explanations"]
-        md.append("\n## Explanations (paper 002 Tables S7, S14)\n\n")
-        md.append(
-            "Against `meta.teacher_rationale`, on valid non-empty explanations only. BL: BLEU-4 (smoothing method1), "
-            "R1/R2/RL: ROUGE F-measure, MTR: METEOR, CS: all-MiniLM-L6-v2 cosine, LenΔ: words generated − reference.\n\n"
-        )
-        skipped = ", ".join(f"{n} {why}" for why, n in ex["skipped"].items()) or "none"
-        md.append(f"Generated answers: {ex['n_generated']}; left out: {skipped}.\n\n")
-        for task, block in ex["by_task"].items():
-            md.append(f"### {task}\n\n")
-            md.append(rows_markdown(("layout", *_EXPL), _layout_rows(block, _expl_cells)))
-            md.append("\n")
-    if "ordering" in m:
-        o = m["ordering"]
-        md.append("\n## Chronological-ordering probe (paper 002 App. G)\n\n")
-        md.append(
-            f"Exact match over all items (invalid = wrong) and over valid answers; chance: a uniform guess, in %. {RATE_NOTE}\n\n"
-        )
-        md.append(
-            rows_markdown(
-                ("exact match", "exact (valid)", "Kendall τ", "invalid rate", "chance", "label order", "reverse"),
-                [
-                    [
-                        rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
-                        rate(o["exact_match_valid"], o.get("exact_match_valid_ci95"), o["n_valid"]),
-                        fmt(o["kendall_tau"]),
-                        rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]),
-                        pct(o["chance_exact_match"]),
-                        str(o["label_order"]),
-                        str(o["reverse_label_order"]),
-                    ]
-                ],
-            )
-        )
+    sections = (
+        ("pairwise", _pairwise_markdown),
+        ("pointwise", _pointwise_markdown),
+        ("explanations", _explanations_markdown),
+        ("ordering", _ordering_markdown),
+    )
+    md += [section(m[key]) for key, section in sections if key in m]
     md.append(figures_markdown(figures))
-    md.append("\n## Reproduce\n\n```bash\n")
+    md.append(_reproduce_markdown(run_dir, info))
+    return "".join(md)
+
+
+def _pairwise_markdown(pw: Mapping[str, Any]) -> str:
+    """The pairwise section: a Table S2 table (layouts) per benchmark, then Table S3's per subset."""
+    md = ["\n## Pairwise (paper 002 Table S2 layout)\n\n"]
+    md.append(
+        'Acc, Pr, Rec, F1 (macro) over valid predictions (n_val); "Acc (inv.=wrong)" counts invalid answers as '
+        f"wrong (n: all items); Pr, Rec, F1 in %. {RATE_NOTE}\n\n"
+    )
+    for bench, block in pw["by_benchmark"].items():
+        md.append(f"### {bench}\n\n")
+        md.append(rows_markdown(("layout", *_CLS), _layout_rows(block, _cls_cells)))
+        md.append("\n")
+    md.append("### Per subset (Table S3 layout)\n\n")
+    md.append(rows_markdown(("subset", *_CLS), [[s, *_cls_cells(b["all"])] for s, b in pw["by_subset"].items()]))
+    return "".join(md)
+
+
+def _pointwise_markdown(pt: Mapping[str, Any]) -> str:
+    """The pointwise section: Table S7's layout per layout and per subset, then the score distribution."""
+    md = ["\n## Pointwise (paper 002 Table S7 layout)\n\n"]
+    md.append(
+        f"Acc: exact score over valid predictions; F1: macro, in %. {RATE_NOTE} "
+        "Pearson r, MAE and RMSE of the valid 1–5 predictions against the teacher (G: `meta.teacher_answer`), "
+        "human (H: `meta.human_score`) and gold rubric scores; – where the records carry no such reference "
+        "or r is undefined (fewer than two pairs, or a constant side).\n\n"
+    )
+    md.append(rows_markdown(("layout", *_POINT), _layout_rows(pt, _point_cells)))
+    md.append("\n")
+    md.append(rows_markdown(("subset", *_POINT), [[s, *_point_cells(c)] for s, c in pt["by_subset"].items()]))
+    md.append("\nScore distribution (share in {1, 2} shows a binary collapse):\n\n")
+    md.append(
+        rows_markdown(
+            ("scores of", *map(str, SCORES), "n", "share in {1,2}"),
+            [
+                [
+                    k,
+                    *(str(d["counts"][str(s)]) for s in SCORES),
+                    str(d["n"]),
+                    rate(d["share_1_2"], d.get("share_1_2_ci95"), d["n"]),
+                ]
+                for k, d in pt["distribution"].items()
+            ],
+        )
+    )
+    return "".join(md)
+
+
+def _explanations_markdown(ex: Mapping[str, Any]) -> str:
+    """The explanations section (Tables S7, S14): what was scored and left out, then a table per task."""
+    md = ["\n## Explanations (paper 002 Tables S7, S14)\n\n"]
+    md.append(
+        "Against `meta.teacher_rationale`, on valid non-empty explanations only. BL: BLEU-4 (smoothing method1), "
+        "R1/R2/RL: ROUGE F-measure, MTR: METEOR, CS: all-MiniLM-L6-v2 cosine, LenΔ: words generated − reference.\n\n"
+    )
+    skipped = ", ".join(f"{n} {why}" for why, n in ex["skipped"].items()) or "none"
+    md.append(f"Generated answers: {ex['n_generated']}; left out: {skipped}.\n\n")
+    for task, block in ex["by_task"].items():
+        md.append(f"### {task}\n\n")
+        md.append(rows_markdown(("layout", *_EXPL), _layout_rows(block, _expl_cells)))
+        md.append("\n")
+    return "".join(md)
+
+
+def _ordering_markdown(o: Mapping[str, Any]) -> str:
+    """The chronological-ordering probe's section (App. G): one row of exact match, Kendall τ and invalid rate."""
+    md = ["\n## Chronological-ordering probe (paper 002 App. G)\n\n"]
+    md.append(
+        f"Exact match over all items (invalid = wrong) and over valid answers; chance: a uniform guess, in %. {RATE_NOTE}\n\n"
+    )
+    md.append(
+        rows_markdown(
+            ("exact match", "exact (valid)", "Kendall τ", "invalid rate", "chance", "label order", "reverse"),
+            [
+                [
+                    rate(o["exact_match"], o.get("exact_match_ci95"), o["n"]),
+                    rate(o["exact_match_valid"], o.get("exact_match_valid_ci95"), o["n_valid"]),
+                    fmt(o["kendall_tau"]),
+                    rate(o["invalid_rate"], o.get("invalid_rate_ci95"), o["n"]),
+                    pct(o["chance_exact_match"]),
+                    str(o["label_order"]),
+                    str(o["reverse_label_order"]),
+                ]
+            ],
+        )
+    )
+    return "".join(md)
+
+
+def _reproduce_markdown(run_dir: Path, info: Mapping[str, Any]) -> str:
+    """The closing "Reproduce" block: the run's own command (when run.json has it), then the
+    commands that rebuild this report and the bias analysis from ``run_dir``."""
+    md = ["\n## Reproduce\n\n```bash\n"]
     if info.get("command"):
         md.append(info["command"] + "\n")
     md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics, report and figures from {PREDICTIONS}\n")

@@ -118,7 +118,7 @@ def _frame_columns(tables: Sequence[Mapping[str, Any]]) -> list[str]:
 def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
     """Heatmap (run · task) × true frame of the anomaly: accuracy and n in each cell, cells of
     fewer than 10 items greyed (:func:`judgetrain.eval.core.figures.rate_heatmap`); ``named`` is
-    (run name, :func:`judgetrain.eval.positional_bias.timecatch_positions` output).
+    (run name, :func:`judgetrain.eval.bias.timecatch_positions` output).
     The frame axis holds every frame from 1 to the largest seen (a frame no item has is
     left blank) and W_avg last. ``None`` when there is nothing to draw."""
     rows = [(f"{n} · {task}", t) for n, tc in named for task, t in (tc or {}).items()]

@@ -16,7 +16,17 @@ from .batching import Batcher, BatchSize, run_batched
 from .lengths import item_order
 from .model import ScoringModel, eval_mode
 from .parsers import parser_for_record
-from .prompts import FAMILY_PREFILL, FamilyPrefill, Item, as_sequence, describe_item, render_prompt, resolve_prefill, to_item
+from .prompts import (
+    FAMILY_PREFILL,
+    FamilyPrefill,
+    Item,
+    NormalizedItem,
+    as_sequence,
+    describe_item,
+    render_prompt,
+    resolve_prefill,
+    to_item,
+)
 from .results import Generation, GenerationOutput
 
 if TYPE_CHECKING:
@@ -68,14 +78,7 @@ def generate(
     def run(idx: list[int], batcher: Batcher) -> list[Generation]:
         raw = [seq[i] for i in idx]
         batch = [to_item(x, i) for x, i in zip(raw, idx, strict=True)]
-        parsers = []
-        for x, it, i in zip(raw, batch, idx, strict=True):
-            if parser is not None:
-                parsers.append(parser)
-            elif it.record is not None:
-                parsers.append(parser_for_record(it.record))
-            else:
-                raise ValueError(f"{describe_item(x, i)} is a tuple, so no parser can be chosen from its task; pass parser=.")
+        parsers = _parsers(raw, batch, idx, parser)
         texts = [render_prompt(m.processor, it.prompt, pre) for it in batch]
         inputs = m.encode(texts, [it.images for it in batch])
         if not m.keeps_token_types():
@@ -84,22 +87,7 @@ def generate(
         # GenerationMixin, and a PeftModel forwards it): a model given here generates
         out = cast("GenerationMixin", model).generate(**inputs, generation_config=config)
         new = out[:, inputs["input_ids"].shape[1] :].tolist()
-        results = []
-        for tokens, parse in zip(new, parsers, strict=True):
-            stop = next((k for k, t in enumerate(tokens) if t in eos_ids), None)
-            kept = tokens if stop is None else tokens[:stop]
-            text = m.tokenizer.decode(kept, skip_special_tokens=True).strip()
-            answer = parse(text)
-            results.append(
-                Generation(
-                    text=text,
-                    answer=answer,
-                    valid=answer is not None,
-                    num_tokens=len(tokens) if stop is None else stop + 1,
-                    truncated=stop is None,
-                )
-            )
-        return results
+        return [_generation(tokens, eos_ids, m.tokenizer, parse) for tokens, parse in zip(new, parsers, strict=True)]
 
     order = item_order(m.processor, seq, pre) if sort_by_length else None
     with eval_mode(model):
@@ -108,6 +96,41 @@ def generate(
     if output.n_invalid:
         logger.warning("%d of %d generations had no parseable answer; they are recorded as invalid.", output.n_invalid, n)
     return output
+
+
+def _parsers(
+    raw: Sequence[Any], batch: Sequence[NormalizedItem], idx: Sequence[int], parser: Callable[[str], str | None] | None
+) -> list[Callable[[str], str | None]]:
+    """One answer parser per item of a batch: ``parser`` when given, else the item's record's own
+    (:func:`parser_for_record`). ``raw``: the items as given, ``batch``: the same normalized,
+    ``idx``: their positions in the input (for the message). ``ValueError`` for a tuple item
+    without ``parser``: it has no task to choose a parser from."""
+    parsers = []
+    for x, it, i in zip(raw, batch, idx, strict=True):
+        if parser is not None:
+            parsers.append(parser)
+        elif it.record is not None:
+            parsers.append(parser_for_record(it.record))
+        else:
+            raise ValueError(f"{describe_item(x, i)} is a tuple, so no parser can be chosen from its task; pass parser=.")
+    return parsers
+
+
+def _generation(tokens: list[int], eos_ids: set[int], tokenizer: Any, parse: Callable[[str], str | None]) -> Generation:
+    """One item's :class:`Generation` from its generated ``tokens`` (the prompt cut off): the text
+    up to the first of ``eos_ids`` (excluded), decoded without special tokens and stripped, its
+    parsed answer; ``num_tokens`` counts the stop token, ``truncated`` when none came."""
+    stop = next((k for k, t in enumerate(tokens) if t in eos_ids), None)
+    kept = tokens if stop is None else tokens[:stop]
+    text = tokenizer.decode(kept, skip_special_tokens=True).strip()
+    answer = parse(text)
+    return Generation(
+        text=text,
+        answer=answer,
+        valid=answer is not None,
+        num_tokens=len(tokens) if stop is None else stop + 1,
+        truncated=stop is None,
+    )
 
 
 def _greedy_config(model: Any, m: ScoringModel, max_new_tokens: int) -> Any:

@@ -34,6 +34,48 @@ __all__ = ["Scorer"]
 _PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 
 
+def _base_of_adapter_folder(
+    model_name_or_path: str | os.PathLike[str],
+) -> tuple[str | os.PathLike[str], str | os.PathLike[str] | None]:
+    """(the model to load, the adapter to put on it) for a ``model_name_or_path`` given without
+    ``adapter=``: an adapter folder (``adapter_config.json`` and no ``config.json``) gives its
+    recorded base and itself; anything else is the model, with no adapter."""
+    path = Path(os.fspath(model_name_or_path)).expanduser()
+    if not (path / "adapter_config.json").is_file() or (path / "config.json").is_file():
+        return model_name_or_path, None
+    from ..models.adapters import adapter_base
+
+    # a recorded relative base folder missing from here: BaseModelNotFoundError with the fix
+    return adapter_base(path), path
+
+
+def _with_adapter(
+    model: Any, processor: Any, adapter: str | os.PathLike[str], base: str | os.PathLike[str], merge: bool
+) -> tuple[Any, Any]:
+    """(model, processor) with the PEFT ``adapter`` folder loaded onto ``model`` (the checkpoint
+    ``base``), folded into its weights when ``merge``; the processor is the adapter folder's when it
+    holds one (:data:`_PROCESSOR_FILES`), else ``processor``. ``FileNotFoundError`` when the folder
+    has no ``adapter_config.json``; an adapter of another base is refused, naming that base."""
+    from ..models.adapters import load_adapter
+
+    adapter_dir = Path(os.fspath(adapter)).expanduser()
+    if not (adapter_dir / "adapter_config.json").is_file():
+        raise FileNotFoundError(
+            f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
+            "folder. Pass the folder the trainer saved the adapter to (or a merged model "
+            "folder as model_name_or_path, without adapter=)."
+        )
+    # refuses an adapter of another base (its shapes, architecture, processor), naming that base
+    model = load_adapter(model, adapter_dir, base)
+    if merge:
+        model = model.merge_and_unload()
+    if any((adapter_dir / f).is_file() for f in _PROCESSOR_FILES):
+        from transformers import AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(str(adapter_dir))
+    return model, processor
+
+
 class Scorer:
     """A loaded model ready to score and generate: holds (model, processor, family,
     batch size, device, dtype, prefill) so callers pass only items.
@@ -115,13 +157,8 @@ class Scorer:
 
         from ..models.registry import load_model_and_processor
 
-        path = Path(os.fspath(model_name_or_path)).expanduser()
-        if adapter is None and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
-            from ..models.adapters import adapter_base
-
-            adapter = path
-            # a recorded relative base folder missing from here: BaseModelNotFoundError with the fix
-            model_name_or_path = adapter_base(path)
+        if adapter is None:
+            model_name_or_path, adapter = _base_of_adapter_folder(model_name_or_path)
         dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         if dtype is None:
             dtype = "float32" if dev.type == "cpu" else "auto"
@@ -129,23 +166,7 @@ class Scorer:
             load_kwargs.setdefault("device_map", str(dev))
         model, processor = load_model_and_processor(model_name_or_path, family=family, dtype=dtype, **load_kwargs)
         if adapter is not None:
-            from ..models.adapters import load_adapter
-
-            adapter_dir = Path(os.fspath(adapter)).expanduser()
-            if not (adapter_dir / "adapter_config.json").is_file():
-                raise FileNotFoundError(
-                    f"{adapter_dir} holds no adapter_config.json, so it is not a PEFT adapter "
-                    "folder. Pass the folder the trainer saved the adapter to (or a merged model "
-                    "folder as model_name_or_path, without adapter=)."
-                )
-            # refuses an adapter of another base (its shapes, architecture, processor), naming that base
-            model = load_adapter(model, adapter_dir, model_name_or_path)
-            if merge_adapter:
-                model = model.merge_and_unload()
-            if any((adapter_dir / f).is_file() for f in _PROCESSOR_FILES):
-                from transformers import AutoProcessor
-
-                processor = AutoProcessor.from_pretrained(str(adapter_dir))
+            model, processor = _with_adapter(model, processor, adapter, model_name_or_path, merge_adapter)
         # transformers wraps PreTrainedModel.to in functools.wraps(nn.Module.to), whose stub types the
         # bound call as the unbound one (the model expected where the device goes)
         model.to(dev)  # type: ignore[arg-type]

@@ -3,8 +3,14 @@ per trial, pruning from inside training, any number of controllers sharing one s
 
 The parts, one job each:
 
-- :mod:`~judgetrain.sweep.controller`: ``judgetrain sweep`` (:class:`SweepConfig`,
-  :func:`run_sweep`): the study, its trials as subprocesses, failures and retries;
+- :mod:`~judgetrain.sweep.controller`: ``judgetrain sweep`` (:func:`run_sweep`): the study
+  optimised until it is full, failures retried, the summary; :mod:`~judgetrain.sweep.config`:
+  its options (:class:`SweepConfig`) and their checks;
+- :mod:`~judgetrain.sweep.study`: the study every controller shares: opened or joined, how full
+  it is, the trials of controllers that died; :mod:`~judgetrain.sweep.objective`: what a trial is
+  to the study (sampled, skipped as a duplicate or surplus, its value or why it failed);
+  :mod:`~judgetrain.sweep.launch`: a trial's training process, here or as a SLURM job
+  (:mod:`~judgetrain.sweep.jobs`);
 - :mod:`~judgetrain.sweep.failures`: why a trial failed, and when identical failures in a row
   stop the sweep;
 - :mod:`~judgetrain.sweep.space`: what is searched (:class:`SearchSpace`) and optimised
@@ -15,7 +21,7 @@ The parts, one job each:
 - :mod:`~judgetrain.sweep.trial` and :mod:`~judgetrain.sweep.reporting`: the trial's side
   (``python -m judgetrain.sweep``: ``judgetrain.train`` with :class:`SweepCallback`);
 - :mod:`~judgetrain.sweep.results`: the summary, the wandb run and ``sweep best``;
-  :mod:`~judgetrain.sweep.dashboard`: ``judgetrain dashboard``.
+  :mod:`~judgetrain.sweep.dashboard`: ``judgetrain dashboard`` (:func:`dashboard_storage`).
 
 Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`): the
 trial's callback needs transformers and the sampler Optuna, which ``judgetrain sweep
@@ -28,22 +34,11 @@ from judgetrain.lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        "controller": [
-            "MAX_SKIPPED",
-            "TRIAL_MODULE",
-            "SweepConfig",
-            "TrialFailed",
-            "TrialSkipped",
-            "dashboard_storage",
-            "main",
-            "make_parser",
-            "open_study",
-            "run_sweep",
-            "skip_reason",
-            "study_room",
-            "trial_command",
-            "trial_overrides",
-        ],
+        "controller": ["main", "make_parser", "run_sweep"],
+        "config": ["SweepConfig"],
+        "study": ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"],
+        "objective": ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "skip_reason", "trial_objective"],
+        "launch": ["TRIAL_MODULE", "train_trial", "trial_command", "trial_overrides"],
         "space": [
             "DEFAULT_OBJECTIVE",
             "ENV",
@@ -65,6 +60,6 @@ __getattr__, __dir__, __all__ = attach(
         "trial": ["sweep_callback", "trial_main"],
         "reporting": ["SweepCallback", "lookup_metric"],
         "results": ["best_recipe", "print_summary", "recipe_with_overrides", "wandb_summary"],
-        "dashboard": ["DashboardConfig"],
+        "dashboard": ["DashboardConfig", "dashboard_storage"],
     },
 )

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from judgetrain.config import arg
+
+from .space import SweepError
+
+__all__ = ["DashboardConfig", "dashboard_storage", "main", "make_parser"]
 
 
 @dataclass
@@ -22,6 +27,19 @@ class DashboardConfig:
     )
     host: str = arg("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
     port: int = arg(8080, "port to listen on")
+
+
+def dashboard_storage(target: str) -> str:
+    """A dashboard argument (URL, ``.db`` file or journal file) as a storage URL."""
+    if "://" in target or target.startswith("journal:"):
+        return target
+    if target.endswith((".journal", ".log")):
+        return f"journal:{target}"
+    if not Path(target).is_file():
+        raise SweepError(
+            f"{target}: no such database file; give a storage URL (sqlite:///…, postgresql://…) or a .db/.journal file"
+        )
+    return f"sqlite:///{target}"
 
 
 def make_parser():
@@ -40,7 +58,6 @@ def make_parser():
 
 
 def main(cfg: DashboardConfig) -> int:
-    from .controller import dashboard_storage
     from .storage import storage_from_url
 
     storage = storage_from_url(dashboard_storage(cfg.storage), heartbeat_interval=None)  # SweepError: the CLI prints it

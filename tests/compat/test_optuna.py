@@ -57,7 +57,7 @@ def test_a_trial_reopened_by_id_in_another_study_object_reports_to_the_same_tria
 
 
 def test_an_orphaned_trial_is_failed_and_queued_again_from_another_study_object(tmp_path):
-    """What judgetrain.sweep.controller does to a RUNNING trial whose controller died: note why on
+    """What judgetrain.sweep.study.fail_orphans does to a RUNNING trial whose controller died: note why on
     the reopened trial, fail it with study.tell (public), re-queue it from the FrozenTrial tell
     returns; a second controller doing the same finds it finished."""
     controller, other = _studies(tmp_path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from judgetrain.eval import positional_bias as PB
+from judgetrain.eval import bias as PB
 from judgetrain.eval.core.stats import wilson
 from judgetrain.eval.judge import report as JR
 from judgetrain.eval.timecatch import plots as TP, tables as TT

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from judgetrain.cli import main as cli_main
-from judgetrain.eval import positional_bias as B
+from judgetrain.eval import bias as B
 from judgetrain.eval.core import runs
 from judgetrain.eval.core.compare import compare
 from judgetrain.eval.judge import report as JR

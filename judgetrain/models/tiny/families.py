@@ -119,39 +119,17 @@ def internvl3_5() -> tuple[Any, Any, Any]:
     return _internvl("qwen3", QWEN3_ADDED, {"head_dim": 16})
 
 
-def gemma4() -> tuple[Any, Any, Any]:
-    """Gemma-4 E-series style (google/gemma-4-E4B-it): SigLIP-like vision encoder with 2D RoPE and
-    pooling, per-layer embeddings (PLE), sliding/full attention layers, shared KV in the last layers,
-    a conformer audio tower, and Gemma's own tokenizer conventions (``<bos>`` prepended)."""
-    from transformers import (
-        Gemma4AudioFeatureExtractor,
-        Gemma4Config,
-        Gemma4ImageProcessor,
-        Gemma4Processor,
-        Gemma4VideoProcessor,
-    )
-
-    template = trl_template(GEMMA4_TEMPLATE)
-    tokenizer = make_tokenizer(GEMMA4_SPECIAL, (), template, named=GEMMA4_NAMED, eos="<eos>", pad="<pad>", bos="<bos>")
-    pad, eos, bos, boi, eoi, image, video, boa, eoa, audio = token_ids(
-        tokenizer,
-        "<pad>",
-        "<eos>",
-        "<bos>",
-        "<|image>",
-        "<image|>",
-        "<|image|>",
-        "<|video|>",
-        "<|audio>",
-        "<audio|>",
-        "<|audio|>",
-    )
+def _gemma4_text(tokenizer: Any) -> dict[str, Any]:
+    """Gemma-4's ``text_config`` for ``tokenizer`` (the tiny Gemma tokenizer): hidden 64, 4 decoder
+    layers alternating sliding and full attention, the last two sharing KV, per-layer embeddings of
+    width 8 over the padded vocabulary, tied input and output embeddings."""
+    pad, eos, bos = token_ids(tokenizer, "<pad>", "<eos>", "<bos>")
     vocab = padded_vocab(tokenizer)
     # Real E4B: 42 layers, sliding window 512 with a full-attention layer every 6th, the last
     # 18 layers reusing earlier layers' KV, PLE width 256. Here 4 layers (sliding, full,
     # sliding, full), the last two sharing KV, a window of 24 tokens so prompts outrun it.
     layer_types = ["sliding_attention", "full_attention"] * 2
-    text = {
+    return {
         "vocab_size": vocab,
         "vocab_size_per_layer_input": vocab,
         "hidden_size_per_layer_input": 8,
@@ -178,9 +156,19 @@ def gemma4() -> tuple[Any, Any, Any]:
         "bos_token_id": bos,
         "tie_word_embeddings": True,
     }
-    patch, pool, soft_tokens = 4, 2, 70  # 70: the smallest budget Gemma4ImageProcessor accepts
-    config = Gemma4Config(
-        text_config=text,
+
+
+def _gemma4_config(tokenizer: Any, patch: int, pool: int) -> Any:
+    """The tiny ``Gemma4Config``: :func:`_gemma4_text`'s decoder, a 2-layer vision encoder of
+    ``patch`` px patches pooled ``pool`` x ``pool``, a one-layer audio tower, and the ids of
+    ``tokenizer``'s image, video and audio tokens."""
+    from transformers import Gemma4Config
+
+    boi, eoi, image, video, boa, eoa, audio = token_ids(
+        tokenizer, "<|image>", "<image|>", "<|image|>", "<|video|>", "<|audio>", "<audio|>", "<|audio|>"
+    )
+    return Gemma4Config(
+        text_config=_gemma4_text(tokenizer),
         vision_config={
             "hidden_size": 32,
             "intermediate_size": 64,
@@ -209,6 +197,19 @@ def gemma4() -> tuple[Any, Any, Any]:
         audio_token_id=audio,
         tie_word_embeddings=True,
     )
+
+
+def gemma4() -> tuple[Any, Any, Any]:
+    """Gemma-4 E-series style (google/gemma-4-E4B-it): SigLIP-like vision encoder with 2D RoPE and
+    pooling, per-layer embeddings (PLE), sliding/full attention layers, shared KV in the last layers,
+    a conformer audio tower, and Gemma's own tokenizer conventions (``<bos>`` prepended)."""
+    from transformers import Gemma4AudioFeatureExtractor, Gemma4ImageProcessor, Gemma4Processor, Gemma4VideoProcessor
+
+    template = trl_template(GEMMA4_TEMPLATE)
+    tokenizer = make_tokenizer(GEMMA4_SPECIAL, (), template, named=GEMMA4_NAMED, eos="<eos>", pad="<pad>", bos="<bos>")
+    (bos,) = token_ids(tokenizer, "<bos>")
+    patch, pool, soft_tokens = 4, 2, 70  # 70: the smallest budget Gemma4ImageProcessor accepts
+    config = _gemma4_config(tokenizer, patch, pool)
     image_processor = Gemma4ImageProcessor(patch_size=patch, pooling_kernel_size=pool, max_soft_tokens=soft_tokens)
     video_processor = Gemma4VideoProcessor(patch_size=patch, pooling_kernel_size=pool, max_soft_tokens=soft_tokens)
     processor = Gemma4Processor(

@@ -1,5 +1,5 @@
 """Tests for the NExT-QA converter of ``judgetrain build video-mcq --from nextqa``
-(data_builders/mcq_converters.py) on a hand-written CSV in NExT-QA's multiple-choice format
+(data_builders/video_mcq/benchmarks.py) on a hand-written CSV in NExT-QA's multiple-choice format
 (doc-doc/NExT-QA dataset/nextqa/val.csv: its header, its quoting, lines modelled on its own), its
 map_vid_vidorID.json and two tiny MP4s in the NExTVideo layout."""
 

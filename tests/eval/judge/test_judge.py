@@ -460,7 +460,7 @@ def test_in_process_metrics_match_the_command(tiny_qwen, judge_data, score_run):
 
 
 def test_bias_command_on_the_judge_run(score_run, judge_data, capsys, rates):
-    from judgetrain.eval import positional_bias as B
+    from judgetrain.eval import bias as B
 
     assert cli_main(["eval", "bias", str(score_run)]) == 0
     b = json.loads((score_run / B.BIAS_JSON).read_text())
@@ -480,7 +480,7 @@ def test_bias_command_on_the_judge_run(score_run, judge_data, capsys, rates):
 
 
 def test_cli_help_has_examples(capsys):
-    from judgetrain.eval import positional_bias as B
+    from judgetrain.eval import bias as B
 
     for cmd, cls in ((["eval", "judge", "--help"], J.JudgeEvalConfig), (["eval", "bias", "--help"], B.BiasConfig)):
         with pytest.raises(SystemExit):

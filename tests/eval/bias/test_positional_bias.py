@@ -10,7 +10,7 @@ import math
 import pytest
 
 from judgetrain import config
-from judgetrain.eval import positional_bias as B
+from judgetrain.eval import bias as B
 from judgetrain.eval.core import runs
 from judgetrain.io import RowAppender
 

@@ -1,0 +1,129 @@
+"""What a trial is to the study: the objective ``study.optimize`` calls (:func:`trial_objective`),
+which samples a trial's parameters, skips it when another trial already has them or the study is
+full (:func:`skip_reason`, :class:`TrialSkipped`), trains it (:mod:`judgetrain.sweep.launch`), and
+reads its value(s) from the ``sweep_result.json`` the trial wrote, or records why it failed
+(:class:`TrialFailed`, with ``fail_reason`` and ``fail_key``).
+README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from .config import SweepConfig
+from .failures import failure_key, failure_reason
+from .launch import train_trial, trial_overrides
+from .progress import TrialProgress, escape, format_params
+from .space import RESULT_FILE, SweepError
+
+__all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "skip_reason", "trial_objective"]
+
+
+class TrialFailed(RuntimeError):
+    """A trial's training process did not finish; the message is its reason."""
+
+
+class TrialSkipped(TrialFailed):
+    """A trial that was not trained: its parameters repeat another trial's, or the study
+    was already full when it started (two controllers asked at the same moment)."""
+
+
+MAX_SKIPPED = 50  # duplicates in a row before the space counts as exhausted
+
+
+def skip_reason(study, trial, values: dict[str, Any], size: int) -> str | None:
+    """Why ``trial`` (with sampled ``values``) must not be trained, else ``None``: another
+    finished or running trial has the same parameters, or ``size`` trials numbered before
+    it are finished or running. Marks the trial with ``duplicate_of`` / ``surplus``."""
+    from .sampler import TAKEN, first_duplicate
+
+    others = study.get_trials(deepcopy=False)
+    duplicate = first_duplicate(others, trial.number, values)
+    if duplicate is not None:
+        trial.set_user_attr("duplicate_of", duplicate)
+        return f"same parameters as trial {duplicate}: skipped, never trained twice"
+    ahead = sum(t.number < trial.number and t.state in TAKEN for t in others)
+    if ahead >= size:
+        trial.set_user_attr("surplus", True)
+        return f"{ahead} earlier trials are finished or running (--trials {size}): skipped"
+    return None
+
+
+def trial_objective(cfg: SweepConfig, console):
+    """The objective ``study.optimize`` calls: per trial, sample the parameters, skip the trial
+    (:class:`TrialSkipped`) when :func:`skip_reason` says so, else train it in its folder
+    ``trials_dir/trial-NNNN`` (:func:`~judgetrain.sweep.launch.train_trial`), printing its progress
+    on ``console``, and return its value(s) (:func:`_trial_outcome`). :class:`SweepError` after
+    :data:`MAX_SKIPPED` skipped trials in a row: the space is exhausted."""
+    import optuna
+
+    skipped_in_a_row = [0]
+
+    def objective(trial: optuna.Trial):
+        values = cfg.search_space.suggest(trial)
+        trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
+        skip = skip_reason(trial.study, trial, values, cfg.trials)
+        if skip:
+            console.print(f"[bold]trial #{trial.number}[/]: {escape(format_params(values))}: {skip}")
+            trial.set_user_attr("fail_reason", skip)
+            skipped_in_a_row[0] += 1
+            if skipped_in_a_row[0] >= MAX_SKIPPED:
+                raise SweepError(
+                    f"the sampler proposed {MAX_SKIPPED} parameter sets in a row that the study already holds: "
+                    f"the search space {cfg.space} is exhausted; widen it or lower --trials"
+                )
+            raise TrialSkipped(skip)
+        skipped_in_a_row[0] = 0
+        out = (cfg.trials_dir / f"trial-{trial.number:04d}").resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RESULT_FILE).unlink(missing_ok=True)
+        overrides = trial_overrides(cfg, values)
+        trial.set_user_attr("output_dir", str(out))
+        trial.set_user_attr("overrides", overrides)
+        progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
+        progress.started(values, out)
+        rc, log, reason = train_trial(cfg, trial, overrides, out, progress)
+        return _trial_outcome(trial, rc, out, progress, log, reason)
+
+    return objective
+
+
+def _trial_outcome(trial, rc: int, out: Path, progress: TrialProgress, log: Path, reason: str | None = None):
+    """The trial's value(s) from its ``sweep_result.json``; raises TrialPruned or TrialFailed
+    (with ``reason`` when the caller knows it: a SLURM job cancelled or out of time)."""
+    import optuna
+
+    result = _read_result(out)
+    if reason is not None or rc != 0 or result is None or result.get("state") in ("orphaned", "failed"):
+        if reason is None:
+            reason = (
+                failure_reason(rc, log)
+                if rc != 0
+                else f"no {RESULT_FILE} written; log: {log}"
+                if result is None
+                else f"{result.get('reason') or result['state']}; log: {log}"
+            )
+        trial.set_user_attr("fail_reason", reason)
+        trial.set_user_attr("fail_key", failure_key(reason, out))
+        progress.finished("failed", reason=reason)
+        raise TrialFailed(reason)
+    trial.set_user_attr("steps", result.get("step"))
+    trial.set_user_attr("metrics", result.get("metrics", {}))
+    if result["state"] == "pruned":
+        progress.finished("pruned", result["values"], result["step"])
+        raise optuna.TrialPruned(f"pruned at step {result['step']}")
+    progress.finished("complete", result["values"], result["step"])
+    vals = [float(v) for v in result["values"]]
+    return vals[0] if len(vals) == 1 else vals
+
+
+def _read_result(out: Path) -> dict | None:
+    """The trial's ``sweep_result.json`` in its folder ``out``, or None when it wrote none."""
+    path = out / RESULT_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())

@@ -1,0 +1,127 @@
+"""The study that every controller of a sweep shares: opening (or joining) it
+(:func:`open_study`), how full it is (:func:`study_room`: ``--trials`` is the size of the study,
+all controllers together), waiting while other controllers' trials may still fill it
+(:func:`wait_for_room`), and failing the RUNNING trials of controllers of this host that died
+(:func:`fail_orphans`).
+README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Literal, cast
+
+from judgetrain.compat.optuna import reopen_trial, trial_id
+
+from .config import SweepConfig
+from .space import SweepError, make_pruner
+from .storage import process_alive, storage_from_url
+
+__all__ = ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"]
+
+
+def open_study(cfg: SweepConfig):
+    """The sweep's study in ``cfg.storage``, created or joined (another controller's, a restarted
+    one's), with the per-trial seeded TPE sampler and ``cfg``'s pruner. ``SweepError`` when the
+    study exists with other directions than the objectives'. A new study records what the sweep
+    is (recipe and its text, space, objectives, fixed fields, overrides) for ``sweep best``."""
+    import optuna
+
+    storage = storage_from_url(cfg.storage, heartbeat_interval=cfg.heartbeat, retries=cfg.retries)
+    from .sampler import TrialSeededSampler
+
+    study = optuna.create_study(
+        study_name=cfg.study,
+        storage=storage,
+        load_if_exists=True,
+        sampler=TrialSeededSampler(cfg.seed),
+        pruner=make_pruner(cfg.pruner, cfg.warmup_steps, cfg.startup_trials),
+        directions=[cast("Literal['minimize', 'maximize']", o.direction) for o in cfg.objectives],  # checked by Objective
+    )
+    have = [d.name.lower() for d in study.directions]
+    want = [o.direction for o in cfg.objectives]
+    if have != want:
+        raise SweepError(
+            f"study {cfg.study!r} exists with directions {have}; this sweep asks for {want}. "
+            "Use the same --objective/--direction, or another --study"
+        )
+    attrs = study.user_attrs
+    if "recipe" not in attrs:
+        study.set_user_attr("recipe", str(cfg.recipe))
+        study.set_user_attr("recipe_yaml", cfg.recipe_file.read_text())
+        study.set_user_attr("space", str(cfg.search_space.path))
+        study.set_user_attr("objectives", [[o.name, o.direction] for o in cfg.objectives])
+        study.set_user_attr("fixed", cfg.search_space.fixed)
+        study.set_user_attr("extra", cfg.overrides)
+    return study
+
+
+def finished_trials(study) -> int:
+    """How many trials of ``study`` are finished: complete or pruned."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def study_room(study, size: int) -> tuple[str, int, int]:
+    """(``"full"``, ``"room"`` or ``"wait"``, finished, running): full when the study holds
+    ``size`` finished (complete or pruned) trials; room when finished + running trials
+    are fewer, so another may start; wait while running trials could still fill it."""
+    from optuna.trial import TrialState
+
+    finished = finished_trials(study)
+    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    state = "full" if finished >= size else ("room" if finished + running < size else "wait")
+    return state, finished, running
+
+
+def wait_for_room(study, cfg: SweepConfig, console) -> bool:
+    """True when this controller should start another trial, False when the study is full;
+    waits (failing stale and orphaned trials as it goes) while others' trials run."""
+    from optuna.storages import fail_stale_trials
+
+    announced = False
+    while True:
+        state, finished, running = study_room(study, cfg.trials)
+        if state != "wait":
+            return state == "room"
+        if not announced:
+            console.print(
+                f"study {cfg.study!r}: {finished} finished and {running} running trial(s) make {cfg.trials} "
+                "(--trials); waiting for the running ones (other controllers), in case one fails"
+            )
+            announced = True
+        time.sleep(cfg.poll)
+        fail_stale_trials(study)  # RDB storage: trials whose controller stopped beating (no-op otherwise)
+        fail_orphans(study, cfg.retries)
+
+
+def fail_orphans(study, retries: int) -> list[int]:
+    """FAIL (and re-queue, ``retries`` times) RUNNING trials whose controller on this host is gone,
+    cancelling a trial's SLURM job; their numbers. A killed controller leaves its trials RUNNING
+    forever in journal storage, and until the heartbeat grace period in RDB storage."""
+    import optuna
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("controller") or {}
+        if owner.get("host") == host and owner.get("pid") and not process_alive(int(owner["pid"])):
+            if t.user_attrs.get("slurm_job"):  # its job would train on for nobody
+                from judgetrain.cluster import cancel
+
+                cancel(t.user_attrs["slurm_job"])
+            try:
+                reopen_trial(study, trial_id(t)).set_user_attr(
+                    "fail_reason", f"controller pid {owner['pid']} died while the trial ran"
+                )
+                frozen = study.tell(t.number, state=TrialState.FAIL)
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+                continue  # another controller got there first (tell: "Cannot tell a FAIL trial")
+            failed.append(t.number)
+            if retries:
+                RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, frozen)
+    return failed
