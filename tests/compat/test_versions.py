@@ -79,3 +79,14 @@ def test_upstream_changed_names_library_version_and_what_is_missing():
     text = str(err)
     assert text.startswith(f"transformers {version('transformers')} no longer offers Trainer.save_model(_internal_call=...)")
     assert "write the model card into checkpoints" in text and err.library == "transformers"
+
+
+def test_readme_names_the_versions_the_lock_pins():
+    """The README's "Tested with" line cannot drift from the lock a `make lock` rewrites."""
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    line = re.search(r"Tested with \(the lock of [0-9-]+\): (.*?)\.(?: |$)", text)
+    assert line, "README.md: no 'Tested with (the lock of DATE): …' line under \"Upstream versions\""
+    pins = read_lock(LOCK)
+    named = re.findall(r"([A-Za-z]+) ([0-9][0-9.]*[0-9])", line.group(1))
+    assert len(named) >= 8, named
+    assert {name: version for name, version in named} == {name: pins[_canonical(name)] for name, _ in named}
