@@ -11,13 +11,32 @@ README: "Commands".
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["UserError", "did_you_mean"]
+__all__ = ["UserError", "did_you_mean", "shown"]
 
 
 class UserError(Exception):
     """Bad input or a missing file, named with the fix; printed without a traceback."""
+
+
+# a value echoed in a message: a few items per level, a few levels (a YAML alias bomb is
+# never walked in full)
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxtuple, _REPR.maxlist, _REPR.maxdict, _REPR.maxset = 3, 6, 6, 6, 6
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = 60, 40, 60
+
+
+def shown(value: Any, limit: int = 80, *, quote: bool = True) -> str:
+    """``value`` as an error message echoes it: its ``repr`` (or, ``quote=False``, a string as
+    is), at most ``limit`` characters (a longer one is cut, ending in "…"), at bounded cost
+    whatever its size."""
+    text = _REPR.repr(value) if quote or not isinstance(value, str) else value
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}…"
 
 
 def did_you_mean(word: str, known: Iterable[str], *, n: int = 1, cutoff: float = 0.6, sentence: bool = False) -> str:

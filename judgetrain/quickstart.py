@@ -24,10 +24,10 @@ class QuickstartConfig:
     """``judgetrain quickstart``'s options."""
 
     out: Path = arg(Path("quickstart"), "folder for everything the quickstart makes")
-    clips: int = arg(24, "synthetic physics clips to build TimeCatch from")
-    seed: int = arg(42, "seed of the tiny models, the synthetic clips and training")
-    train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)")
-    eval_limit: int = arg(60, "validation records scored before and after training (0 for all)")
+    clips: int = arg(24, "synthetic physics clips to build TimeCatch from", minimum=1)
+    seed: int = arg(42, "seed of the tiny models, the synthetic clips and training", minimum=0, maximum=2**32 - 1)
+    train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)", minimum=0)
+    eval_limit: int = arg(60, "validation records scored before and after training (0 for all)", minimum=0)
     lpips_random_backbone: bool = arg(
         False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not available offline"
     )

@@ -6,7 +6,6 @@ message before anything launches or after the launched process fails), `merge`,
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +22,18 @@ RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
 
 @pytest.fixture()
 def dataset(tmp_path):
-    """A folder that passes the launcher's dataset check (a build.json); nothing loads it."""
+    """A one-record built dataset, which passes the launcher's dataset check (it opens every
+    split); nothing trains on it."""
+    import datasets
+
+    from judgetrain import records
+
+    row = records.make_record(id="r0", task="pointwise", images=[], instruction="Rate it.", answer="3",
+                              choices=list("12345"), label="3", source="s", perturbation="none", position=-1,
+                              n_frames=1, layout="P0", meta={})
     folder = tmp_path / "ds"
-    folder.mkdir()
-    (folder / "build.json").write_text(json.dumps({"builder": "timecatch"}))
+    records.save(datasets.DatasetDict(train=datasets.Dataset.from_list([row], features=records.FEATURES)), folder,
+                 {"builder": "timecatch"})
     return folder
 
 
@@ -185,6 +192,76 @@ def test_bf16_without_a_bf16_gpu_is_one_message(tmp_path, capsys, dataset):
         pytest.skip("this machine has a bf16 GPU")
     err = _error(capsys, ["train", str(RECIPE), *ok_overrides(dataset, tmp_path), "--bf16", "true"])
     assert "bf16: true, but this machine has no GPU that supports bfloat16: set `bf16: false`" in err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--learning_rate", "inf"], "learning_rate: inf is not a finite number; give a positive rate (the LoRA recipes use 1e-4"),
+    (["--learning_rate", "nan"], "learning_rate: nan is not a finite number; give a positive rate"),
+    (["--learning_rate", "0"], "learning_rate: 0.0 is zero; give a positive rate"),
+    (["--per_device_train_batch_size", "0"], "per_device_train_batch_size: 0 is below 1; give at least 1 record per device"),
+    (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps: 0 is below 1; give at least 1"),
+    (["--warmup_steps=-0.1"], "warmup_steps: -0.1 is negative; give 0 (no warmup), or a number of steps"),
+    (["--adam_beta2", "1"], "adam_beta2: 1.0 must be below 1; give a number in [0, 1)"),
+    (["--max_grad_norm", "inf"], "max_grad_norm: inf is not a finite number"),
+    (["--num_train_epochs", "nan"], "num_train_epochs: nan is not a finite number; give a positive number of epochs"),
+    (["--max_length", "0"], "max_length: 0 is below 1; give a positive number of tokens"),
+    (["--seed=-1"], "seed: -1 is negative; give an integer in [0, 4294967295]"),
+    (["--effective_batch_size", "0"], "effective_batch_size: 0 is below 1; give an integer of at least 1"),
+    (["--mixture_weights", "nan"], "mixture_weights: nan is not a finite number; give a number of at least 0"),
+    (["--num_processes", "0"], "num_processes: 0 is below 1; give an integer of at least 1"),  # the launcher's own
+    (["--main_process_port", "70000"], "main_process_port: 70000 is above 65535; give an integer in [1, 65535]"),
+])
+def test_a_non_finite_or_out_of_range_number_fails_before_launching(flags, message, tmp_path, capsys, dataset):
+    """`--learning_rate inf` trained an all-NaN adapter and exited 0; `nan` was a traceback in the
+    training process, a batch size of 0 a ZeroDivisionError in the launcher."""
+    err = _error(capsys, ["train", str(RECIPE), *ok_overrides(dataset, tmp_path), *flags])
+    assert f"{message}" in err and f"(given as --{flags[0].split('=')[0][2:]})" in err
+
+
+def test_every_number_out_of_range_is_named_at_once_with_where_it_was_set(tmp_path, capsys, dataset):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.read_text() + "weight_decay: -0.5\n")
+    line = len(RECIPE.read_text().splitlines()) + 1
+    err = _error(capsys, ["train", str(recipe), *ok_overrides(dataset, tmp_path), "--learning_rate", "inf",
+                          "--per_device_eval_batch_size", "0"])
+    assert f"weight_decay: -0.5 is negative; give 0 (none) or a positive value such as 0.1 ({recipe}, line {line})" in err
+    assert "learning_rate: inf is not a finite number" in err and "per_device_eval_batch_size: 0 is below 1" in err
+
+
+@pytest.mark.parametrize("spelling", ["same", "relative", "trailing slash", "symlink"])
+def test_the_same_dataset_twice_is_refused(spelling, tmp_path, capsys, dataset, monkeypatch):
+    """`--datasets X X` trained on every record twice (and evaluated each twice), under any spelling of X."""
+    monkeypatch.chdir(tmp_path)
+    other = {"same": str(dataset), "relative": dataset.name, "trailing slash": f"{dataset}/",
+             "symlink": str(tmp_path / "link")}[spelling]
+    (tmp_path / "link").symlink_to(dataset, target_is_directory=True)
+    err = _error(capsys, ["train", str(RECIPE), "--model_name_or_path", "m", "--datasets", str(dataset), other,
+                          "--output_dir", str(tmp_path / "out")])
+    again = "is given twice" if spelling == "same" else f"is {dataset} again (the same folder)"
+    assert f"datasets: {other} {again}; give each dataset once" in err
+
+
+@pytest.mark.parametrize("line, message", [
+    ("per_device_train_batch_size: 2.5", "per_device_train_batch_size: 2.5 is not an integer, as --per_device_train_batch_size takes"),
+    ("learning_rate: [1.0e-4]", "learning_rate: [0.0001] is not a number, as --learning_rate takes"),
+    ("save_strategy: no", "save_strategy: False is not one of no, steps, epoch, best, as --save_strategy takes; YAML reads an "
+                          "unquoted yes, no, on, off, true or false as a boolean: quote the word (save_strategy: \"no\")"),
+    ("lora_r: 4\nlora_r: 8", "line {n}: key 'lora_r' is given twice (first on line {first}); keep one"),
+])
+def test_recipe_values_are_checked_as_flags_and_keys_once(line, message, tmp_path, capsys, dataset):
+    recipe = tmp_path / "r.yaml"
+    text = "\n".join(row for row in RECIPE.read_text().splitlines() if not row.startswith(line.split(":")[0] + ":"))
+    recipe.write_text(f"{text}\n{line}\n")
+    n = len(text.splitlines()) + 1
+    err = _error(capsys, ["train", str(recipe), *ok_overrides(dataset, tmp_path)])
+    assert f"{recipe}, line {n}: {message}" in err or f"{recipe}: {message.format(n=n + 1, first=n)}" in err, err
+
+
+def test_an_accelerate_config_with_a_key_twice_is_refused(tmp_path, capsys, dataset):
+    config_file = tmp_path / "acc.yaml"
+    config_file.write_text("distributed_type: NO\nnum_processes: 1\nnum_processes: 4\n")
+    err = _error(capsys, ["train", str(RECIPE), *ok_overrides(dataset, tmp_path), "--accelerate_config", str(config_file)])
+    assert f"{config_file}: line 3: key 'num_processes' is given twice (first on line 2)" in err
 
 
 def test_a_failed_training_process_is_one_line_and_its_exit_code(tmp_path, capsys, dataset, monkeypatch):

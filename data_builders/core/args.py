@@ -26,13 +26,19 @@ class OutputArgs:
         "replace what --out holds (a build with other settings, or other files) with this build; "
         "the old build stays until the new one is complete",
     )
+    wait: bool = arg(
+        False,
+        'when another process is writing --out, wait until it has finished instead of stopping at once (README, "Build folders")',
+    )
 
 
 @dataclass(kw_only=True)
 class BuildArgs(OutputArgs):
     """What every ``judgetrain build *`` command takes."""
 
-    seed: int = arg(42, "seed of every random choice the builder makes (hash-based: same seed, same bytes)")
+    seed: int = arg(
+        42, "seed of every random choice the builder makes (hash-based: same seed, same bytes)", minimum=0, maximum=2**32 - 1
+    )
     strict: bool = arg(False, "fail on the first bad input instead of skipping and counting it in build.json")
 
 

@@ -40,31 +40,34 @@ class SweepConfig(SlurmArgs):
         None, "(with `best`) the study name (the second word: `judgetrain sweep best STUDY`)", positional=True
     )
     space: Path | None = arg(None, "search space YAML (recipes/spaces/paper002.yaml, recipes/spaces/lora-wide.yaml)")
-    trials: int = arg(50, "finished trials the study should hold (all controllers together)")
+    trials: int = arg(50, "finished trials the study should hold (all controllers together)", minimum=1)
     storage: str = arg(DEFAULT_STORAGE, "Optuna storage URL; postgresql://… or journal:FILE to share a study between machines")
     study: str | None = arg(None, "study name (None: the recipe's file name)")
     out: Path | None = arg(None, "trial folders (None: runs/sweeps/STUDY); with `best`, the recipe file to write (None: stdout)")
     objective: str = arg(DEFAULT_OBJECTIVE, "eval_loss or judge:SUBSET/METRIC, comma-separated for several")
     direction: str | None = arg(None, "minimize/maximize per objective (None: from the metric)")
     pruner: str = arg("median", one_of(PRUNERS), choices=PRUNERS)
-    warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned")
-    startup_trials: int = arg(2, "median pruner: trials that are never pruned")
+    warmup_steps: int = arg(0, "median pruner: steps before a trial can be pruned", minimum=0)
+    startup_trials: int = arg(2, "median pruner: trials that are never pruned", minimum=0)
     seed: int = arg(
         42,
         "sampler seed; each trial's TPE draw is seeded from (study, seed, trial number), so restarted "
         "and parallel controllers may keep the same seed without repeating each other",
+        minimum=0,
+        maximum=2**32 - 1,
     )
     accelerate_config: str | None = arg(None, f"shipped name ({', '.join(NAMES)}) or accelerate YAML, per trial")
-    num_processes: int | None = arg(None, "processes per trial")
-    retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times")
+    num_processes: int | None = arg(None, "processes per trial", minimum=1)
+    retries: int = arg(0, "re-run a failed (crashed, OOM, killed) trial this many times", minimum=0)
     stop_after_failures: int = arg(
         3,
         "stop the sweep, printing the error, when this many trials in a row fail with the "
         "same error (a configuration every trial shares); 0: never",
+        minimum=0,
     )
-    heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)")
+    heartbeat: int = arg(60, "RDB storage heartbeat interval in seconds (stale after 2x)", minimum=1)
     enqueue: Path | None = arg(None, "YAML list of parameter sets to try first (e.g. the paper's best)")
-    trial: int | None = arg(None, "(with `best`) take this trial instead of the best one")
+    trial: int | None = arg(None, "(with `best`) take this trial instead of the best one", minimum=0)
     parallel: int = arg(1, "trials running at once, from this controller (with --slurm: its jobs in the queue at once)")
     slurm: bool = arg(
         False,
@@ -75,6 +78,7 @@ class SweepConfig(SlurmArgs):
         5.0,
         "seconds between looks at the study: for the values a running trial reports (printed as they "
         "come), and while other controllers' trials fill it",
+        above=0,
     )
     overrides: list[str] = arg(
         [],
@@ -136,13 +140,13 @@ class SweepConfig(SlurmArgs):
     @cached_property
     def enqueued(self) -> list[dict[str, Any]]:
         """The parameter sets of ``--enqueue``, tried first."""
-        import yaml
+        from judgetrain.yamlfile import read_yaml
 
         if self.enqueue is None:
             return []
         if not self.enqueue.is_file():
             raise SweepError(f"--enqueue {self.enqueue}: no such file")
-        sets = yaml.safe_load(self.enqueue.read_text())
+        sets = read_yaml(self.enqueue)
         if not isinstance(sets, list) or not all(isinstance(e, dict) for e in sets):
             raise SweepError(f"--enqueue {self.enqueue}: give a YAML list of field: value mappings")
         return sets

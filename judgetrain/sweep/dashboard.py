@@ -26,7 +26,7 @@ class DashboardConfig:
         help="sqlite .db file, journal file, or storage URL; the first word: `judgetrain dashboard STORAGE`", positional=True
     )
     host: str = arg("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
-    port: int = arg(8080, "port to listen on")
+    port: int = arg(8080, "port to listen on", minimum=1, maximum=65535)
 
 
 def dashboard_storage(target: str) -> str:

@@ -180,6 +180,8 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None, 
     import optuna
     import yaml
 
+    from judgetrain.yamlfile import load_yaml
+
     study = optuna.load_study(study_name=study_name, storage=_existing_study(storage, study_name))
     best = _pick_trial(study, study_name, trial_number)
     overrides = best.user_attrs.get("overrides")
@@ -190,7 +192,7 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None, 
             + [a for k, v in best.params.items() for a in (f"--{k}", flag_value(v))]
             + list(study.user_attrs.get("extra") or [])
         )
-    recipe = recipe_with_overrides(yaml.safe_load(study.user_attrs["recipe_yaml"]) or {}, overrides)
+    recipe = recipe_with_overrides(load_yaml(study.user_attrs["recipe_yaml"], f"study {study_name}'s recipe") or {}, overrides)
     name = f"{study_name}-trial-{best.number:04d}"
     recipe["output_dir"] = f"runs/{name}"
     recipe["run_name"] = name

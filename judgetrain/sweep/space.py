@@ -101,12 +101,12 @@ class SearchSpace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SearchSpace:
-        import yaml
+        from judgetrain.yamlfile import read_yaml
 
         path = Path(path)
         if not path.is_file():
             raise SweepError(f"--space {path}: no such file (shipped spaces are in recipes/spaces/)")
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = read_yaml(path) or {}
         if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict) or not doc["params"]:
             raise SweepError(
                 f"{path}: a search space is a mapping with `params:` (field: {{choices: [...]}} or "

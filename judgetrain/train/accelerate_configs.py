@@ -51,11 +51,12 @@ class LaunchArgs:
         None,
         "processes (GPUs) to launch, on all machines together (None: a shipped "
         "config's, one per GPU of each machine; else the accelerate config's)",
+        minimum=1,
     )
-    num_machines: int | None = arg(None, "machines taking part, multi-node (None: the accelerate config's)")
-    machine_rank: int | None = arg(None, "rank of this machine, 0 for the main one (None: the accelerate config's)")
+    num_machines: int | None = arg(None, "machines taking part, multi-node (None: the accelerate config's)", minimum=1)
+    machine_rank: int | None = arg(None, "rank of this machine, 0 for the main one (None: the accelerate config's)", minimum=0)
     main_process_ip: str | None = arg(None, "address of the machine of rank 0 (multi-node)")
-    main_process_port: int | None = arg(None, "port on the machine of rank 0 (multi-node)")
+    main_process_port: int | None = arg(None, "port on the machine of rank 0 (multi-node)", minimum=1, maximum=65535)
 
 
 # LaunchArgs fields that are not `accelerate launch` options of the same name
@@ -92,8 +93,10 @@ def resolve_accelerate_config(name_or_path: str) -> Path:
     ``deepspeed_config_file`` made absolute so the launch works from any folder."""
     import yaml
 
+    from judgetrain.yamlfile import read_yaml
+
     path = find_accelerate_config(name_or_path)
-    config = yaml.safe_load(path.read_text()) or {}
+    config = read_yaml(path) or {}
     ds = (config.get("deepspeed_config") or {}).get("deepspeed_config_file")
     if ds and not Path(ds).is_absolute():
         for base in (Path.cwd(), path.parent.parent, path.parent):
@@ -158,9 +161,9 @@ def machine_processes() -> int:
 
 
 def _read_config(path: Path | None) -> dict:
-    import yaml
+    from judgetrain.yamlfile import read_yaml
 
-    return (yaml.safe_load(path.read_text()) or {}) if path else {}
+    return (read_yaml(path) or {}) if path else {}
 
 
 def _shipped(path: Path) -> bool:

@@ -37,19 +37,29 @@ class DataArguments:
     eval_split: str | None = arg("validation", "Split for evaluation loss; null for none.")
     tasks: list[str] | None = arg(None, "Keep only these tasks (default: all).", identity=True)
     layouts: list[str] | None = arg(None, "Keep only these prompt layouts (default: all).", identity=True)
-    mixture_weights: list[float] | None = arg(None, "Sampling probability per dataset (default: concatenate).", identity=True)
-    max_frames: int | None = arg(None, "Leave out records showing more images than this (counted and logged).", identity=True)
-    max_train_samples: int | None = arg(None, identity=True)
-    max_eval_samples: int | None = arg(None)
+    mixture_weights: list[float] | None = arg(
+        None, "Sampling probability per dataset (default: concatenate).", identity=True, minimum=0
+    )
+    max_frames: int | None = arg(
+        None, "Leave out records showing more images than this (counted and logged).", identity=True, minimum=1
+    )
+    max_train_samples: int | None = arg(None, identity=True, minimum=1)
+    max_eval_samples: int | None = arg(None, minimum=1)
     effective_batch_size: int | None = arg(
         None,
         "Global batch in records, held fixed across GPU counts: gradient_accumulation_steps = this / (per-device batch × "
         "world size); with packing, / (records per packed row × per-device rows × world size); to the nearest whole "
         "number, halves up, at least 1 (judgetrain.train.settings; run.json records it).",
+        minimum=1,
     )
     check_lengths: bool = arg(True, "Refuse records longer than max_length (image tokens would be cut).")
     overwrite: bool = arg(
         False,
         "output_dir holds another run's checkpoints: remove them and its outputs first, and train "
         "anew (without it such a run is refused; the same run resumes).",
+    )
+    wait: bool = arg(
+        False,
+        "Another process is training into output_dir: wait until it has finished instead of stopping at once "
+        "(without it this run is refused, naming that process).",
     )

@@ -2,7 +2,12 @@
 the field and the fix, before anything loads (the pattern of torchtune's
 ``config/_validate.py``).
 
-:func:`check_config` owns the rules that span parts: the recipe's own fields, LoRA targets
+The numbers TRL's ``SFTConfig`` takes (:data:`TRAINING_RANGES`: a positive finite learning
+rate, batch sizes of at least 1, betas in [0, 1), …) are refused as the recipe is parsed
+(:mod:`judgetrain.train.parser` hands them to :func:`judgetrain.config.make_parser`), before
+``TrainingArguments`` or the launcher divides by one; :func:`check_config` checks them again
+for arguments built in code. :func:`check_config` owns the rules that span parts: the
+recipe's own fields, the datasets (each once), LoRA targets
 against the model built from its config on the meta device (:mod:`judgetrain.train.model`),
 packing (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
 recorded (:mod:`judgetrain.train.resume`) and the consistency objective against the rest
@@ -12,9 +17,11 @@ of the recipe (:mod:`judgetrain.consistency.args`); the model fields' own checks
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 
+from judgetrain.config import Range, range_problems
 from judgetrain.consistency.args import objective_problems
 
 from .args import DataArguments
@@ -23,7 +30,48 @@ from .model_args import STRING_LISTS, ModelArguments, model_problems
 from .packing import packing_problems
 from .resume import resume_problems
 
-__all__ = ["check_config", "consistency_problems"]
+__all__ = ["TRAINING_RANGES", "check_config", "consistency_problems", "dataset_repeats"]
+
+_STEPS = "a number of steps, or a fraction of the training steps below 1 (as TRL reads it)"
+_SEED = Range(minimum=0, maximum=2**32 - 1, fix="an integer in [0, 4294967295] (numpy's seed range)")
+# the numbers of TRL's SFTConfig (TrainingArguments) judgetrain trains with, and what to give instead;
+# the LoRA fields are model_problems', the consistency fields objective_problems'
+TRAINING_RANGES = {
+    "learning_rate": Range(above=0, fix="a positive rate (the LoRA recipes use 1e-4; recipes/spaces/ search 1e-5 to 5e-4)"),
+    "weight_decay": Range(minimum=0, fix="0 (none) or a positive value such as 0.1"),
+    "num_train_epochs": Range(above=0, fix="a positive number of epochs (max_steps, when positive, wins)"),
+    "max_steps": Range(minimum=-1, fix="a positive number of steps, or -1 to train num_train_epochs"),
+    "warmup_steps": Range(minimum=0, fix=f"0 (no warmup), or {_STEPS}"),
+    "warmup_ratio": Range(minimum=0, maximum=1, fix="a fraction of the training steps in [0, 1]"),
+    "per_device_train_batch_size": Range(
+        minimum=1, fix="at least 1 record per device (effective_batch_size sets the global batch)"
+    ),
+    "per_device_eval_batch_size": Range(minimum=1, fix="at least 1 record per device"),
+    "gradient_accumulation_steps": Range(minimum=1, fix="at least 1 (or leave it out and set effective_batch_size)"),
+    "eval_accumulation_steps": Range(minimum=1, fix="at least 1, or leave it out"),
+    "max_grad_norm": Range(minimum=0, fix="the norm to clip gradients at (TRL's default 1.0), or 0 for no clipping"),
+    "adam_beta1": Range(minimum=0, below=1, fix="a number in [0, 1) (AdamW's default 0.9)"),
+    "adam_beta2": Range(minimum=0, below=1, fix="a number in [0, 1) (AdamW's default 0.999)"),
+    "adam_epsilon": Range(above=0, fix="a small positive number (AdamW's default 1e-8)"),
+    "label_smoothing_factor": Range(minimum=0, below=1, fix="a number in [0, 1) (0: none)"),
+    "logging_steps": Range(above=0, fix=_STEPS),
+    "save_steps": Range(above=0, fix=_STEPS),
+    "eval_steps": Range(above=0, fix=f"{_STEPS}, or leave it out (logging_steps)"),
+    "eval_delay": Range(minimum=0, fix="0 or more epochs or steps before the first evaluation"),
+    "save_total_limit": Range(minimum=1, fix="at least 1 checkpoint to keep, or leave it out to keep every one"),
+    "seed": _SEED,
+    "data_seed": _SEED,
+    "dataloader_num_workers": Range(minimum=0, fix="0 (load in the training process) or more worker processes"),
+    "dataloader_prefetch_factor": Range(minimum=1, fix="at least 1 batch per worker, or leave it out"),
+    "dataset_num_proc": Range(minimum=1, fix="at least 1 process, or leave it out"),
+    "max_length": Range(minimum=1, fix="a positive number of tokens (records longer than it are refused)"),
+    "torch_empty_cache_steps": Range(minimum=1, fix="at least 1 step, or leave it out"),
+    "neftune_noise_alpha": Range(minimum=0, fix="0 or more, or leave it out (no NEFTune noise)"),
+    "router_aux_loss_coef": Range(minimum=0, fix="0 or more"),
+    "ddp_timeout": Range(minimum=1, fix="a positive number of seconds (TRL's default 1800)"),
+    "ddp_bucket_cap_mb": Range(minimum=1, fix="a positive number of megabytes, or leave it out (PyTorch's 25)"),
+    "pad_to_multiple_of": Range(minimum=1, fix="a positive number of tokens, auto, or leave it out"),
+}
 
 
 def check_config(model_args: ModelArguments, data_args: DataArguments, training_args, world_size: int) -> list[str]:
@@ -32,10 +80,13 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (:mod:`judgetrain.train.resume`)."""
     problems = _list_fields_given_as_strings(model_args, data_args) + model_problems(model_args)
+    problems += range_problems(data_args) + range_problems(model_args) + range_problems(training_args, TRAINING_RANGES)
     if not model_args.model_name_or_path:
         problems.append("model_name_or_path: missing; give a local model folder or a hub id")
     if not data_args.datasets:
         problems.append("datasets: missing; give one or more folders built with `judgetrain build …`")
+    elif isinstance(data_args.datasets, list):
+        problems += dataset_repeats(data_args.datasets)
     if data_args.mixture_weights is not None and not isinstance(data_args.mixture_weights, str):
         if len(data_args.mixture_weights) != len(data_args.datasets or []):
             problems.append(
@@ -43,14 +94,13 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
             )
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
-    problems += _optimizer_problems(training_args)
     problems += packing_problems(model_args, data_args, training_args)
     if training_args.bf16 and training_args.fp16:
         problems.append("bf16 and fp16 are both on; choose one")
     if data_args.effective_batch_size is not None and not getattr(training_args, "packing", False):
         # (packed: the accumulation follows from the records per row, judgetrain.train.settings)
         per_step = training_args.per_device_train_batch_size * world_size
-        if data_args.effective_batch_size % per_step:
+        if per_step > 0 and data_args.effective_batch_size % per_step:  # (a batch size below 1 is a range problem)
             problems.append(
                 f"effective_batch_size: {data_args.effective_batch_size} is not a multiple of per_device_train_batch_size "
                 f"({training_args.per_device_train_batch_size}) × world size ({world_size}) = {per_step}; change one of them"
@@ -91,16 +141,31 @@ def _list_fields_given_as_strings(*cfgs) -> list[str]:
     return problems
 
 
-def _optimizer_problems(training_args) -> list[str]:
-    """Values torch's optimizer refuses only once training starts, after the model and data have loaded."""
+def _folder_key(path: str) -> tuple:
+    """What identifies a dataset folder however it is spelled (relative or absolute, a
+    trailing slash, through a symlink): the file it is, else its resolved path."""
+    try:
+        st = os.stat(path)
+        return ("file", st.st_dev, st.st_ino)
+    except OSError:  # not there: its own problem elsewhere; compare the spelling made absolute
+        return ("path", os.path.normpath(os.path.abspath(path)))
+
+
+def dataset_repeats(datasets: list[str]) -> list[str]:
+    """One problem per dataset given again, under the same or another spelling: its
+    records would be trained on (and evaluated) twice."""
+    first: dict[tuple, str] = {}
     problems = []
-    if training_args.learning_rate < 0:
+    for path in datasets:
+        key = _folder_key(str(path))
+        if key not in first:
+            first[key] = str(path)
+            continue
+        same = "is given twice" if first[key] == str(path) else f"is {first[key]} again (the same folder)"
         problems.append(
-            f"learning_rate: {training_args.learning_rate} is negative; give a positive rate "
-            "(the LoRA recipes use 1e-4; recipes/spaces/ search 1e-5 to 5e-4)"
+            f"datasets: {path} {same}; give each dataset once (its records would be trained on twice); "
+            "to sample one more often, give mixture_weights"
         )
-    if training_args.weight_decay < 0:
-        problems.append(f"weight_decay: {training_args.weight_decay} is negative; give 0 (none) or a positive value such as 0.1")
     return problems
 
 

@@ -140,7 +140,7 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
 
     from .checks import check_config
     from .parser import parse
-    from .run_folder import output_dir_problems
+    from .run_folder import output_dir_problems, probe_output_dir
 
     if launch.recipe is None:
         raise ConfigError(
@@ -165,15 +165,17 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
                 raise
             raise ConfigError([f"{launch.recipe}: {e}"]) from None
     problems = launch_problems(launch) + check_config(margs, dargs, targs, world_size=n)
-    for path in dargs.datasets if isinstance(dargs.datasets, list) else []:  # a string is one of check_config's problems
+    # (a string is one of check_config's problems; a repeated folder too, named once)
+    for path in dict.fromkeys(dargs.datasets) if isinstance(dargs.datasets, list) else []:
         try:
-            records.read_build_info(path)
-        except records.IncompleteDatasetError as e:
+            records.load(path)  # memory-mapped: cheap, and a truncated .arrow file is named here, before any launch
+        except (records.IncompleteDatasetError, records.DamagedDatasetError) as e:
             problems.append(f"datasets: {e}")
     if not problems:  # another run's checkpoints in output_dir: refused here, not after the processes have started
         problems = output_dir_problems(margs, dargs, targs, world_size=n)
     if problems:
         raise ConfigError(problems)
+    probe_output_dir(targs.output_dir, dargs.wait)  # another process writing it: refused (or awaited) here too
     return margs, dargs, targs
 
 

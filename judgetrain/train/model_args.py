@@ -61,8 +61,10 @@ class ModelArguments(ModelConfig):
         identity=True,
     )
     family: str | None = arg(None, f"Model family ({', '.join(FAMILIES)}); default: from the config.", identity=True)
-    min_pixels: int | None = arg(None, "Qwen: smallest per-image pixel budget.", identity=True)
-    max_pixels: int | None = arg(None, "Qwen: largest per-image pixel budget (bounds image tokens per frame).", identity=True)
+    min_pixels: int | None = arg(None, "Qwen: smallest per-image pixel budget.", identity=True, minimum=1)
+    max_pixels: int | None = arg(
+        None, "Qwen: largest per-image pixel budget (bounds image tokens per frame).", identity=True, minimum=1
+    )
     freeze_vision_tower: bool = arg(True, "Keep the vision encoder frozen (default).", identity=True)
     freeze_projector: bool = arg(True, "Keep the vision-to-language projector frozen (default).", identity=True)
 
@@ -77,8 +79,10 @@ def model_problems(model_args: ModelArguments) -> list[str]:
     a LoRA task other than a causal LM, TRL's quantized loading (not done here), and a
     ``model_revision`` for a local folder (a revision names a hub commit)."""
     problems = []
-    if model_args.use_peft and (model_args.lora_r <= 0 or model_args.lora_alpha <= 0):
-        problems.append("lora_r / lora_alpha: must be positive")
+    for name, fix in (("lora_r", "a positive rank (TRL's default 16)"), ("lora_alpha", "a positive scale (TRL's default 32)")):
+        value = getattr(model_args, name)
+        if model_args.use_peft and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+            problems.append(f"{name}: {value!r} is not positive; give {fix}")
     if not 0 <= model_args.lora_dropout < 1:
         problems.append(f"lora_dropout: {model_args.lora_dropout} must be in [0, 1)")
     if model_args.use_peft and model_args.lora_task_type != "CAUSAL_LM":

@@ -35,12 +35,14 @@ def _prog() -> str:
 def make_parser():
     """The parser over the three dataclasses: ModelArguments (TRL's ModelConfig with judgetrain's
     model fields), DataArguments and TRL's SFTConfig with the consistency fields
-    (:class:`~judgetrain.consistency.config.ConsistencyConfig`)."""
+    (:class:`~judgetrain.consistency.config.ConsistencyConfig`); TRL's numbers are checked
+    against :data:`~judgetrain.train.checks.TRAINING_RANGES` as they are parsed."""
     from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
 
+    from .checks import TRAINING_RANGES
     from .model_args import ModelArguments
 
-    return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog())
+    return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog(), ranges=TRAINING_RANGES)
 
 
 def bf16_capable() -> bool:

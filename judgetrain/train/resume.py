@@ -123,14 +123,14 @@ def resume_problems(model_args, data_args, training_args, world_size: int) -> li
     """One problem per field this resume would change although the checkpoint fixes it
     (old → new, and the fix), and one for a changed global batch; [] when not resuming
     or when the checkpoint predates the recipe it records."""
-    import yaml
+    from judgetrain.yamlfile import read_yaml
 
     from .outputs import COMPLETE_MARKER, RECIPE_FILE, resolved_recipe
 
     checkpoint = checkpoint_to_resume(training_args)
     if checkpoint is None or not (Path(checkpoint) / RECIPE_FILE).is_file():
         return []
-    old = yaml.safe_load((Path(checkpoint) / RECIPE_FILE).read_text()) or {}
+    old = read_yaml(Path(checkpoint) / RECIPE_FILE) or {}
     new = resolved_recipe(model_args, data_args, training_args, [])
     problems = []
     for name, why in FIXED_BY_CHECKPOINT.items():

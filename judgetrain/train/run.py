@@ -338,11 +338,12 @@ def script(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory
     """``python -m judgetrain.train`` (what ``accelerate launch`` runs in every process):
     :func:`main`, with a user error (configuration, dataset, model) printed as its
     message, which says what to change, and exit code 2 instead of a traceback."""
+    from judgetrain.errors import UserError
     from judgetrain.models import ModelNotFoundError
     from judgetrain.records import IncompleteDatasetError, RecordValidationError
 
     try:
         return main(argv, callbacks=callbacks)
-    except (config.ConfigError, IncompleteDatasetError, RecordValidationError, ModelNotFoundError) as e:
+    except (config.ConfigError, IncompleteDatasetError, RecordValidationError, ModelNotFoundError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
