@@ -16,6 +16,67 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("JUDGETRAIN_CACHE", tempfile.mkdtemp(prefix="judgetrain-cache-"))
 
 
+@pytest.fixture(autouse=True)
+def _free_writer_locks():
+    """A command run in-process keeps its output folder's writer lock until its process ends
+    (judgetrain.writer); the test process lets go of them after each test, so a later command in
+    another process may write those folders again."""
+    yield
+    from judgetrain import writer
+
+    writer.release_all()
+
+
+# a process that holds a folder's writer lock until the test lets it go (stdin closed)
+_HOLDER = ("import sys\nfrom judgetrain import writer\nwriter.hold(sys.argv[1])\nprint('held', flush=True)\n"
+           "sys.stdin.read()\n")
+
+
+@pytest.fixture
+def writer_lock():
+    """Two real processes on one output folder, synchronised without sleeps:
+    ``writer_lock.hold(folder)`` starts a process that takes ``folder``'s writer lock through
+    :func:`judgetrain.writer.hold` and returns once it holds it (its pid is named in the other
+    process's refusal); ``writer_lock.release()`` ends it; ``writer_lock.waiting(argv)`` starts a
+    command with ``--wait`` and returns once it says it waits (stderr read line by line), with the
+    lines it printed before."""
+    import subprocess
+    import sys
+
+    class Lock:
+        def __init__(self):
+            self.holder: subprocess.Popen | None = None
+            self.started: list[subprocess.Popen] = []
+
+        def hold(self, folder) -> subprocess.Popen:
+            self.holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder)], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, text=True)
+            self.started.append(self.holder)
+            assert self.holder.stdout.readline().strip() == "held"
+            return self.holder
+
+        def release(self) -> None:
+            self.holder.stdin.close()
+            assert self.holder.wait(timeout=60) == 0
+
+        def waiting(self, argv: list[str], **kw) -> tuple[subprocess.Popen, list[str]]:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+            self.started.append(proc)
+            lines = []
+            for line in proc.stderr:
+                lines.append(line)
+                if "waiting (--wait)" in line:
+                    return proc, lines
+            raise AssertionError(f"{argv} never waited; it printed:\n{''.join(lines)}{proc.stdout.read()}")
+
+    lock = Lock()
+    yield lock
+    for proc in lock.started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 # every family the registry has, and the InternVL3.5 variant (a Qwen3 decoder)
 TINY_FAMILIES = ("qwen3-vl", "qwen2.5-vl", "llava-onevision", "internvl", "internvl3.5", "gemma-4")
 

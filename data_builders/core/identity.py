@@ -26,6 +26,7 @@ RUN_ONLY = frozenset(
     {
         "out",
         "overwrite",
+        "wait",
         "progress",
         "keep_work",
         "strict",

@@ -17,12 +17,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from judgetrain import writer
 from judgetrain.identity import differences
 from judgetrain.io import atomic_folder, write_json
+from judgetrain.overlap import overlap
 from judgetrain.records import BUILD_FILE
 
 from .common import BuildError
-from .identity import build_identity, is_leftover, sweep_leftovers
+from .identity import RUN_ONLY, build_identity, is_leftover, sweep_leftovers
 
 __all__ = ["WAYS_OUT", "already_built", "build_in_place"]
 
@@ -44,17 +46,32 @@ def _previous(out: Path, parts: Sequence[str]) -> dict[str, dict]:
 
 
 def _stray(out: Path, cfg: Any, keep: Sequence[str], writes: Sequence[str] | None) -> list[str]:
-    """What ``out`` holds that is neither a build's own leftover, one of ``keep``, nor an input the config
-    names; with ``writes`` (a build that writes only these names into a folder of other files), those of them it holds."""
+    """What ``out`` holds that is neither a build's own leftover, one of ``keep``, nor a path the config
+    names for the build's own use (a ``--cache`` inside it; an input inside ``out`` was refused before,
+    :func:`_inputs`); with ``writes`` (a build that writes only these names into a folder of other files),
+    those of them it holds."""
     if writes is not None:
         return sorted(name for name in writes if (out / name).exists())
-    inputs = set()
+    own = set()
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name != "out" and isinstance(value, os.PathLike) and Path(value).resolve().is_relative_to(out):
-            rel = Path(value).resolve().relative_to(out)
-            inputs.add(rel.parts[0] if rel.parts else "")
-    return sorted(p.name for p in out.iterdir() if p.name not in {*keep, *inputs} and not is_leftover(p.name))
+        if f.name != "out" and isinstance(value, os.PathLike) and Path(os.path.realpath(value)).is_relative_to(out):
+            rel = Path(os.path.realpath(value)).relative_to(out)
+            own.add(rel.parts[0] if rel.parts else "")
+    return sorted(p.name for p in out.iterdir() if p.name not in {*keep, *own} and not is_leftover(p.name))
+
+
+def _inputs(cfg: Any) -> dict[str, Any]:
+    """Every input the config names, ``{--option: path}``: its path fields (not the run-only ones,
+    such as ``--out`` and a cache) and a local ``--model``; :func:`judgetrain.overlap.overlap`
+    adds the media a manifest lists."""
+    found: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        local_model = f.name == "model" and isinstance(value, str) and Path(value).is_dir()
+        if f.name not in RUN_ONLY and (isinstance(value, os.PathLike) or local_model):
+            found[f"--{f.name.replace('_', '-')}"] = value
+    return found
 
 
 def _refusal(out: Path, infos: dict[str, dict], new: dict) -> str | None:
@@ -111,7 +128,16 @@ def already_built(
     same identity; or ``--overwrite``. ``writes``: the only names the build writes into ``out``
     (which may hold anything else, e.g. a benchmark's videos); only they make it "not empty".
     Otherwise raises BuildError naming every difference ``old → new`` and the two ways out.
-    Unless it raises, what killed atomic writes left under ``OUT.work/`` is removed."""
+    Unless it raises, what killed atomic writes left under ``OUT.work/`` is removed.
+
+    First of all, an ``out`` that is, holds or lies inside an input (with ``writes``: an input
+    that is one of those names) is refused, ``--overwrite`` or not; then this process takes
+    ``out``'s writer lock (:func:`judgetrain.writer.hold`, ``--wait`` to wait for another
+    writer) and keeps it until it ends (or :func:`judgetrain.writer.release_all`)."""
+    clash = overlap(cfg.out, _inputs(cfg), written=None if writes is None else [*writes, BUILD_FILE])
+    if clash:
+        raise BuildError(clash)
+    writer.hold(cfg.out, wait=getattr(cfg, "wait", False))
     out = Path(cfg.out).resolve()
     work = out.with_name(out.name + ".work")
     new = build_identity(cfg, builder, version)

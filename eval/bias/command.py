@@ -1,5 +1,6 @@
 """``judgetrain eval bias RUN [RUN …]``: its config (:class:`BiasConfig`), ``make_parser`` and
-``main``, which runs :func:`.report.bias` and prints each run's headline numbers.
+``main``, which runs :func:`.report.bias` (holding the writer lock of the folder it writes,
+:mod:`judgetrain.writer`) and prints each run's headline numbers.
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from judgetrain import writer
 from judgetrain.config import arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 
@@ -26,6 +28,10 @@ class BiasConfig:
     )
     names: list[str] | None = arg(None, "display names, one per run (space- or comma-separated; default: model names)")
     out: Path | None = arg(None, "output folder (default: the run folder when there is one run)")
+    wait: bool = arg(
+        False,
+        'when another process is writing that folder, wait until it has finished instead of stopping at once (README, "Run folders")',
+    )
 
     def __post_init__(self) -> None:
         from judgetrain.config import ConfigError
@@ -59,8 +65,9 @@ def make_parser():
 
 
 def main(cfg: BiasConfig) -> int:
-    result = bias(cfg.runs, cfg.names, cfg.out)
     out = cfg.out or cfg.runs[0]
+    with writer.held(out, flag="--out" if cfg.out else "eval bias", wait=cfg.wait, elsewhere=cfg.out is not None):
+        result = bias(cfg.runs, cfg.names, cfg.out)
     for name, r in result["runs"].items():
         parts = []
         for kind, block in (r.get("prism_positions") or {}).items():

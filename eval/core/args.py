@@ -65,6 +65,10 @@ class EvalArgs(ReportToArgs):
     batch_size: str = arg("auto", "items per forward pass, or 'auto'")
     limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
+    wait: bool = arg(
+        False,
+        'when another process is writing --out, wait until it has finished instead of stopping at once (README, "Run folders")',
+    )
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
 
     def common_problems(self) -> list[str]:

@@ -3,7 +3,10 @@
 ``judgetrain eval report RUN`` works on the folder of any evaluation: it reads
 ``run.json["evaluation"]`` and calls that evaluation's own report
 (:mod:`judgetrain.eval.core.registry`), so a judge run gets a judge report and a TimeCatch
-run a TimeCatch one. Nothing is scored.
+run a TimeCatch one. Nothing is scored. It holds the run folder's writer lock
+(:mod:`judgetrain.writer`) while it writes, so it never rewrites the report of a run that is
+still being written (``--wait``: wait for that run to finish); predictions that repeat a row
+(:func:`~judgetrain.eval.core.runs.check_unique`) are refused, never counted twice.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from judgetrain import writer
 from judgetrain.config import ConfigError, arg
 from judgetrain.config import make_parser as make_config_parser
 
@@ -35,6 +39,7 @@ class ReportConfig(ReportToArgs):
     rerun_of: Path | None = arg(
         None, "PhaseFusion runs: a second run of the same model, manifest and settings; reports the re-run floor across the two"
     )
+    wait: bool = arg(False, "when an evaluation is still writing RUN, wait until it has finished instead of stopping at once")
 
     def __post_init__(self) -> None:
         self.run = Path(self.run)
@@ -55,7 +60,8 @@ def rebuild(cfg: ReportConfig) -> dict:
     bad = [f"--{k.replace('_', '-')} goes with {wrong[k]} runs" for k in extra if wrong[k] != name]
     if bad:
         raise PredictionsError(f"{cfg.run} holds a {name} run: " + "; ".join(bad))
-    return module_for(name).report(cfg.run, **extra)
+    with writer.held(cfg.run, flag="eval report", wait=cfg.wait, elsewhere=False):
+        return module_for(name).report(cfg.run, **extra)
 
 
 def make_parser():

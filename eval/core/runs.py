@@ -43,6 +43,7 @@ __all__ = [
     "EvalInputError",
     "PredictionsError",
     "check_resume",
+    "check_unique",
     "clear_run",
     "config_identity",
     "dataset_identity",
@@ -54,6 +55,7 @@ __all__ = [
     "read_run",
     "repair_predictions",
     "resolved_dtype",
+    "row_key",
     "run_info",
     "selected",
     "write_run_info",
@@ -85,15 +87,16 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return row if isinstance(row, dict) and "id" in row else None
 
 
-def _scan(path: Path) -> tuple[list[dict[str, Any]], bool]:
-    """Rows of a predictions file, and whether its last line lacks its newline (a kill
-    mid-write). Such a line counts as a row when it is a complete object, else it is
-    dropped; a bad line that did end with a newline is an error."""
+def _scan(path: Path) -> tuple[list[dict[str, Any]], bool, list[int]]:
+    """Rows of a predictions file, whether its last line lacks its newline (a kill
+    mid-write), and each row's line number (1-based). Such a last line counts as a row when
+    it is a complete object, else it is dropped; a bad line that did end with a newline is an error."""
     if not path.exists():
-        return [], False
+        return [], False, []
     lines = path.read_bytes().split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline
     rows: list[dict[str, Any]] = []
+    numbers: list[int] = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
@@ -103,10 +106,47 @@ def _scan(path: Path) -> tuple[list[dict[str, Any]], bool]:
                 f"{path}, line {i + 1}: not a prediction row. Delete that line (or the file, to start the run over) and rerun."
             )
         rows.append(row)
+        numbers.append(i + 1)
     if not tail.strip():
-        return rows, bool(tail)
+        return rows, bool(tail), numbers
     row = _parse(tail)
-    return rows + ([row] if row is not None else []), True
+    if row is None:
+        return rows, True, numbers
+    return [*rows, row], True, [*numbers, len(lines) + 1]
+
+
+# what tells apart the rows of one item in an evaluation that writes several (PhaseFusion: a question's
+# `pass` rows per origin, grid, phase and ordering, a `cost` row per origin and grid, one closing `question` row)
+_ROW_PARTS = ("kind", "origin", "grid", "phase", "ordering")
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """What one prediction row is the row of: its ``id``, and for a row that says its ``kind`` (an
+    evaluation writing several rows per item) that kind and its pass coordinates (``origin``,
+    ``grid``, ``phase``, ``ordering``, where present). Two rows of one key are one item counted twice."""
+    if "kind" not in row:
+        return (str(row["id"]),)
+    return (str(row["id"]), *(f"{part}={row[part]}" for part in _ROW_PARTS if part in row))
+
+
+def check_unique(path: str | os.PathLike) -> None:
+    """Raise :class:`PredictionsError` naming the file, the line and the id when two rows of a
+    predictions file have one key (:func:`row_key`): two runs wrote the folder at once, or lines
+    were copied, and every count and interval built on it would count that item twice."""
+    path = Path(path)
+    rows, _, numbers = _scan(path)
+    first: dict[tuple[str, ...], int] = {}
+    for row, line in zip(rows, numbers, strict=True):
+        key = row_key(row)
+        if key in first:
+            what = f" ({', '.join(key[1:])})" if len(key) > 1 else ""
+            raise PredictionsError(
+                f"{path}, line {line}: a second row for id {row['id']!r}{what}, the first at line {first[key]}. Two runs "
+                "wrote this folder at once (before judgetrain kept one writer per folder), or lines were copied; its "
+                "metrics would count that item twice. Delete the repeated rows and rerun, or start the run afresh "
+                "in a new --out."
+            )
+        first[key] = line
 
 
 def read_predictions(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -119,7 +159,7 @@ def repair_predictions(path: str | os.PathLike) -> int:
     """Rewrite ``path`` without a partial last line, atomically; returns the rows kept.
     A complete last object missing only its newline gets the newline."""
     path = Path(path)
-    rows, partial = _scan(path)
+    rows, partial, _ = _scan(path)
     if partial:
         write_rows(path, rows)
     return len(rows)
@@ -149,11 +189,13 @@ def items_count(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> d
 def read_run(run_dir: str | os.PathLike, how: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A run folder's prediction rows of the items its config selects (see :func:`selected`)
     and its ``run.json`` (``{}`` when absent). A folder without ``predictions.jsonl``
-    raises ``FileNotFoundError`` ending in ``how`` (what to run or pass instead)."""
+    raises ``FileNotFoundError`` ending in ``how`` (what to run or pass instead); rows that
+    repeat a key (:func:`check_unique`) raise :class:`PredictionsError`."""
     run_dir = Path(run_dir)
     if not (run_dir / PREDICTIONS).is_file():
         raise FileNotFoundError(f"{run_dir} holds no {PREDICTIONS}; {how}")
     info = json.loads((run_dir / RUN_INFO).read_text()) if (run_dir / RUN_INFO).is_file() else {}
+    check_unique(run_dir / PREDICTIONS)
     rows = read_predictions(run_dir / PREDICTIONS)
     chosen = selected(rows, info)
     ignored = len({r["id"] for r in rows} - {r["id"] for r in chosen})

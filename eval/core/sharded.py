@@ -14,6 +14,11 @@ evaluation:
   are skipped (a partial last line from a kill is dropped before appending); an
   evaluation with several rows per item says which ids are finished, and the rows
   of unfinished ones (a kill mid-item) are removed before anything is redone;
+- one writer: an ``--out`` that is, holds or lies inside the model, the adapter, the data or
+  the media a manifest lists is refused, and the main process holds the folder's writer lock
+  (:mod:`judgetrain.writer`) for the whole run, so a second run into it stops at once naming
+  this one (or, with ``--wait``, starts when this one has finished); rows already in the folder
+  that repeat a row's key are refused (:func:`~judgetrain.eval.core.runs.check_unique`);
 - ``--overwrite`` replaces the folder's old run only once the new one is real;
 - data parallelism under ``accelerate launch``: every process reads what is done
   before any writes, so all compute the same todo list; items are strided
@@ -32,18 +37,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judgetrain import writer
+from judgetrain.errors import UserError
 from judgetrain.io import RowAppender, write_rows
+from judgetrain.overlap import overlap
 
 from .runs import (
     METRICS,
     PREDICTIONS,
     RUN_INFO,
+    EvalInputError,
     PredictionsError,
     check_resume,
+    check_unique,
     clear_run,
     finish_run,
     read_predictions,
@@ -128,13 +139,17 @@ def process_state(module: str):
 
 def _resume(out: Path, info: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
     """The run.json a rerun resumes (``{}`` for a fresh folder), or ``None`` when
-    ``overwrite`` replaces the folder's other run; every rank decides the same."""
+    ``overwrite`` replaces the folder's other run; every rank decides the same. A run to
+    resume whose rows repeat a key (two runs that once wrote the folder at once) is refused."""
     try:
-        return check_resume(out, info)
+        old = check_resume(out, info)
     except PredictionsError:
         if not overwrite:
             raise
         return None
+    for path in _prediction_files(out):
+        check_unique(path)
+    return old
 
 
 def _todo(
@@ -186,7 +201,9 @@ def run_sharded(
     """Score ``ds`` (a ``datasets.Dataset`` or a list) items ``idx`` (ids ``order``, in dataset
     order) with ``predict(scorer, items) -> rows`` into run folder ``out`` and report it.
 
-    ``info`` (:func:`~judgetrain.eval.core.runs.run_info`) goes to ``run.json`` once the scorer
+    Throughout, the main process holds ``out``'s writer lock (an ``--out`` overlapping an input
+    refused first; ``info["wait"]``: wait for another writer). ``info``
+    (:func:`~judgetrain.eval.core.runs.run_info`) goes to ``run.json`` once the scorer
     is ready, loaded only when this process has something to score: ``load(device)``
     (``None``: default placement), by default ``Scorer.from_pretrained(model, adapter, ...)``.
     ``describe(scorer)``: ``run.json`` keys from the main process's scorer; ``carry``: keys
@@ -204,38 +221,82 @@ def run_sharded(
     this call; ``metrics`` on the main process only).
     """
     rank, world = state.process_index, state.num_processes
-    old = _resume(out, info, overwrite)
-    mine = _todo(state, out, old, idx, order, finished)[rank::world]
-    scorer = _load_scorer(state, load, model, adapter, dtype, batch_size) if mine else None
-    state.wait_for_everyone()  # data and model loaded everywhere: the run is real
-    if state.is_main_process:
-        if old is None:  # --overwrite: the other run goes only now that this one is real
-            clear_run(out)
-        extra = dict(describe(scorer)) if describe is not None and scorer is not None else {}
-        kept = {k: (old or {})[k] for k in carry if k in (old or {}) and k not in extra}
-        write_run_info(out, {**info, **kept, **extra}, old)
-    state.wait_for_everyone()
-    _check_shared(out, state)
-    old = old or {}
-
-    n_scored = (
-        _score_shard(scorer, out, ds, mine, predict, chunk or batch_size, chunk is not None, rank, world, desc, progress, unit)
-        if mine
-        else 0
-    )
-    state.wait_for_everyone()
-    result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
-    if state.is_main_process:
-        merge_rank_files(out, order)
-        changed = old.get("items") != info.get("items")
-        if n_scored or world > 1 or changed or not (out / METRICS).is_file() or always_report:
-            result["metrics"] = report(out)
-        else:  # finished before: nothing scored, nothing to recompute
-            result["metrics"] = json.loads((out / METRICS).read_text())
-        finish_run(out)
-        _report_to(out, info)
-    state.wait_for_everyone()
+    with _one_writer(state, out, info):
+        old = _resume(out, info, overwrite)
+        mine = _todo(state, out, old, idx, order, finished)[rank::world]
+        scorer = _load_scorer(state, load, model, adapter, dtype, batch_size) if mine else None
+        state.wait_for_everyone()  # data and model loaded everywhere: the run is real
+        if state.is_main_process:
+            _start_run(out, info, old, carry, dict(describe(scorer)) if describe is not None and scorer is not None else {})
+        state.wait_for_everyone()
+        _check_shared(out, state)
+        n_scored = (
+            _score_shard(
+                scorer, out, ds, mine, predict, chunk or batch_size, chunk is not None, rank, world, desc, progress, unit
+            )
+            if mine
+            else 0
+        )
+        state.wait_for_everyone()
+        result: dict[str, Any] = {"out": out, "n_items": len(idx), "n_scored": n_scored, "world_size": world, "metrics": None}
+        if state.is_main_process:
+            merge_rank_files(out, order)
+            changed = (old or {}).get("items") != info.get("items")
+            if n_scored or world > 1 or changed or not (out / METRICS).is_file() or always_report:
+                result["metrics"] = report(out)
+            else:  # finished before: nothing scored, nothing to recompute
+                result["metrics"] = json.loads((out / METRICS).read_text())
+            finish_run(out)
+            _report_to(out, info)
+        state.wait_for_everyone()
     return result
+
+
+def _start_run(out: Path, info: dict[str, Any], old: dict[str, Any] | None, carry: Sequence[str], extra: dict[str, Any]) -> None:
+    """The main process, once data and model have loaded everywhere: the other run an ``--overwrite``
+    replaces goes only now (``old`` None), and ``run.json`` is written (``extra``: what the scorer
+    says of itself; ``carry``: keys of the old ``run.json`` kept when ``extra`` does not set them)."""
+    if old is None:
+        clear_run(out)
+    kept = {k: (old or {})[k] for k in carry if k in (old or {}) and k not in extra}
+    write_run_info(out, {**info, **kept, **extra}, old)
+
+
+def _inputs(info: Mapping[str, Any]) -> dict[str, Any]:
+    """What an evaluation reads, as ``run.json`` names it: the model, the adapter, the dataset or the
+    manifest (whose videos :func:`judgetrain.overlap.overlap` adds)."""
+    return {f"--{name}": info.get(name) for name in ("model", "adapter", "data", "manifest")}
+
+
+@contextmanager
+def _one_writer(state: Any, out: Path, info: Mapping[str, Any]) -> Iterator[None]:
+    """The run folder for this run alone, for the block: an ``--out`` that is, holds or lies inside
+    an input is refused, then the main process takes ``out``'s writer lock
+    (:func:`judgetrain.writer.hold`; ``info["wait"]``, ``--wait``: wait for another writer instead of
+    stopping) and holds it to the end. Every process gets the main one's verdict, so all stop together."""
+    error: Exception | None = None
+    if state.is_main_process:
+        clash = overlap(out, _inputs(info), whole=False)
+        try:
+            if clash:
+                raise EvalInputError(clash)
+            writer.hold(out, wait=bool(info.get("wait")))
+        except UserError as e:
+            error = e
+    message = str(error) if error is not None else None
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        message = broadcast_object_list([message])[0]
+    if error is not None:
+        raise error
+    if message is not None:
+        raise PredictionsError(message)
+    try:
+        yield
+    finally:
+        if state.is_main_process:
+            writer.release(out)
 
 
 def _load_scorer(

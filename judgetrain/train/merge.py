@@ -13,7 +13,10 @@ LLaVA-OneVision's `vision_tower.vision_model.*`), which is what serving engines
 such as vLLM load, whatever layout the base folder had. The folder is written
 whole or not at all, with `judgetrain_merge.json` recording what it was merged
 from (the adapter's and the base's files by content); a rerun of the same merge
-finds it done, another merge into it is refused unless `--overwrite`.
+finds it done, another merge into it is refused unless `--overwrite`. An `--out` that is,
+holds or lies inside the adapter or a local base is refused, `--overwrite` or not (the merge
+replaces `--out` whole), and the merge holds `--out`'s writer lock (:mod:`judgetrain.writer`)
+while it writes, so a second merge into it stops at once naming the first (`--wait`: waits).
 README: "`judgetrain merge`".
 """
 
@@ -25,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from judgetrain import writer
 from judgetrain.config import ConfigError, arg
 from judgetrain.errors import UserError
 from judgetrain.models.registry import DTYPES
+from judgetrain.overlap import overlap
 
 MERGE_INFO = "judgetrain_merge.json"
 
@@ -52,6 +57,7 @@ class MergeConfig:
     )
     dtype: str = arg("auto", f"dtype to load the base in ({', '.join(DTYPES)})")
     overwrite: bool = arg(False, "replace --out (the whole folder) when it holds another merge or other files")
+    wait: bool = arg(False, "when another process is writing --out, wait until it has finished instead of stopping at once")
 
 
 def merge_identity(adapter: str | Path, base: str, dtype: str) -> dict[str, Any]:
@@ -106,18 +112,24 @@ def _hub_layout(model: Any) -> None:
 
 
 def merge_adapter(
-    adapter: str | Path, out: str | Path, *, base: str | None = None, dtype: str = "auto", overwrite: bool = False
+    adapter: str | Path,
+    out: str | Path,
+    *,
+    base: str | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+    wait: bool = False,
 ) -> Path:
     """Write base + adapter, merged, to ``out`` in the hub's key layout; returns ``out``.
     ``base`` overrides the base recorded in the adapter; a recorded one that is not
     reachable from the working directory is refused (``BaseModelNotFoundError``) saying to
     pass it. ``out`` holding this same merge is left as it is; holding another merge or
     other files, it is refused (:class:`MergeOutError`) unless ``overwrite``, which
-    replaces it whole once the new merge is written."""
-    from judgetrain.identity import git_state
-    from judgetrain.io import atomic_folder, write_json
-    from judgetrain.models import ModelNotFoundError, load_model_and_processor
-    from judgetrain.models.adapters import BaseModelNotFoundError, adapter_base, load_adapter, missing_base_hint
+    replaces it whole once the new merge is written. An ``out`` that is, holds or lies inside
+    the adapter or a local base is refused (:class:`MergeOutError`); ``out``'s writer lock is
+    held while it is looked at and written (``wait``: wait for another writer, else
+    :class:`judgetrain.writer.FolderBusyError`)."""
+    from judgetrain.models.adapters import adapter_base
 
     adapter, out = Path(adapter), Path(out)
     config_file = adapter / "adapter_config.json"
@@ -127,6 +139,20 @@ def merge_adapter(
         )
     recorded = base is None
     base = adapter_base(adapter, base)
+    clash = overlap(out, {"ADAPTER": adapter, "--base" if not recorded else "the base model (adapter_config.json)": base})
+    if clash:
+        raise MergeOutError(clash)
+    with writer.held(out, wait=wait):
+        return _merge(adapter, out, base, dtype, overwrite, recorded)
+
+
+def _merge(adapter: Path, out: Path, base: str, dtype: str, overwrite: bool, recorded: bool) -> Path:
+    """:func:`merge_adapter` once ``out`` is this process's to write."""
+    from judgetrain.identity import git_state
+    from judgetrain.io import atomic_folder, write_json
+    from judgetrain.models import ModelNotFoundError, load_model_and_processor
+    from judgetrain.models.adapters import BaseModelNotFoundError, load_adapter, missing_base_hint
+
     identity = merge_identity(adapter, base, dtype)
     if _out_holds(out, identity, overwrite):
         return out
@@ -175,7 +201,7 @@ def make_parser():
         "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch/checkpoint-4 --out runs/merged-4 --dtype bfloat16\n"
         "  # --base: from another working directory than training's, when the recipe named a relative base folder\n"
         "  judgetrain merge quickstart/runs/tiny-qwen3vl-timecatch --out runs/merged-base --base quickstart/models/qwen3-vl\n",
-        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE] [--overwrite]",
+        usage="judgetrain merge ADAPTER --out DIR [--base MODEL] [--dtype DTYPE] [--overwrite] [--wait]",
     )
 
 
@@ -189,7 +215,7 @@ def main(cfg: MergeConfig) -> int:
         )
     info = Path(cfg.out) / MERGE_INFO
     before = info.read_bytes() if info.is_file() else None
-    out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype, overwrite=cfg.overwrite)
+    out = merge_adapter(cfg.adapter, cfg.out, base=cfg.base, dtype=cfg.dtype, overwrite=cfg.overwrite, wait=cfg.wait)
     if before is not None and info.read_bytes() == before:
         print(f"Nothing to do: {out} already holds this merge (pass --overwrite to write it again)")
     else:

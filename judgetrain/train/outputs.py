@@ -221,6 +221,7 @@ def resolved_recipe(model_args, data_args, training_args, argv: list[str]) -> di
     for obj in (model_args, data_args):
         recipe.update(asdict(obj))
     recipe.pop("overwrite", None)  # an action on the output folder, not a setting: a rerun of the saved recipe must not wipe it
+    recipe.pop("wait", None)  # how this launch met another writer, not a setting
     # the training arguments' own class: SFTConfig with the consistency fields (judgetrain.consistency)
     defaults = {f.name: f.default for f in fields(type(training_args))}
     for f in fields(type(training_args)):

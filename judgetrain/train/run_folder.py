@@ -19,6 +19,13 @@ why). A rerun into a folder with checkpoints (or a finished run's outputs):
 
 An explicit ``--resume_from_checkpoint`` is the user's decision to continue; what its
 checkpoint fixes is then checked by :mod:`judgetrain.train.resume`.
+
+Whatever the folder holds, an ``--output_dir`` that is, holds or lies inside a dataset or a
+local base model is refused (:func:`judgetrain.overlap.overlap`), and the main process holds
+the folder's writer lock (:mod:`judgetrain.writer`) from before it looks at the folder until
+it ends, so a second training run into it stops at once naming the first (``--wait``: it
+waits; ``judgetrain train`` checks and waits before it launches any process,
+:func:`probe_output_dir`).
 README: "`judgetrain train`".
 """
 
@@ -33,9 +40,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judgetrain import config
+from judgetrain import config, writer
 from judgetrain.identity import differences, git_state
 from judgetrain.io import write_json
+from judgetrain.overlap import labelled, overlap
 
 from .resume import FIXED_BY_CHECKPOINT
 
@@ -44,9 +52,11 @@ __all__ = [
     "TRAINING_IDENTITY",
     "AlreadyTrained",
     "clear_outputs",
+    "input_clash",
     "output_dir_problems",
     "prepare_output_dir",
     "previous_outputs",
+    "probe_output_dir",
     "record_finish",
     "record_settings",
     "run_identity",
@@ -169,8 +179,12 @@ def _recorded(output_dir: Path) -> dict | None:
 def output_dir_problems(model_args, data_args, training_args, world_size: int) -> list[str]:
     """[] when this run may use its ``output_dir`` (empty, its own run's, ``--overwrite`` or an
     explicit ``--resume_from_checkpoint``); else one problem naming what the folder holds, each
-    difference old → new and the ways out. Reads no model weights it has not hashed before."""
+    difference old → new and the ways out; an ``output_dir`` that overlaps an input
+    (:func:`input_clash`) first of all. Reads no model weights it has not hashed before."""
     out = Path(training_args.output_dir)
+    clash = input_clash(model_args, data_args, training_args)
+    if clash:
+        return [clash]
     found = previous_outputs(out)
     if not found or data_args.overwrite or training_args.resume_from_checkpoint:
         return []
@@ -190,6 +204,21 @@ def output_dir_problems(model_args, data_args, training_args, world_size: int) -
     ]
 
 
+def input_clash(model_args, data_args, training_args) -> str | None:
+    """Why ``output_dir`` may not be written: it is, holds or lies inside a dataset or the (local)
+    base model (:func:`judgetrain.overlap.overlap`); None when it lies apart from them."""
+    inputs = {**labelled("datasets", data_args.datasets), "model_name_or_path": model_args.model_name_or_path}
+    return overlap(training_args.output_dir, inputs, flag="--output_dir", whole=False)
+
+
+def probe_output_dir(output_dir: str | os.PathLike, wait: bool) -> None:
+    """What ``judgetrain train`` does before it launches: ``output_dir``'s writer lock can be taken
+    now (else :class:`judgetrain.writer.FolderBusyError` naming its holder; ``wait``: wait until it
+    can), and its parent can be written (else :class:`judgetrain.writer.FolderNotWritableError`).
+    The lock is given back at once: the training process's main rank takes it."""
+    writer.probe(output_dir, flag="--output_dir", wait=wait)
+
+
 def clear_outputs(output_dir: str | os.PathLike) -> list[str]:
     """Remove what a training run wrote into ``output_dir`` (:data:`OUTPUTS`); the names removed."""
     out = Path(output_dir)
@@ -207,14 +236,21 @@ def _is_main_process() -> bool:
 
 
 def prepare_output_dir(model_args, data_args, training_args, world_size: int, argv: list[str]) -> dict[str, Any]:
-    """Apply the output-folder rule before any model loads: refuse (``ConfigError``), clear the
-    old run (``--overwrite``, main process only), or resume the same run from its newest
-    checkpoint. The main process then writes ``run.json``. Returns what it wrote, whose
+    """Apply the output-folder rule before any model loads: refuse (``ConfigError``; an
+    ``output_dir`` overlapping an input first), take the folder's writer lock (main process,
+    held until the process ends; :class:`judgetrain.writer.FolderBusyError` when another
+    process holds it, unless ``--wait``), clear the old run (``--overwrite``, main process
+    only), or resume the same run from its newest checkpoint. The main process then writes ``run.json``. Returns what it wrote, whose
     ``resume_from_checkpoint`` is the verdict (``auto`` to resume this same run; the recipe's
     value otherwise) that :func:`judgetrain.train.settings.derive` applies."""
     from .args import ConfigError
     from .outputs import find_resume_checkpoint
 
+    clash = input_clash(model_args, data_args, training_args)
+    if clash:
+        raise ConfigError([clash])
+    if _is_main_process():  # the folder is this run's alone from before it is looked at until the process ends
+        writer.hold(training_args.output_dir, flag="--output_dir", wait=data_args.wait)
     problems = output_dir_problems(model_args, data_args, training_args, world_size)
     if problems:
         raise ConfigError(problems)

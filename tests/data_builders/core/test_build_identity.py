@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from judgetrain import writer
 from judgetrain.data_builders import prism, timecatch, video_mcq
 from judgetrain.data_builders.core.common import BuildError
 from judgetrain.data_builders.core.identity import build_identity, is_leftover
@@ -29,8 +30,10 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def siblings(out: Path) -> list[str]:
-    """What lies beside ``out`` but ``out`` itself (an atomic swap leaves nothing there)."""
-    return sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
+    """What lies beside ``out`` but ``out`` itself and its writer lock (judgetrain.writer); an atomic swap
+    leaves nothing there."""
+    lock = writer.lock_file(out)
+    return sorted(p.name for p in out.parent.iterdir() if p.name not in (out.name, lock.name, lock.name + ".json"))
 
 
 def leftovers(folder: Path) -> list[str]:
