@@ -16,6 +16,8 @@ README: "`judgetrain build timecatch`", "`judgetrain build video-mcq`".
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm.auto import tqdm
 
-from judgetrain.io import atomic_folder, write_rows
+from judgetrain.io import atomic_folder, write_rows, write_text
 from judgetrain.seeding import derive_seed
 from judgetrain.video import encode_mp4, mp4_codec
 
@@ -354,6 +356,29 @@ def _write_manifest(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+# Bump when the simulation, drawing or encoding changes what a clip of given parameters holds.
+CLIPS_VERSION = 1
+
+
+def _clear_other_clips(out_dir: Path, params: dict, stale: list[Path]) -> None:
+    """Clips already in ``out_dir`` are kept (a killed build resumes) only when made with the same
+    parameters (``out_dir/clips.json``): their names say neither seed nor size, so ``stale`` (the
+    clip files and folders an earlier call may have left) are removed otherwise, before any is written."""
+    marker = out_dir / "clips.json"
+    params = {**params, "version": CLIPS_VERSION}
+    try:
+        if json.loads(marker.read_text()) == params:
+            return
+    except (OSError, ValueError):
+        pass
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    write_text(marker, json.dumps(params, sort_keys=True) + "\n")
+
+
 def write_physics_videos(
     out_dir,
     n: int,
@@ -372,7 +397,8 @@ def write_physics_videos(
     ``source`` (= ``SOURCE_VIDEO``), ``description``, ``fps``, ``duration`` (s).
     Each clip's duration is drawn from ``duration_range_s``, or with probability
     ``long_fraction`` from ``long_duration_range_s``. An existing non-empty mp4
-    is kept (resume after a kill); videos and manifest are written atomically.
+    made with the same parameters is kept (resume after a kill), one of other parameters
+    (another seed, say) replaced; videos and manifest are written atomically.
     Returns the manifest path.
     """
     size = tuple(size)
@@ -383,6 +409,13 @@ def write_physics_videos(
     out_dir = Path(out_dir)
     (out_dir / "videos").mkdir(parents=True, exist_ok=True)
     codec, rows = mp4_codec(), []
+    params = {"kind": "videos", "seed": seed, "fps": fps, "size": list(size), "codec": codec}
+    params |= {
+        "durations_s": list(duration_range_s),
+        "long_fraction": long_fraction,
+        "long_durations_s": list(long_duration_range_s),
+    }
+    _clear_other_clips(out_dir, params, sorted((out_dir / "videos").glob("physics-*.mp4")))
     for index in tqdm(range(n), desc=SOURCE_VIDEO, unit="clip", disable=not progress):
         duration = _clip_duration(seed, index, duration_range_s, long_fraction, long_duration_range_s)
         clip, frames = simulate_clip(seed, index, duration_s=duration, fps=fps, size=size)
@@ -412,7 +445,8 @@ def write_frame_folders(
     seconds of simulation. Scenes differ from ``write_physics_videos``' for the
     same seed; ids are ``frames-<index>``. Manifest lines: ``id``, ``frames``
     (relative paths, in order), ``source`` (= ``SOURCE_FRAMES``), ``description``.
-    A complete existing folder is kept (resume). Returns the manifest path.
+    A complete existing folder made with the same parameters is kept (resume), one of other
+    parameters replaced. Returns the manifest path.
     """
     lo, hi = frames_range
     if not 1 <= lo <= hi:
@@ -421,6 +455,8 @@ def write_frame_folders(
         raise ValueError(f"frame_interval_s={frame_interval_s}: must be > 0 seconds.")
     out_dir = Path(out_dir)
     (out_dir / "frames").mkdir(parents=True, exist_ok=True)
+    params = {"kind": "frames", "seed": seed, "size": list(size), "frames": list(frames_range), "interval_s": frame_interval_s}
+    _clear_other_clips(out_dir, params, sorted((out_dir / "frames").glob("frames-*")))
     rows = []
     for index in tqdm(range(n), desc=SOURCE_FRAMES, unit="clip", disable=not progress):
         k = int(np.random.default_rng(derive_seed("n_frames", seed, index)).integers(lo, hi + 1))

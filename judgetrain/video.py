@@ -3,7 +3,10 @@
 Samplers are pure functions from (frame count, fps or budget, …) to 0-based
 frame indices, so grids are testable without any video. Decoding reads a file
 once for the union of the indices asked for and keeps only those frames, so
-memory is bounded by the frames returned, not by the video's length.
+memory is bounded by the frames returned, not by the video's length. Every
+decoded frame is shown upright (:func:`upright`: the display matrix a phone
+writes for a rotated video is applied), and :func:`frames_every` samples by
+presentation timestamps, so a variable-frame-rate video is sampled by time.
 
 Uniform samplers (paper 001 §2, Fig. 2, Eq. 1). A uniform grid has a rate (the
 budget ``b``) and a phase; :func:`phase_indices` is the polyphase family
@@ -40,8 +43,11 @@ __all__ = [
     "SAMPLERS",
     "FrameCache",
     "VideoDecodeError",
+    "DECODE_RULES",
+    "TimedFrames",
     "VideoInfo",
     "decode_frames",
+    "frames_every",
     "encode_mp4",
     "endpoint_inclusive_indices",
     "fps_linspace_indices",
@@ -55,6 +61,7 @@ __all__ = [
     "rgb_to_yuv420p",
     "sampler_indices",
     "segment_frames",
+    "upright",
 ]
 
 # Paper 001 App. A: every frame is resized so its longer side is at most 360 px.
@@ -72,6 +79,10 @@ SAMPLERS = ("left", "midpoint", "inclusive", "fps1")
 # Measured: identical bytes with x264's CPU dispatch limited to anything from SSSE3 up to
 # AVX-512, so any x86-64 machine of the last 15 years writes the same files.
 X264_OPTIONS = {"crf": "20", "preset": "medium", "x264-params": "mbtree=0:threads=1"}
+# How decoded frames are made, beyond the file and the frames asked for: part of every cache
+# key over decoded frames (FrameCache's files, TimeCatch's OUT.work/), so that frames an earlier
+# rule decoded (sideways, before the display matrix was applied) are decoded again, not reused.
+DECODE_RULES = "pyav rgb24; display matrix applied; times from presentation timestamps"
 
 
 class VideoDecodeError(RuntimeError):
@@ -256,10 +267,53 @@ def sampler_indices(name: str, n_frames: int, budget: int, fps: float | None = N
     raise ValueError(f"unknown sampler {name!r}; samplers are {', '.join(SAMPLERS)}")
 
 
+def _display_matrix(frame) -> np.ndarray | None:
+    """The 3x3 display matrix FFmpeg attaches to a decoded frame (9 int32 in host order), or None."""
+    from av.sidedata.sidedata import Type
+
+    side = frame.side_data.get(Type.DISPLAYMATRIX)
+    return None if side is None else np.frombuffer(bytes(side), dtype="=i4")
+
+
+def upright(rgb: np.ndarray, matrix: Sequence[int] | np.ndarray | None, where: str = "the video") -> np.ndarray:
+    """``rgb`` (H, W, 3) as a player shows it: turned and mirrored by its display matrix (FFmpeg's
+    ``DISPLAYMATRIX``, 9 integers ``a b u c d v x y w``; a stored pixel (x, y) is shown at
+    (a·x + c·y, b·x + d·y) up to a shift, a b c d in 16.16 fixed point, as a phone's
+    "rotate 90" tag writes it). Quarter and half turns and mirrors are exact; ``None`` or the
+    identity returns ``rgb`` itself; any other angle raises :class:`VideoDecodeError` naming ``where``."""
+    if matrix is None:
+        return rgb
+    a, b, c, d = (int(matrix[k]) for k in (0, 1, 3, 4))
+    big = max(abs(a), abs(b), abs(c), abs(d))
+    small = big // 64  # fixed-point noise around 0 (a few units of 2^-16)
+    if big and abs(b) <= small and abs(c) <= small and min(abs(a), abs(d)) > small:
+        out = rgb[::-1] if d < 0 else rgb
+        out = out[:, ::-1] if a < 0 else out
+    elif big and abs(a) <= small and abs(d) <= small and min(abs(b), abs(c)) > small:
+        out = rgb.transpose(1, 0, 2)
+        out = out[::-1] if b < 0 else out
+        out = out[:, ::-1] if c < 0 else out
+    else:
+        angle = -math.degrees(math.atan2(b, a)) if big else float("nan")
+        raise VideoDecodeError(
+            f"{where}: its display matrix turns the picture by {angle:.1f}° (not a multiple of 90°, "
+            f"matrix {[int(m) for m in matrix]}); re-encode it upright (ffmpeg -i IN OUT applies it)"
+        )
+    return out if out is rgb else np.ascontiguousarray(out)
+
+
+def _shown(frame, where: str, max_side: int | None = None) -> np.ndarray:
+    """A decoded frame as RGB uint8, downsized to ``max_side`` when larger, then turned upright."""
+    if max_side and max(frame.width, frame.height) > max_side:
+        scale = max_side / max(frame.width, frame.height)
+        frame = frame.reformat(width=round(frame.width * scale), height=round(frame.height * scale))
+    return upright(frame.to_ndarray(format="rgb24"), _display_matrix(frame), where)
+
+
 def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: int | None = None) -> list[np.ndarray]:
-    """Decode the frames at ``indices`` (0-based, any order, repeats allowed) in
-    one pass; returns RGB uint8 arrays of shape (H, W, 3) in the order asked.
-    ``max_side`` downsizes so the longer side is at most that many pixels."""
+    """Decode the frames at ``indices`` (0-based, in presentation order; any order, repeats
+    allowed) in one pass; returns RGB uint8 arrays of shape (H, W, 3) in the order asked, upright
+    (:func:`upright`). ``max_side`` downsizes so the longer side is at most that many pixels."""
     import av
 
     wanted = sorted({int(i) for i in indices})
@@ -277,10 +331,7 @@ def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: 
         try:
             for i, frame in enumerate(container.decode(stream)):
                 if i in wanted_set:
-                    if max_side and max(frame.width, frame.height) > max_side:
-                        scale = max_side / max(frame.width, frame.height)
-                        frame = frame.reformat(width=round(frame.width * scale), height=round(frame.height * scale))
-                    found[i] = frame.to_ndarray(format="rgb24")
+                    found[i] = _shown(frame, str(path), max_side)
                 if i >= last:
                     break
         except av.error.FFmpegError as e:
@@ -291,6 +342,80 @@ def decode_frames(path: str | os.PathLike, indices: Sequence[int], *, max_side: 
     if missing:
         raise VideoDecodeError(f"{path}: the video ended before frame(s) {missing[:5]} (it has fewer frames than stated)")
     return [found[int(i)] for i in indices]
+
+
+@dataclass(frozen=True)
+class TimedFrames:
+    """Frames sampled by time (:func:`frames_every`): ``frames`` RGB uint8 (H, W, 3), upright;
+    ``indices`` their 0-based positions in presentation order; ``times_s`` their presentation
+    times in seconds after the first frame's; ``n_frames`` the frames the video holds; ``fps`` its
+    average rate as the container states it (0.0 when it states none; informative only)."""
+
+    frames: list[np.ndarray]
+    indices: list[int]
+    times_s: list[float]
+    n_frames: int
+    fps: float
+
+
+def _frame_time(frame, before: Fraction | None, rate: Fraction | None, where: str, i: int) -> Fraction:
+    """A frame's presentation time in seconds, exact: ``pts × time_base``; a frame without a
+    timestamp comes one average frame duration after the one ``before`` it."""
+    if frame.pts is not None and frame.time_base is not None:
+        t = frame.pts * Fraction(frame.time_base)
+    elif before is None:
+        t = Fraction(0)
+    elif rate:
+        t = before + 1 / rate
+    else:
+        raise VideoDecodeError(f"{where}: frame {i} has no timestamp and the video states no frame rate; re-encode it")
+    if before is not None and t < before:
+        raise VideoDecodeError(
+            f"{where}: frame {i} is stamped {float(t):g} s, before the frame shown before it ({float(before):g} s); "
+            "re-encode the video (ffmpeg -i IN OUT)"
+        )
+    return t
+
+
+def frames_every(path: str | os.PathLike, interval_s: float) -> TimedFrames:
+    """The frames nearest the times 0, Δ, 2Δ, … s after the first frame (Δ = ``interval_s``), up
+    to the last frame's time, found by presentation timestamps (``frame.pts × time_base``): a
+    variable-frame-rate video is sampled where its frames really are, not at index × average fps
+    (paper 000 §3.3 temporal subsampling). Times are compared exactly (rationals); a tie goes to
+    the earlier frame, and a frame can be the nearest to several times. One decoding pass; only
+    the frames returned are converted. Raises :class:`VideoDecodeError` naming the file."""
+    import av
+
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval_s must be a positive number of seconds, got {interval_s}")
+    step, where = Fraction(interval_s), str(path)
+    shown: dict[int, np.ndarray] = {}
+    picks: list[tuple[int, Fraction]] = []
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        rate = Fraction(stream.average_rate or stream.guessed_rate or 0)
+        n, t0, prev = 0, Fraction(0), None  # prev: (index, time after t0, frame) of the frame before
+        try:
+            for n, frame in enumerate(container.decode(stream), start=1):
+                t = _frame_time(frame, None if prev is None else t0 + prev[1], rate, where, n - 1)
+                t0 = t if prev is None else t0
+                here = (n - 1, t - t0, frame)
+                while len(picks) * step <= here[1]:  # the next sampling time lies between prev and here
+                    target = len(picks) * step
+                    i, when, chosen = prev if prev is not None and target - prev[1] <= here[1] - target else here
+                    if i not in shown:
+                        shown[i] = _shown(chosen, where)
+                    picks.append((i, when))
+                prev = here
+        except av.error.FFmpegError as e:
+            raise VideoDecodeError(f"{path}: corrupt video stream near frame {n} ({e})") from e
+    finally:
+        container.close()
+    if not picks:
+        raise VideoDecodeError(f"{path}: the video has no frames")
+    return TimedFrames([shown[i] for i, _ in picks], [i for i, _ in picks], [float(w) for _, w in picks], n, float(rate))
 
 
 def mp4_codec() -> str:
@@ -364,8 +489,8 @@ class FrameCache:
     not all held). Frames are RGB uint8, resized so the longer side is at most
     ``max_side`` (``None``: as decoded). The newest ``max_videos`` videos stay in
     memory; with ``cache_dir`` the frames also go to ``<cache_dir>/<key>.npz``
-    (written atomically, keyed by the file's resolved path, size, mtime and
-    ``max_side``) so another run over the same videos decodes nothing.
+    (written atomically, keyed by the file's resolved path and sha256, ``max_side`` and
+    :data:`DECODE_RULES`) so another run over the same videos decodes nothing.
     """
 
     def __init__(self, max_side: int | None = MAX_SIDE, *, cache_dir: str | os.PathLike | None = None, max_videos: int = 4):
@@ -378,8 +503,9 @@ class FrameCache:
         self._held: OrderedDict[str, dict[int, np.ndarray]] = OrderedDict()
 
     def _key(self, path: Path) -> str:
-        st = path.stat()
-        raw = "\x00".join(map(str, (path.resolve(), st.st_size, st.st_mtime_ns, self.max_side)))
+        from judgetrain.identity import sha256_file  # content: a video replaced in place is decoded again
+
+        raw = "\x00".join(map(str, (path.resolve(), sha256_file(path), self.max_side, DECODE_RULES)))
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
     def _disk(self, path: Path) -> Path | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -67,8 +67,10 @@ def read_manifest_lines(
     ``(record, problems)``, where each problem is a part of the line left out (a skip on that
     line, the record kept). ``id_hint``: the id is read first, as ``text(row, "id", id_hint,
     ids=True)``, so a repeated id is refused before the rest of the line is parsed and every
-    skip of the line names it; without it the id is the parsed record's ``id`` and skips name
-    none. A repeated id reads ``id: 'x' is also on line N; give every <noun> its own id``.
+    skip of the line names it; without it the id is the parsed record's ``id``, named by the
+    skip of a repeated id and of a part left out, not by a line the parser refused. A repeated id
+    is the skip of its later line, naming the id: ``id: 'x' is also on line N; give every <noun>
+    its own id``.
     Nothing raises but a missing manifest (``BuildError``: ``PATH: <what> not found``).
     """
     path = Path(path)
@@ -93,18 +95,19 @@ def read_manifest_lines(
             result = parse(item.row, rid, path, item.line)
             record, problems = result if partial else (result, [])
             if id_hint is None:
-                check_new(record.id)
+                rid = record.id  # a repeated id's skip names it, as every skip of a parsed line does
+                check_new(rid)
         except LINE_ERRORS as e:  # one line's failure is its skip, never the build's end
             reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}; fix what it names, or drop the line"
             skips.append(Skip(str(path), item.line, reason, rid))
             continue
-        seen[rid if rid is not None else record.id] = item.line  # rid: read first when there is an id_hint
+        seen[rid if rid is not None else record.id] = item.line
         skips += [Skip(str(path), item.line, problem, rid) for problem in problems]
         found.append(record)
     return found, skips
 
 
-def report_skips(skips: list[Skip], strict: bool, *, name_first: bool = True) -> None:
+def report_skips(skips: Sequence[Skip], strict: bool, *, name_first: bool = True) -> None:
     """Print each skip as ``warning: skipped PATH:LINE: reason`` on stderr; under ``strict``
     then fail the build (``BuildError``) saying how many, and with ``name_first`` which came first."""
     if not skips:
@@ -118,7 +121,7 @@ def report_skips(skips: list[Skip], strict: bool, *, name_first: bool = True) ->
         raise BuildError(f"{len(skips)} bad input(s) ({listed}); fix them or rerun without --strict to skip them")
 
 
-def nothing_left(manifest: str | os.PathLike, noun: str, read: int, skips: list[Skip], why: str) -> BuildError:
+def nothing_left(manifest: str | os.PathLike, noun: str, read: int, skips: Sequence[Skip], why: str) -> BuildError:
     """The error of a build left with nothing to make records of: a manifest with no line at all
     (``read`` items and no skip) is said to be empty; else ``why`` (the counts), pointing at the
     skip warnings only when there are some."""

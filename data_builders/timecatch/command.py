@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from judgetrain import records
 from judgetrain.perceptual import LpipsDistance
 
-from ..core.common import Skip, builder_parser, finish_summary, save_build, split_table
+from ..core.common import builder_parser, finish_summary, save_build, split_table
 from ..core.manifests import nothing_left, report_skips
 from ..core.outfolder import already_built
 from .config import (
@@ -34,8 +35,16 @@ from .config import (
     TimeCatchConfig,
     subset_of,
 )
-from .records import assign_splits, sequence_records
-from .sequences import MEASURE_ERRORS, SourceSequence, check_sources, process_sequence, read_manifest, sequence_skip
+from .records import assign_splits, sequence_records, shared_media
+from .sequences import (
+    MEASURE_ERRORS,
+    SequenceSkip,
+    SourceSequence,
+    check_sources,
+    process_sequence,
+    read_manifest,
+    sequence_skip,
+)
 
 __all__ = ["build", "main", "make_parser", "print_summary"]
 
@@ -63,7 +72,7 @@ def _synthetic_manifest(cfg: TimeCatchConfig, work: Path) -> tuple[str, Path]:
     )
 
 
-def _read_sources(cfg: TimeCatchConfig, work: Path) -> tuple[Path, list[SourceSequence], list[Skip]]:
+def _read_sources(cfg: TimeCatchConfig, work: Path) -> tuple[Path, list[SourceSequence], list[SequenceSkip]]:
     """The manifest (``--videos``, ``--frames``, or synthetic clips written under ``work``), its sequences and skips."""
     if cfg.videos is not None:
         kind, manifest = "videos", Path(cfg.videos)
@@ -72,18 +81,26 @@ def _read_sources(cfg: TimeCatchConfig, work: Path) -> tuple[Path, list[SourceSe
     else:
         kind, manifest = _synthetic_manifest(cfg, work)
     sequences, skips = read_manifest(manifest, kind)
+    named = {s.source for s in sequences if s.video} | {s.source for s in skips if s.source}
+    for source, seconds in cfg.intervals.items():  # a value that samples nothing is said, not dropped silently
+        if source not in named:
+            print(
+                f"warning: --interval {source}={seconds:g}: no video of {manifest} names source {source!r} "
+                f"(its sources: {sorted(named)}); it samples nothing",
+                file=sys.stderr,
+            )
     return manifest, sequences, skips
 
 
 def _process_sequences(
     sequences: list[SourceSequence], cfg: TimeCatchConfig, distance, work: Path
-) -> tuple[Sequences, Sequences, list[Skip]]:
+) -> tuple[Sequences, Sequences, list[SequenceSkip]]:
     """:func:`process_sequence` for each: (kept, too short, unreadable as skips naming the manifest line)."""
     from tqdm.auto import tqdm
 
     kept: Sequences = []
     short: Sequences = []
-    failed: list[Skip] = []
+    failed: list[SequenceSkip] = []
     for seq in tqdm(sequences, desc="sequences", unit="seq", disable=not cfg.progress):
         try:
             done = process_sequence(seq, cfg, distance, work)
@@ -133,9 +150,7 @@ def _record_counts(dataset) -> dict[str, dict]:
     return counts
 
 
-def _sequence_counts(
-    kept: Sequences, short: Sequences, skips: list[Skip], sequences: list[SourceSequence], split_of: dict[str, str]
-) -> dict[str, dict]:
+def _sequence_counts(kept: Sequences, short: Sequences, skips: list[SequenceSkip], split_of: dict[str, str]) -> dict[str, dict]:
     """build.json's ``counts.sequences`` (per source: kept, per split, per subset, too short,
     skipped) and ``counts.length_histogram`` (kept sequences per number of kept frames)."""
     per_source: dict[str, Counter] = defaultdict(Counter)
@@ -147,17 +162,43 @@ def _sequence_counts(
         lengths[d["n_kept"]] += 1
     for s, _ in short:
         per_source[s.source]["too_short"] += 1
-    source_of: dict[str | None, str] = {q.id: q.source for q in sequences}  # a malformed line's skip has no id
-    for skip in skips:
-        per_source[source_of.get(skip.id, "unknown (malformed line)")]["skipped"] += 1
+    for skip in skips:  # under the source its line names; a line that names none readable is "unknown"
+        per_source[skip.source or "unknown (malformed line)"]["skipped"] += 1
     return {
         "sequences": {src: dict(sorted(c.items())) for src, c in sorted(per_source.items())},
         "length_histogram": {str(k): v for k, v in sorted(lengths.items())},
     }
 
 
+def _shared_report(shared: list[dict], kept: Sequences, split_of: dict[str, str]) -> tuple[list[dict], list[dict]]:
+    """build.json's ``shared_media`` (each group of sequences that share media, with the split all its
+    copies went to) and ``manifest_splits_overridden`` (a copy whose manifest ``split`` named another
+    split than its group's), each override warned about."""
+    named = {s.id: (s.split, s.manifest, s.line) for s, _ in kept}
+    overridden = []
+    for group in shared:
+        group["split"] = split_of[group["ids"][0]]
+        for sid in group["ids"]:
+            split, manifest, line = named[sid]
+            if split and split != group["split"]:
+                overridden.append({"id": sid, "manifest_split": split, "split": group["split"]})
+                print(
+                    f"warning: {manifest}:{line}: {sid!r} shares its media with {group['ids'][0]!r}, so it goes to "
+                    f"{group['split']!r} with it, not to its {split!r}; give copies one split, or drop a copy",
+                    file=sys.stderr,
+                )
+    return shared, overridden
+
+
 def _build_info(
-    cfg: TimeCatchConfig, cfg_json: str, manifest: Path, kept: Sequences, short: Sequences, skips: list[Skip], counts: dict
+    cfg: TimeCatchConfig,
+    cfg_json: str,
+    manifest: Path,
+    kept: Sequences,
+    short: Sequences,
+    skips: list[SequenceSkip],
+    counts: dict,
+    sequences: list[SourceSequence],
 ) -> dict:
     """build.json's content but the split hashes: arguments, protocol, sources with sizes, counts, filtered and skipped inputs."""
     sources = [{"path": str(manifest), "bytes": manifest.stat().st_size}]
@@ -171,7 +212,7 @@ def _build_info(
         "args": json.loads(cfg_json)
         | {"videos": str(cfg.videos) if cfg.videos else None, "frames": str(cfg.frames) if cfg.frames else None},
         "protocol": {
-            "intervals_s": {src: cfg.interval_for(src) for src in counts["sequences"]},
+            "intervals_s": {src: cfg.interval_for(src) for src in sorted({s.source for s in sequences if s.video})},
             "lpips": {"net": cfg.lpips_net, "pretrained_backbone": cfg.lpips_pretrained, "threshold": cfg.lpips_threshold},
             "lengths": {
                 "min": MIN_FRAMES,
@@ -213,11 +254,13 @@ def build(cfg: TimeCatchConfig) -> dict:
             f"no sequence of {MIN_FRAMES}+ frames survived ({len(short)} too short, {len(skips)} skipped)",
         )
 
-    split_of = assign_splits([s for s, _ in kept], cfg.splits, cfg.seed)
+    shared = shared_media(kept)  # copies of the same media (by content) go to one split: none is trained and validated on
+    split_of = assign_splits([s for s, _ in kept], cfg.splits, cfg.seed, [g["ids"] for g in shared])
     cfg_json = json.dumps({**asdict(cfg), "out": str(cfg.out), "videos": None, "frames": None})
     dataset = _make_dataset(kept, split_of, cfg, cfg_json, work)
-    counts = {"records": _record_counts(dataset), **_sequence_counts(kept, short, skips, sequences, split_of)}
-    info = _build_info(cfg, cfg_json, manifest, kept, short, skips, counts)
+    counts = {"records": _record_counts(dataset), **_sequence_counts(kept, short, skips, split_of)}
+    info = _build_info(cfg, cfg_json, manifest, kept, short, skips, counts, sequences)
+    info["shared_media"], info["manifest_splits_overridden"] = _shared_report(shared, kept, split_of)
     return save_build(dataset, out, info, cfg, work)
 
 

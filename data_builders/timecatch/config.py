@@ -19,11 +19,14 @@ from ..core.args import WorkBuildArgs
 from ..core.common import BuildError, Fractions
 
 BUILDER = "timecatch"
-VERSION = "1.0.0"
+VERSION = "1.1.0"  # 1.1: videos sampled by timestamp and shown upright, --interval always wins, copies in one split
 TIMECATCH_TASKS = ("temporal_detect", "temporal_localize", "frame_detect", "frame_localize")
 MIN_FRAMES, MAIN_MAX_FRAMES, MAX_FRAMES = 4, 8, 16
 LPIPS_THRESHOLD = 0.05
 DEFAULT_INTERVAL_S = 1.5
+# The shortest --interval taken: 1000 samples a second is denser than any video's frames (and a
+# value like 1e-300 would ask for more sampling times than a video could ever be walked through).
+MIN_INTERVAL_S = 0.001
 # Seconds between sampled frames per source (paper 000 §3.3); other sources use DEFAULT_INTERVAL_S.
 SOURCE_INTERVALS_S = {"clevrer": 1.5, "craft": 1.5, "synthetic-physics": 1.5, "mtl-aqa": 1.0}
 NOISE_MEAN, NOISE_STD = 127.5, 64.0
@@ -95,8 +98,8 @@ class TimeCatchConfig(WorkBuildArgs):
     )
     interval: list[str] = arg(
         [],
-        "seconds between sampled video frames, for all sources (1.5) or one (mtl-aqa=1.0); "
-        "several allowed; defaults: 1.5 s, mtl-aqa 1.0 s",
+        "seconds between sampled video frames: S for every source, SOURCE=S for one (wins over S); "
+        "several allowed; unset: 1.5 s, mtl-aqa 1.0 s (paper 000 §3.3)",
         action="extend",
         metavar="S|SOURCE=S",
     )
@@ -113,7 +116,9 @@ class TimeCatchConfig(WorkBuildArgs):
     adjacent_choices: bool = arg(False, "temporal localization choices: adjacent pairs only (default: every pair)")
     subsets: list[str] = arg(["main", "long"], "length subsets to keep: main (4–8 frames), long (9–16)")
     splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by source sequence, when the manifest gives none")
-    synthetic_long_fraction: float = arg(0.25, "share of synthetic clips long enough for the 9–16 frame set")
+    synthetic_long_fraction: float = arg(
+        0.25, "share of synthetic clips long enough for the 9–16 frame set", minimum=0, maximum=1
+    )
     synthetic_kind: str = arg("videos", "synthetic source: videos (CLEVRER-like MP4) or frames (DriveLM-like PNG folders)")
 
     def __post_init__(self) -> None:
@@ -123,7 +128,8 @@ class TimeCatchConfig(WorkBuildArgs):
                 setattr(self, name, Path(getattr(self, name)))
         if self.synthetic is None and self.videos is None and self.frames is None:
             self.synthetic = 64
-        self.interval = [str(v) for v in self.interval]
+        given = self.interval
+        self.interval = [str(v) for v in (given if isinstance(given, (list, tuple)) else [given])]  # YAML: one value
         self.tasks, self.prompts, self.subsets = comma_list(self.tasks), comma_list(self.prompts), comma_list(self.subsets)
         self.splits = Fractions(self.splits)
 
@@ -133,10 +139,13 @@ class TimeCatchConfig(WorkBuildArgs):
 
     @property
     def default_interval(self) -> float:
-        return _parse_intervals(self.interval)[0] or DEFAULT_INTERVAL_S
+        """A plain ``--interval S`` (every source), else :data:`DEFAULT_INTERVAL_S`."""
+        given = _parse_intervals(self.interval)[0]
+        return DEFAULT_INTERVAL_S if given is None else given
 
     @property
     def intervals(self) -> dict[str, float]:
+        """The ``--interval SOURCE=S`` values, by source."""
         return _parse_intervals(self.interval)[1]
 
     def check(self) -> None:
@@ -167,8 +176,12 @@ class TimeCatchConfig(WorkBuildArgs):
             any(v < 0 for v in self.splits.values()) or not math.isclose(sum(self.splits.values()), 1.0, abs_tol=1e-6)
         ):
             problems.append(f"--splits {self.splits}: fractions must be non-negative and sum to 1")
-        if any(v <= 0 for v in [self.default_interval, *self.intervals.values()]):
-            problems.append("--interval: seconds between sampled frames must be positive")
+        problems += _parse_intervals(self.interval)[2]
+        if self.interval and (self.frames is not None or (self.synthetic is not None and self.synthetic_kind == "frames")):
+            problems.append(
+                f"--interval {' '.join(self.interval)}: frame folders (--frames, --synthetic-kind frames) keep every "
+                "frame they list, only videos are subsampled; drop --interval"
+            )
         if self.lpips_net not in LPIPS_NETS:
             problems.append(f"--lpips-net {self.lpips_net!r}: choose {one_of(LPIPS_NETS)}")
         if not 0 <= self.lpips_threshold < 1:
@@ -177,18 +190,40 @@ class TimeCatchConfig(WorkBuildArgs):
             raise BuildError("invalid TimeCatch build options:\n" + "\n".join(f"  - {p}" for p in problems))
 
     def interval_for(self, source: str) -> float:
-        return self.intervals.get(source, SOURCE_INTERVALS_S.get(source, self.default_interval))
+        """Seconds between the sampled frames of ``source``'s videos: what the user gave wins, ``--interval
+        SOURCE=S`` over a plain ``--interval S``; without either, the paper's value for the source
+        (:data:`SOURCE_INTERVALS_S`), else :data:`DEFAULT_INTERVAL_S`."""
+        given, per_source, _ = _parse_intervals(self.interval)
+        if source in per_source:
+            return per_source[source]
+        return given if given is not None else SOURCE_INTERVALS_S.get(source, DEFAULT_INTERVAL_S)
 
 
-def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float]]:
-    default, per_source = None, {}
+def _parse_intervals(values: list[str]) -> tuple[float | None, dict[str, float], list[str]]:
+    """``--interval`` values as (the plain S for every source or None, {source: S}, problems): each
+    problem names the value and why (not a number, not finite, not positive, '=' with no source);
+    a refused value is left out of the first two; of two values for the same sources the later wins."""
+    given: float | None = None
+    per_source: dict[str, float] = {}
+    problems: list[str] = []
     for v in values:
+        name, _, number = v.rpartition("=")
+        name = name.strip()
         try:
-            if "=" in v:
-                k, x = v.split("=", 1)
-                per_source[k.strip()] = float(x)
-            else:
-                default = float(v)
+            seconds = float(number)
         except ValueError:
-            raise BuildError(f"--interval {v!r}: give seconds (1.5) or SOURCE=seconds (mtl-aqa=1.0)") from None
-    return default, per_source
+            problems.append(f"--interval {v!r}: give seconds (1.5) or SOURCE=seconds (mtl-aqa=1.0)")
+            continue
+        if "=" in v and not name:
+            problems.append(f"--interval {v!r}: name the source before '=' (mtl-aqa=1.0), or give seconds alone for every source")
+        elif not math.isfinite(seconds):
+            problems.append(f"--interval {v!r}: {number.strip()} is not a finite number of seconds; give e.g. 1.5")
+        elif seconds <= 0:
+            problems.append(f"--interval {v!r}: videos are sampled every S seconds, so S must be positive; give e.g. 1.5")
+        elif seconds < MIN_INTERVAL_S:
+            problems.append(f"--interval {v!r}: below {MIN_INTERVAL_S:g} s, denser than any video's frames; give e.g. 1.5")
+        elif name:  # a later value wins, as for any repeated flag (and a flag over the --config file's)
+            per_source[name] = seconds
+        else:
+            given = seconds
+    return given, per_source, problems

@@ -1,6 +1,7 @@
 """TimeCatch's records: splits by sequence, the seeded anomalies, and every task's records.
 
-:func:`assign_splits` puts each source sequence in one split; :func:`draw_anomalies` and
+:func:`assign_splits` puts each source sequence in one split, and every copy of the same media
+(:func:`shared_media`) in the same one; :func:`draw_anomalies` and
 :func:`noise_frame` draw a sequence's swap, noise frame and noise pixels from generators
 seeded by (seed, source, sequence id); :func:`sequence_records` makes the detection and
 localization records of one kept sequence. README: "`judgetrain build timecatch`".
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
+from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
 
@@ -33,27 +35,74 @@ from .config import (
 from .sequences import SourceSequence, png_bytes
 
 
-def assign_splits(sequences: list[SourceSequence], fractions: dict[str, float], seed: int) -> dict[str, str]:
-    """Split by source sequence. The manifest's split wins; the rest, per
-    source, are ordered by a seeded hash of their id and cut at the cumulative
-    fractions (exact counts: round(cumulative fraction × N))."""
-    out: dict[str, str] = {}
-    by_source: dict[str, list[SourceSequence]] = defaultdict(list)
+def shared_media(done: list[tuple[SourceSequence, dict]]) -> list[dict]:
+    """The sequences that share media by content: groups of ids (manifest order) linked, directly or
+    through another, by a file of the same sha256 (a video, or a frame of a folder: the hashes of
+    each sequence's work key, ``done[k][1]["key"]["files"]``), so the same file under two ids, or
+    copied to two paths, is one group. Each group: ``{"ids": [...], "sha256": [the shared digests]}``,
+    in the order of their first members; sequences that share nothing are in none."""
+    order = {s.id: k for k, (s, _) in enumerate(done)}
+    parent = {s.id: s.id for s, _ in done}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    holders: dict[str, list[str]] = defaultdict(list)
+    for s, d in done:
+        for _path, digest in d["key"]["files"]:
+            if digest is None or s.id in holders[digest]:
+                continue
+            if holders[digest]:
+                a, b = sorted((root(s.id), root(holders[digest][0])), key=order.__getitem__)
+                parent[b] = a  # the group's root is its first member
+            holders[digest].append(s.id)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for s, _ in done:
+        groups[root(s.id)].append(s.id)
+    shared = defaultdict(set)
+    for digest, ids in holders.items():
+        if len(ids) > 1:
+            shared[root(ids[0])].add(digest)
+    return [{"ids": ids, "sha256": sorted(shared[ids[0]])} for ids in groups.values() if len(ids) > 1]
+
+
+def assign_splits(
+    sequences: list[SourceSequence], fractions: dict[str, float], seed: int, together: Sequence[Sequence[str]] = ()
+) -> dict[str, str]:
+    """Split by source sequence, each group of ids in ``together`` (copies of the same media, see
+    :func:`shared_media`) as one unit, so that no copy lands in another split than the rest. The
+    manifest's split wins (for a group: the first member's that names one); the rest, per source
+    (a group's: its first member's), are ordered by a seeded hash of their id (a group: the
+    smallest of its members') and cut at the cumulative fractions: the sequence at position p of
+    that order goes to the split whose [round(F_prev·N), round(F·N)) holds p, a group by the
+    position of its first sequence, so without groups the counts are exact."""
+    leader = {sid: group[0] for group in together for sid in group}
+    units: dict[str, list[SourceSequence]] = defaultdict(list)
     for s in sequences:
-        if s.split:
-            out[s.id] = s.split
+        units[leader.get(s.id, s.id)].append(s)
+    out: dict[str, str] = {}
+    by_source: dict[str, list[list[SourceSequence]]] = defaultdict(list)
+    for unit in units.values():
+        named = next((s.split for s in unit if s.split), None)
+        if named:
+            out.update((s.id, named) for s in unit)
         else:
-            by_source[s.source].append(s)
+            by_source[unit[0].source].append(unit)
     names = list(fractions)
     for group in by_source.values():
-        group.sort(key=lambda s: derive_seed(seed, "split", s.source, s.id))
-        n, start, cum = len(group), 0, 0.0
+        group.sort(key=lambda unit: min(derive_seed(seed, "split", s.source, s.id) for s in unit))
+        n = sum(len(unit) for unit in group)
+        ends, cum = [], 0.0
         for name in names:
             cum += fractions[name]
-            end = n if name == names[-1] else round(cum * n)
-            for s in group[start:end]:
-                out[s.id] = name
-            start = end
+            ends.append(n if name == names[-1] else round(cum * n))
+        position = 0
+        for unit in group:
+            name = next((names[k] for k, end in enumerate(ends) if position < end), names[-1])
+            out.update((s.id, name) for s in unit)
+            position += len(unit)
     return out
 
 

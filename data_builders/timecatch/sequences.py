@@ -3,14 +3,17 @@
 :func:`read_manifest` parses a ``videos`` or ``frames`` manifest into
 :class:`SourceSequence` entries (bad lines become located skips); :func:`process_sequence`
 decodes, subsamples and LPIPS-filters one sequence and caches its kept frames in
-``OUT.work/`` so that a killed build resumes. README: "`judgetrain build timecatch`".
+``OUT.work/`` so that a killed build resumes, keyed by everything the result depends on
+(:func:`work_key`). README: "`judgetrain build timecatch`".
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,13 +22,14 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from judgetrain import records
+from judgetrain.identity import sha256_file
 from judgetrain.io import atomic_folder, write_text
 from judgetrain.jsonl import inside, optional_text, text
 from judgetrain.perceptual import LPIPS_NUMERICS, filter_near_duplicates
-from judgetrain.video import VideoDecodeError, decode_frames, interval_indices, probe
+from judgetrain.video import DECODE_RULES, VideoDecodeError, frames_every
 
 from ..core.common import BuildError, Skip
-from ..core.images import image_problem, to_rgb
+from ..core.images import IMAGE_RULES, image_problem, to_rgb
 from ..core.manifests import read_manifest_lines
 from .config import MAX_FRAMES, MIN_FRAMES, SPLIT_NAMES, VERSION, TimeCatchConfig
 
@@ -64,15 +68,32 @@ class SourceSequence:
     line: int | None = None
 
 
+@dataclass
+class SequenceSkip(Skip):
+    """A skipped manifest line or sequence, with the source it names (None when it names none
+    readable), so that ``build.json`` counts it under that source."""
+
+    source: str | None = None
+
+
 # --------------------------------------------------------------------------- manifests
 
 
-def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[Skip]]:
-    """Parse a ``videos`` or ``frames`` manifest; every bad line becomes a :class:`Skip`
-    naming ``MANIFEST:LINE`` and the field, never an exception or a silent drop."""
-    return read_manifest_lines(
-        path, lambda row, _id, where, line: _manifest_sequence(row, kind, where, line), what="manifest", noun="sequence"
-    )
+def read_manifest(path: str | os.PathLike, kind: str) -> tuple[list[SourceSequence], list[SequenceSkip]]:
+    """Parse a ``videos`` or ``frames`` manifest; every bad line becomes a :class:`SequenceSkip`
+    naming ``MANIFEST:LINE``, the field, and the line's source when it names one, never an
+    exception or a silent drop."""
+    source_on: dict[int, str] = {}  # line -> the source it names, for the skips of lines that name one
+
+    def parse(row: dict, _id: None, where: Path, line: int) -> SourceSequence:
+        try:
+            source_on[line] = text(row, "source", "")
+        except ValueError:
+            pass
+        return _manifest_sequence(row, kind, where, line)
+
+    sequences, skips = read_manifest_lines(path, parse, what="manifest", noun="sequence")
+    return sequences, [SequenceSkip(s.path, s.line, s.reason, s.id, source_on.get(s.line or 0)) for s in skips]
 
 
 def _manifest_sequence(row: dict, kind: str, path: Path, line: int) -> SourceSequence:
@@ -140,54 +161,85 @@ def check_sources(cfg: TimeCatchConfig) -> None:
             raise BuildError(f"{flag} {given}: {what}; give the JSON Lines manifest's path")
 
 
-def sequence_skip(seq: SourceSequence, error: BaseException) -> Skip:
+def sequence_skip(seq: SourceSequence, error: BaseException) -> SequenceSkip:
     """The located skip of a sequence whose reading or measuring raised ``error``: the manifest's
     path and line, the field, and what went wrong in words (the exception's type when it is not ours)."""
     field_name = "video" if seq.video else "frames"
     if isinstance(error, SequenceProblem):
-        return Skip(seq.manifest, seq.line, f"{field_name}: {error}", seq.id)
+        return SequenceSkip(seq.manifest, seq.line, f"{field_name}: {error}", seq.id, seq.source)
     what = (
         str(error)
         if isinstance(error, (VideoDecodeError, OSError))
         else f"{seq.video or 'a frame'}: {type(error).__name__}: {error}"
     )
-    return Skip(seq.manifest, seq.line, f"{field_name}: {what}; fix or replace the file, or drop the line", seq.id)
-
-
-def _fingerprint(seq: SourceSequence, cfg: TimeCatchConfig) -> dict:
-    files = [seq.video] if seq.video else seq.frames
-    stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else (str(p), -1, -1) for p in files]
-    # JSON round trip so that a key read back from seq.json compares equal
-    return json.loads(
-        json.dumps(
-            {
-                "id": seq.id,
-                "files": stats,
-                "interval": cfg.interval_for(seq.source) if seq.video else None,
-                "lpips": [cfg.lpips_net, cfg.lpips_pretrained, cfg.lpips_threshold, LPIPS_NUMERICS],
-                "version": VERSION,
-            }
-        )
+    return SequenceSkip(
+        seq.manifest, seq.line, f"{field_name}: {what}; fix or replace the file, or drop the line", seq.id, seq.source
     )
+
+
+_NETWORK_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def network_digest(distance) -> str | None:
+    """sha256 of an LPIPS network's weights as loaded (backbone and heads: pretrained weights, or a
+    random backbone drawn from ``--seed``), once per distance object; None for a distance that is
+    not a torch network (a test's hand-made matrix)."""
+    model = getattr(distance, "model", None)
+    if model is None:
+        return None
+    if distance not in _NETWORK_DIGESTS:
+        h = hashlib.sha256()
+        for name, tensor in sorted(model.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        _NETWORK_DIGESTS[distance] = h.hexdigest()
+    return _NETWORK_DIGESTS[distance]
+
+
+def work_key(seq: SourceSequence, cfg: TimeCatchConfig, distance) -> dict:
+    """What one sequence's cached work (``OUT.work/sequences/…``) depends on, every input that can
+    change it: the media by content (each file's sha256; None when missing), how files are read
+    (``DECODE_RULES`` / ``IMAGE_RULES``), the sampling interval (videos), the LPIPS backbone, its
+    seed when random, the threshold, numerics and the network's weights themselves, the length
+    limits and the builder's version. A cached result is reused only when its key is equal."""
+    files = [seq.video] if seq.video else seq.frames
+    lpips = {
+        "net": cfg.lpips_net,
+        "pretrained_backbone": cfg.lpips_pretrained,
+        "backbone_seed": None if cfg.lpips_pretrained else cfg.seed,  # the random backbone is drawn from it
+        "threshold": cfg.lpips_threshold,
+        "numerics": LPIPS_NUMERICS,
+        "weights_sha256": network_digest(distance),
+    }
+    key = {
+        "id": seq.id,
+        "source": seq.source,
+        "files": [[str(p), sha256_file(p) if p.is_file() else None] for p in files],
+        "read": DECODE_RULES if seq.video else IMAGE_RULES,
+        "interval_s": cfg.interval_for(seq.source) if seq.video else None,
+        "lpips": lpips,
+        "lengths": [MIN_FRAMES, MAX_FRAMES],
+        "version": VERSION,
+    }
+    return json.loads(json.dumps(key))  # a JSON round trip, so that a key read back from seq.json compares equal
 
 
 def process_sequence(seq: SourceSequence, cfg: TimeCatchConfig, distance, work: Path) -> dict:
     """Decode, subsample and LPIPS-filter one sequence; cache the kept frames as
     PNG files and a ``seq.json`` under ``work``. A cached result with the same
-    fingerprint is reused. Raises VideoDecodeError for unreadable input."""
+    :func:`work_key` is reused. Raises VideoDecodeError for unreadable input."""
     folder = work / "sequences" / records.make_id(seq.source, seq.id)
     meta_path = folder / "seq.json"
-    key = _fingerprint(seq, cfg)
+    key = work_key(seq, cfg, distance)
     if meta_path.is_file():
         cached = json.loads(meta_path.read_text())
         if cached.get("key") == key:
             return cached
     if seq.video:
-        info = probe(seq.video)
-        indices = interval_indices(info.n_frames, info.fps, cfg.interval_for(seq.source))
-        frames = decode_frames(seq.video, indices)
-        times: list[float | None] = [round(i / info.fps, 4) for i in indices]
-        sizes = {"video": str(seq.video), "bytes": seq.video.stat().st_size, "n_frames": info.n_frames, "fps": info.fps}
+        timed = frames_every(seq.video, cfg.interval_for(seq.source))  # by presentation time, upright
+        frames, indices = timed.frames, timed.indices
+        times: list[float | None] = [round(t, 4) for t in timed.times_s]
+        sizes = {"video": str(seq.video), "bytes": seq.video.stat().st_size, "n_frames": timed.n_frames, "fps": timed.fps}
     else:
         frames = [_load_image(p) for p in seq.frames]
         indices, times = list(range(len(frames))), [None] * len(frames)
