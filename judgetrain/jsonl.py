@@ -137,12 +137,19 @@ def optional_text(row: Mapping[str, Any], name: str, hint: str, default: str = "
 def inside(root: Path, rel: Any, what: str) -> Path:
     """``rel`` resolved against ``root`` (a manifest's folder); ``ValueError`` naming
     ``what`` when it is not a path string or leaves ``root`` (``..``, an absolute
-    path, a link out): manifest paths stay inside their data root."""
+    path, a link out) or cannot be resolved (a symbolic-link loop): manifest paths stay
+    inside their data root, and the caller reports the problem at its manifest line."""
     if not isinstance(rel, str) or not rel:
         raise ValueError(f"{what}: give a non-empty path string, relative to the manifest's folder")
     if "\x00" in rel:  # no file system takes one; pathlib would say only "embedded null byte"
         raise ValueError(f"{what}: {rel!r} holds a NUL byte (\\x00), which no file path can; fix the path")
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
+    try:
+        path, top = (root / rel).resolve(), root.resolve()
+    except (RuntimeError, OSError) as e:  # a link loop: RuntimeError up to Python 3.12, OSError (ELOOP) from 3.13
+        raise ValueError(
+            f"{what}: {rel!r} cannot be resolved ({e}); a symbolic link on the way loops or cannot be read; "
+            "fix or remove the link, or drop the line"
+        ) from None
+    if not path.is_relative_to(top):
         raise ValueError(f"{what}: {rel!r} points outside the manifest's folder {root}; keep data under the manifest's folder")
     return path

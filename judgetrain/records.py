@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow
 from datasets import Features, Image, List, Value
 
 from judgetrain.compat.datasets import dataset_dict_file, reads_through_indices
@@ -37,6 +38,7 @@ __all__ = [
     "RecordError",
     "RecordValidationError",
     "IncompleteDatasetError",
+    "DamagedDatasetError",
     "make_id",
     "make_record",
     "validate_record",
@@ -123,6 +125,10 @@ class RecordValidationError(UserError, ValueError):
 
 class IncompleteDatasetError(UserError, FileNotFoundError):
     """A dataset folder without a complete build (e.g. a killed build)."""
+
+
+class DamagedDatasetError(UserError, OSError):
+    """A complete build whose files no longer read back (a truncated ``.arrow`` file)."""
 
 
 def make_id(*parts: Any, prefix: str = "") -> str:
@@ -430,12 +436,20 @@ def load(path: str | os.PathLike, *, verify: bool = False) -> datasets.DatasetDi
     """Load a dataset written by :func:`save`. With ``verify=True`` every
     split's content hash is recomputed and compared to ``build.json``."""
     info = read_build_info(path)
-    dataset = datasets.load_from_disk(str(path))
+    expected = info.get("splits", {})
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except (OSError, ValueError, pyarrow.ArrowException) as e:  # pyarrow: ArrowInvalid is a ValueError, ArrowIOError an OSError
+        split = next((name for name in expected if _unreadable(Path(path) / name)), None)
+        raise DamagedDatasetError(_damaged(path, info, split, f"cannot be read ({e})")) from None
     if not isinstance(dataset, datasets.DatasetDict):
         raise IncompleteDatasetError(f"{path}: expected a DatasetDict saved by judgetrain, found {type(dataset).__name__}")
-    expected = info.get("splits", {})
     if set(expected) != set(dataset):
         raise IncompleteDatasetError(f"{path}: splits on disk {sorted(dataset)} differ from {BUILD_FILE} {sorted(expected)}")
+    for split, ds in dataset.items():
+        rows = expected[split].get("rows")
+        if rows is not None and len(ds) != rows:  # a file cut at a record-batch boundary reads back without error
+            raise DamagedDatasetError(_damaged(path, info, split, f"holds {len(ds)} rows, but {BUILD_FILE} says {rows}"))
     if verify:
         for split, ds in dataset.items():
             got = content_hash(ds)
@@ -444,3 +458,23 @@ def load(path: str | os.PathLike, *, verify: bool = False) -> datasets.DatasetDi
                     f"{path}: split {split!r} content hash {got[:12]}… differs from {BUILD_FILE} ({expected[split]['content_hash'][:12]}…): the files were modified"
                 )
     return dataset
+
+
+def _unreadable(split_dir: Path) -> bool:
+    """Whether the saved split in ``split_dir`` fails to load (to name the damaged split)."""
+    try:
+        datasets.load_from_disk(str(split_dir))
+    except (OSError, ValueError, pyarrow.ArrowException):
+        return True
+    return False
+
+
+def _damaged(path: str | os.PathLike, info: Mapping[str, Any], split: str | None, what: str) -> str:
+    """The message of a :class:`DamagedDatasetError`: which split, what is wrong, how to rebuild it."""
+    where = f"split {split!r} ({Path(path) / split})" if split else "a split"
+    builder = info.get("builder") or "BUILDER"
+    return (
+        f"{path}: {where} {what}: its files are truncated or damaged (a copy cut short, a full disk). "
+        f"Rebuild the dataset: rerun `judgetrain build {builder} … --out {path} --overwrite` with the arguments "
+        f'recorded in {Path(path) / BUILD_FILE} ("args").'
+    )

@@ -63,3 +63,47 @@ def test_a_nul_byte_in_a_path_is_named_with_the_fix(tmp_path):
     with pytest.raises(ValueError) as exc:
         inside(tmp_path, "a\x00b.mp4", "video")
     assert str(exc.value) == "video: 'a\\x00b.mp4' holds a NUL byte (\\x00), which no file path can; fix the path"
+
+
+LOOP_FIX = "a symbolic link on the way loops or cannot be read; fix or remove the link, or drop the line"
+
+
+@pytest.fixture
+def looped(tmp_path):
+    """A manifest folder with a link loop ``a -> b -> a`` and one manifest per reader whose one line names ``a``."""
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    rows = {
+        "frames": {"id": "x", "frames": ["a/0.png", "a/1.png", "a/2.png", "a/3.png"], "source": "s"},
+        "procedures": {"id": "x", "category": "c", "steps": [{"text": f"s{k}", "image": "a"} for k in range(4)]},
+        "mcq": {"id": "x", "video": "a", "question": "q", "options": ["a", "b"], "answer": 0, "benchmark": "b"},
+    }
+    for name, row in rows.items():
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+    return tmp_path
+
+
+def test_a_symlink_loop_is_a_located_problem_not_an_exception(looped):
+    for rel in ("a", "a/0.png"):
+        with pytest.raises(ValueError) as exc:
+            inside(looped, rel, "video")
+        message = str(exc.value)
+        assert message.startswith(f"video: {rel!r} cannot be resolved (") and message.endswith(LOOP_FIX)
+        assert str(looped / rel) in message  # the full path the loop starts from
+
+
+@pytest.mark.parametrize("argv", [
+    ["build", "timecatch", "--frames", "{root}/frames.jsonl", "--lpips-random-backbone", "--strict", "--no-progress"],
+    ["build", "prism", "--procedures", "{root}/procedures.jsonl", "--strict", "--no-progress"],
+    ["eval", "phasefusion", "--model", "{root}/no-model", "--manifest", "{root}/mcq.jsonl"],
+])
+def test_every_manifest_reader_names_a_link_loop_by_manifest_and_line(looped, argv, capsys):
+    from judgetrain.cli import main as cli
+
+    manifest = next(a for a in argv if a.endswith(".jsonl")).format(root=looped)
+    argv = [a.format(root=looped) for a in argv]
+    assert cli([*argv, "--out", str(looped / "out")]) == 2  # no model loads: the manifest is read first
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error: " in err
+    located = [line for line in err.splitlines() if f"{manifest}:1: " in line]
+    assert located and LOOP_FIX in located[0] and str(looped / "a") in located[0], err

@@ -208,3 +208,71 @@ def test_save_records_the_identity_it_is_given_and_no_other(tmp_path):
     assert info["identity"] == identity == records.read_build_info(tmp_path / "a")["identity"]
     assert "identity" not in records.save(dd, tmp_path / "b", {"builder": "test"})  # none given: none recorded
     assert "identity" not in records.read_build_info(tmp_path / "b")
+
+
+def _batch_ends(arrow_file) -> list[int]:
+    """The byte offset at which each record batch of a saved split's Arrow stream ends."""
+    import pyarrow as pa
+
+    stream = io.BytesIO(arrow_file.read_bytes())
+    reader, ends = pa.ipc.open_stream(stream), []
+    for _ in reader:
+        ends.append(stream.tell())
+    return ends
+
+
+def _truncated(folder, rows: int, keep) -> tuple:
+    """A saved dataset (train: ``rows`` records, validation: one) whose train .arrow file is cut to ``keep(file)`` bytes."""
+    import os
+
+    dd = datasets.DatasetDict(train=datasets.Dataset.from_list([good(id=f"r{k}") for k in range(rows)], features=records.FEATURES),
+                              validation=datasets.Dataset.from_list([good(id="v")], features=records.FEATURES))
+    records.save(dd, folder, {"builder": "timecatch"})
+    (arrow,) = (folder / "train").glob("*.arrow")
+    os.truncate(arrow, keep(arrow))
+    return folder, arrow
+
+
+def rebuild_message(folder, what: str) -> str:
+    return (f"{folder}: split 'train' ({folder / 'train'}) {what}: its files are truncated or damaged (a copy cut short, "
+            f"a full disk). Rebuild the dataset: rerun `judgetrain build timecatch … --out {folder} --overwrite` with the "
+            f'arguments recorded in {folder / "build.json"} ("args").')
+
+
+def test_a_truncated_arrow_file_is_named_with_the_split_and_the_rebuild(tmp_path):
+    folder, _ = _truncated(tmp_path / "cut", 3, lambda f: f.stat().st_size // 2)  # pyarrow's OSError, once as it was
+    with pytest.raises(records.DamagedDatasetError) as exc:
+        records.load(folder)
+    assert str(exc.value).startswith(f"{folder}: split 'train' ({folder / 'train'}) cannot be read (Expected to ")
+    assert str(exc.value).endswith(rebuild_message(folder, "").split(") : ", 1)[1])  # the same rebuild advice
+    # datasets writes a split with images in batches of 100 rows; a file cut after the first batch read back 100 rows, no error
+    folder, _ = _truncated(tmp_path / "boundary", 101, lambda f: _batch_ends(f)[0])
+    assert len(datasets.load_from_disk(str(folder))["train"]) == 100
+    with pytest.raises(records.DamagedDatasetError) as exc:
+        records.load(folder)
+    assert str(exc.value) == rebuild_message(folder, "holds 100 rows, but build.json says 101")
+
+
+def test_eval_and_train_refuse_a_truncated_dataset_with_the_rebuild(tmp_path, tiny_model, capsys):
+    from pathlib import Path
+
+    from judgetrain.cli import main as cli
+
+    folder, _ = _truncated(tmp_path / "ds", 3, lambda f: f.stat().st_size // 2)
+    capsys.readouterr()
+    assert cli(["eval", "timecatch", "--model", str(tmp_path / "no-model"), "--data", str(folder), "--out",
+                str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder}: split 'train' ({folder / 'train'}) cannot be read (") and "Traceback" not in err
+    assert f"--out {folder} --overwrite" in err and not (tmp_path / "run").exists()
+    assert cli(["eval", "judge", "--model", str(tmp_path / "no-model"), "--data", str(folder), "--out",
+                str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder}: split 'train' ({folder / 'train'}) cannot be read (") and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
+    assert cli(["train", str(recipe), "--model_name_or_path", str(tiny_model("qwen3-vl")), "--datasets", str(folder),
+                "--output_dir", str(tmp_path / "out")]) == 2  # refused by the checks before any process is launched
+    err = capsys.readouterr().err
+    assert f"datasets: {folder}: split 'train' ({folder / 'train'}) cannot be read (" in err and "Traceback" not in err
+    assert f"--out {folder} --overwrite" in err and not (tmp_path / "out").exists()

@@ -3,7 +3,8 @@ constrained answers (paper 000 §4.2, Table 2 with its Random row, §6's analyse
 
 :mod:`.command` runs it (:func:`evaluate`, the CLI); :mod:`.metrics` and :mod:`.tables`
 compute the cells (Table 2 main and long sets, LPIPS bins, confusion), :mod:`.report` writes
-``metrics.json`` and ``report.md``, :mod:`.plots` the figures.
+``metrics.json`` and ``report.md``, :mod:`.plots` the figures, :mod:`.human` reads the human
+reference accuracies (``--human``).
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -47,7 +48,8 @@ __getattr__, __dir__, __all__ = attach(
             "plot_timecatch_positions",
             "timecatch_positions_figure",
         ],
-        "report": ["cells", "load_human", "table2_markdown"],
+        "human": ["HumanReferenceError", "load_human"],
+        "report": ["cells", "table2_markdown"],
         "tables": ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"],
     },
 )

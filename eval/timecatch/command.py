@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,9 @@ from ..core.args import EvalArgs, parse_batch_size
 from ..core.prefill import run_prefill, scorer_loader
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
 from ..core.sharded import process_state, run_sharded
+from .human import load_human
 from .metrics import TIMECATCH_TASKS
-from .report import load_human, report
+from .report import report
 
 __all__ = ["HELD_OUT_SPLITS", "TimeCatchEvalConfig", "evaluate", "held_out_split", "main", "make_parser", "prediction_row"]
 EVALUATION = "timecatch"
@@ -79,6 +81,8 @@ class TimeCatchEvalConfig(EvalArgs):
         unknown = sorted(set(self.tasks) - set(TIMECATCH_TASKS))
         if unknown:
             problems.append(f"tasks: unknown {unknown}; TimeCatch tasks are {', '.join(TIMECATCH_TASKS)}")
+        elif not self.tasks:
+            problems.append(f"tasks: give at least one of {', '.join(TIMECATCH_TASKS)}")
         problems += common
         if problems:
             raise ConfigError(problems, "eval timecatch configuration")
@@ -134,9 +138,33 @@ def _select(ds: Any, data: Path, split: str, tasks: list[str], limit: int | None
     order = [r["id"] for r in meta_cols]
     wanted = set(tasks)
     idx = [i for i, r in enumerate(meta_cols) if r["task"] in wanted]
+    if not idx:  # refused here, before the run folder is touched
+        raise EvalInputError(_nothing_selected(data, split, tasks, Counter(r["task"] for r in meta_cols)))
     if limit is not None:
         idx = idx[:limit]
     return ds, idx, order
+
+
+def _nothing_selected(data: Path, split: str, tasks: list[str], present: Counter) -> str:
+    """Why ``--tasks`` selects no record of ``data[split]``, and what to do instead."""
+    held = ", ".join(f"{task} ({n})" for task, n in sorted(present.items())) or "no records"
+    timecatch = sorted(set(present) & set(TIMECATCH_TASKS))
+    if timecatch:
+        fix = f"pass --tasks {','.join(timecatch)}, or rebuild with `judgetrain build timecatch --tasks …`"
+    else:
+        builder = _builder(data)
+        fix = (
+            f"it is {'a ' + builder + ' build' if builder else 'not a TimeCatch build'}, which holds no TimeCatch task; "
+            "evaluate it with `judgetrain eval judge`, or give --data a `judgetrain build timecatch` folder"
+        )
+    return f"{data} [{split}] has no record of task(s) {tasks}; it holds {held}: {fix}"
+
+
+def _builder(data: Path) -> str | None:
+    try:
+        return str(records.read_build_info(data).get("builder") or "") or None
+    except (OSError, ValueError):
+        return None
 
 
 def evaluate(model: str, data: str | os.PathLike, out: str | os.PathLike, **fields: Any) -> dict[str, Any]:

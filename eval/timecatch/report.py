@@ -3,7 +3,7 @@ length and by LPIPS bin of the swapped pair), its figures, and the cells ``eval 
 
 :func:`report` recomputes all of them from a run folder's ``predictions.jsonl`` (plus
 ``run.json`` for the header and the optional ``human`` reference accuracies, read by
-:func:`load_human`); it is what ``judgetrain eval report RUN`` runs for a TimeCatch run.
+:func:`~judgetrain.eval.timecatch.human.load_human`); it is what ``judgetrain eval report RUN`` runs for a TimeCatch run.
 The run folder itself (``predictions.jsonl`` written as scoring goes, ``run.json``, resume)
 is every evaluation's: :mod:`judgetrain.eval.core.runs`. :func:`cells` gives ``judgetrain
 eval compare`` its numbers, per task × source (paper 000 Tables 4–5), and :func:`cell_counts`
@@ -14,8 +14,6 @@ README: "Run folders", "`judgetrain eval timecatch`, `eval report`, `eval compar
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import os
 import shlex
@@ -27,48 +25,12 @@ from judgetrain.io import no_nan, write_json, write_text
 
 from ..core.markdown import RATE_NOTE, display_name, figures_markdown, pct, rate, run_header
 from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
+from .human import load_human
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS
 from .plots import plot_confusion, plot_lpips
 from .tables import compute_metrics
 
-__all__ = ["cell_counts", "cells", "load_human", "report"]
-
-# --------------------------------------------------------------------------- human reference
-
-
-def load_human(path: str | os.PathLike) -> dict[str, dict[str, float]]:
-    """Human reference accuracies ``{task: {source: fraction}}`` from a JSON file
-    (``{"temporal_detect": {"clevrer": 0.85, ...}, ...}``) or a CSV with columns
-    ``task,source,accuracy``. Values are fractions (0–1) unless any exceeds 1, in
-    which case all are read as percentages."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"human reference {path} not found")
-    if path.suffix.lower() == ".csv":
-        table: dict[str, dict[str, float]] = {}
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = {"task", "source", "accuracy"} - set(reader.fieldnames or [])
-            if missing:
-                raise ValueError(f"{path}: CSV needs columns task,source,accuracy; missing {sorted(missing)}")
-            for line, row in enumerate(reader, start=2):
-                try:
-                    table.setdefault(row["task"].strip(), {})[row["source"].strip()] = float(row["accuracy"])
-                except ValueError:
-                    raise ValueError(f"{path}, line {line}: accuracy {row['accuracy']!r} is not a number") from None
-    else:
-        try:
-            raw = json.loads(path.read_text())
-        except ValueError as e:
-            raise ValueError(f"{path}: not JSON ({e}); expected {{task: {{source: accuracy}}}} or a .csv") from None
-        if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-            raise ValueError(f"{path}: expected {{task: {{source: accuracy}}}}")
-        table = {t: {s: float(a) for s, a in v.items()} for t, v in raw.items()}
-    values = [a for v in table.values() for a in v.values()]
-    if any(a > 1 for a in values):
-        table = {t: {s: a / 100 for s, a in v.items()} for t, v in table.items()}
-    return table
-
+__all__ = ["cell_counts", "cells", "report"]
 
 # --------------------------------------------------------------------------- report
 
@@ -206,7 +168,7 @@ def _markdown(
 def report(run_dir: str | os.PathLike, human: str | os.PathLike | Mapping | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json``, ``report.md`` and the figures of a run folder from its
     ``predictions.jsonl`` (``run.json``, when present, names the model and the
-    command). ``human``: a reference file (see :func:`load_human`) or table; by
+    command). ``human``: a reference file (see :func:`~judgetrain.eval.timecatch.human.load_human`) or table; by
     default the one recorded in ``run.json``. Returns the metrics.
 
     The metrics are :func:`~judgetrain.eval.timecatch.tables.compute_metrics`' (Table 2's main

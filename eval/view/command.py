@@ -9,13 +9,17 @@ README: "`judgetrain eval view`".
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from judgetrain.config import ConfigError, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
+from judgetrain.records import BUILD_FILE
 
-__all__ = ["ViewConfig", "main", "make_parser"]
+from ..core.runs import PREDICTIONS, RUN_INFO
+
+__all__ = ["ViewConfig", "main", "make_parser", "run_problem"]
 
 
 @dataclass(kw_only=True)
@@ -39,11 +43,48 @@ class ViewConfig:
             problems.append(f"out: {len(self.runs)} runs need --out DIR (one run defaults to RUN/view)")
         if self.names is not None and len(self.names) != len(self.runs):
             problems.append(f"names: {len(self.names)} name(s) for {len(self.runs)} run(s); give one per run")
+        problems += [p for p in map(run_problem, self.runs) if p]
         if problems:
             raise ConfigError(problems, "eval view configuration")
         if self.out is None:
             self.out = self.runs[0] / "view"
         self.out = Path(self.out)
+
+
+# the evaluation that reads a builder's output (build.json's "builder"), and how it is given
+EVALUATION_OF = {"timecatch": "timecatch", "prism": "judge", "mirage": "judge", "ordering-probe": "judge", "rationales": "judge"}
+INPUT_OF = {"video-mcq": ("phasefusion", "--manifest {}/manifest.jsonl")}
+
+
+def run_problem(run: Path) -> str | None:
+    """Why ``run`` is not an evaluation's run folder (checked before anything is written,
+    since the page set goes into ``RUN/view`` by default), or ``None``."""
+    if not run.exists():
+        return f"runs: {run}: no such folder; give the --out folder of a `judgetrain eval …` run"
+    if not run.is_dir():
+        return f"runs: {run} is a file, not a run folder; give the --out folder of a `judgetrain eval …` run"
+    if (run / BUILD_FILE).is_file():
+        try:
+            builder = json.loads((run / BUILD_FILE).read_text()).get("builder")
+        except (OSError, ValueError, AttributeError):
+            builder = None
+        evaluation, given = INPUT_OF.get(str(builder), (EVALUATION_OF.get(str(builder), "…"), "--data {}"))
+        made = f"`judgetrain build {builder}`" if builder else "a `judgetrain build`"
+        command = f"judgetrain eval {evaluation} --model MODEL {given.format(run)} --out results/RUN"
+        return (
+            f"runs: {run} is a dataset folder ({BUILD_FILE} found: {made} wrote it), not an evaluation run; "
+            f"evaluate a model on it first (`{command}`), then view the run: `judgetrain eval view results/RUN`"
+        )
+    if not (run / PREDICTIONS).is_file():
+        if (run / RUN_INFO).is_file():
+            return (
+                f"runs: {run} holds {RUN_INFO} but no {PREDICTIONS} yet: the run stopped before its first item; "
+                f"rerun its command (in {RUN_INFO}) to resume it, then view it"
+            )
+        return (
+            f"runs: {run} holds no {PREDICTIONS}, so it is not a run folder; give the --out folder of a `judgetrain eval …` run"
+        )
+    return None
 
 
 def make_parser():

@@ -7,7 +7,9 @@ The parts, one job each:
   optimised until it is full, failures retried, the summary; :mod:`~judgetrain.sweep.config`:
   its options (:class:`SweepConfig`) and their checks;
 - :mod:`~judgetrain.sweep.study`: the study every controller shares: opened or joined, how full
-  it is, the trials of controllers that died; :mod:`~judgetrain.sweep.objective`: what a trial is
+  it is, the trials of controllers that died; :mod:`~judgetrain.sweep.definition`: what defines
+  a study (recipe content, space, objectives, overrides), recorded by its first controller and
+  required of every later one; :mod:`~judgetrain.sweep.objective`: what a trial is
   to the study (sampled, skipped as a duplicate or surplus, its value or why it failed);
   :mod:`~judgetrain.sweep.launch`: a trial's training process, here or as a SLURM job
   (:mod:`~judgetrain.sweep.jobs`);
@@ -36,6 +38,7 @@ __getattr__, __dir__, __all__ = attach(
     {
         "controller": ["main", "make_parser", "run_sweep"],
         "config": ["SweepConfig"],
+        "definition": ["DEFINITION", "check_definition", "differences", "overrides_by_field", "study_definition"],
         "study": ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"],
         "objective": ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "skip_reason", "trial_objective"],
         "launch": ["TRIAL_MODULE", "train_trial", "trial_command", "trial_overrides"],
@@ -55,7 +58,7 @@ __getattr__, __dir__, __all__ = attach(
         ],
         "progress": ["TrialProgress", "escape", "format_params", "format_values", "study_place", "wait_reporting"],
         "failures": ["FailureStreak", "failure_key", "failure_reason"],
-        "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"],
+        "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url", "study_lock"],
         "sampler": ["TAKEN", "TrialSeededSampler", "first_duplicate", "trial_seed"],
         "trial": ["sweep_callback", "trial_main"],
         "reporting": ["SweepCallback", "lookup_metric"],

@@ -87,8 +87,8 @@ def run_sweep(cfg: SweepConfig) -> Any:
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
     cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
+    study = open_study(cfg)  # refuses a controller of other settings before anything is written
     cfg.trials_dir.mkdir(parents=True, exist_ok=True)
-    study = open_study(cfg)
     orphans = fail_orphans(study, cfg.retries)
     if orphans:
         console.print(
@@ -135,11 +135,11 @@ def run_sweep(cfg: SweepConfig) -> Any:
 
 def _report_to(cfg: SweepConfig) -> list[str]:
     """The trials' report_to: the last --report_to override, else the recipe's."""
-    import yaml
+    from judgetrain.yamlfile import read_yaml
 
     if "--report_to" in cfg.overrides:
         return [cfg.overrides[len(cfg.overrides) - 1 - cfg.overrides[::-1].index("--report_to") + 1]]
-    value = (yaml.safe_load(cfg.recipe_file.read_text()) or {}).get("report_to") or []
+    value = (read_yaml(cfg.recipe_file) or {}).get("report_to") or []
     return [value] if isinstance(value, str) else list(value)
 
 

@@ -1,5 +1,6 @@
 """Where a study lives: an Optuna storage from a URL, with its schema created one process at a
-time, and the liveness of the processes that hold its trials.
+time, a lock under which a controller reads and records what defines a study, and the liveness
+of the processes that hold its trials.
 
 ``sqlite:///path.db`` (one machine), ``postgresql://…`` / ``mysql://…`` (many machines),
 ``journal:path`` or a ``*.journal`` / ``*.log`` file (a journal file on a shared file system).
@@ -16,7 +17,7 @@ from typing import Any
 
 from .space import SweepError
 
-__all__ = ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url"]
+__all__ = ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url", "study_lock"]
 
 DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
 # the PostgreSQL advisory-lock key of schema_lock: the first 8 bytes of sha256("judgetrain optuna schema")
@@ -27,10 +28,10 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
     """An Optuna storage for ``url`` (the module docstring lists the forms)."""
     import optuna
 
-    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+    path = _journal(url)
+    if path is not None:
         from optuna.storages.journal import JournalFileBackend
 
-        path = Path(url.removeprefix("journal:"))
         path.parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
     if "://" not in url:
@@ -57,6 +58,31 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
             f"--storage {url.split('://')[0]}://…: {e}. PostgreSQL needs `pip install judgetrain[postgres]` "
             "(psycopg 3; `postgresql+psycopg2://` URLs use psycopg2 if you have it); MySQL needs a driver such as PyMySQL"
         ) from None
+
+
+def _journal(url: str) -> Path | None:
+    """The journal file of a journal storage URL, ``None`` for a database URL."""
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        return Path(url.removeprefix("journal:"))
+    return None
+
+
+@contextmanager
+def study_lock(url: str):
+    """Hold a lock that every judgetrain controller of a study in ``url`` takes while it reads
+    and records what defines the study, so that two controllers opening a new study at the
+    same moment with other settings cannot both find it undefined and both record their own:
+    a journal file's lock is ``JOURNAL.judgetrain-lock`` (``filelock``; Optuna's own is
+    ``JOURNAL.lock``), a database's is :func:`schema_lock`'s."""
+    path = _journal(url)
+    if path is None:
+        with schema_lock(url):
+            yield
+        return
+    from filelock import FileLock
+
+    with FileLock(path.with_name(path.name + ".judgetrain-lock")):
+        yield
 
 
 @contextmanager

@@ -15,8 +15,9 @@ from typing import Literal, cast
 from judgetrain.compat.optuna import reopen_trial, trial_id
 
 from .config import SweepConfig
+from .definition import check_definition
 from .space import SweepError, make_pruner
-from .storage import process_alive, storage_from_url
+from .storage import process_alive, storage_from_url, study_lock
 
 __all__ = ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"]
 
@@ -24,8 +25,10 @@ __all__ = ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_
 def open_study(cfg: SweepConfig):
     """The sweep's study in ``cfg.storage``, created or joined (another controller's, a restarted
     one's), with the per-trial seeded TPE sampler and ``cfg``'s pruner. ``SweepError`` when the
-    study exists with other directions than the objectives'. A new study records what the sweep
-    is (recipe and its text, space, objectives, fixed fields, overrides) for ``sweep best``."""
+    study exists with other directions than the objectives', or was made with other settings
+    (:func:`~judgetrain.sweep.definition.check_definition`: recipe content, space, objectives,
+    overrides). A new study records what the sweep is (recipe and its text, space, objectives,
+    fixed fields, overrides) for ``sweep best``, and its definition."""
     import optuna
 
     storage = storage_from_url(cfg.storage, heartbeat_interval=cfg.heartbeat, retries=cfg.retries)
@@ -46,6 +49,8 @@ def open_study(cfg: SweepConfig):
             f"study {cfg.study!r} exists with directions {have}; this sweep asks for {want}. "
             "Use the same --objective/--direction, or another --study"
         )
+    with study_lock(cfg.storage):  # two new controllers at once: one records its definition, the other is checked against it
+        check_definition(study, cfg)  # before anything else is recorded: a refused controller leaves the study as it was
     attrs = study.user_attrs
     if "recipe" not in attrs:
         study.set_user_attr("recipe", str(cfg.recipe))

@@ -470,3 +470,76 @@ def test_report_dispatches_on_the_evaluation(reference_run, tmp_path):
     assert cli_main(["eval", "report", str(out)]) == 0
     assert json.loads((out / runs.METRICS).read_text()) == json.loads((reference_run / runs.METRICS).read_text())
     assert (out / runs.REPORT).read_text().startswith("# TimeCatch evaluation")
+
+
+def _detect_only(folder: Path) -> Path:
+    """A two-record TimeCatch-shaped dataset holding temporal_detect alone (split validation)."""
+    import io
+
+    import datasets
+    from PIL import Image
+
+    from judgetrain import records
+
+    def png(colour):
+        buf = io.BytesIO()
+        Image.new("RGB", (8, 8), colour).save(buf, format="PNG")
+        return {"bytes": buf.getvalue(), "path": None}
+
+    rows = [records.make_record(id=f"r{k}", task="temporal_detect", images=[png("red"), png("blue")], instruction="Swapped?",
+                                answer=label, choices=["yes", "no"], label=label, source="s", perturbation="none",
+                                position=-1, n_frames=2, layout="A", meta={}) for k, label in enumerate(("yes", "no"))]
+    ds = datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows, features=records.FEATURES)})
+    records.save(ds, folder, {"builder": "timecatch"})
+    return folder
+
+
+def test_a_selection_of_no_item_is_refused_before_the_run_folder_is_touched(prism_build, tmp_path, capsys):
+    # once a FileNotFoundError traceback from the report, with a run.json left behind
+    data, out, no_model = _detect_only(tmp_path / "ds"), tmp_path / "run", tmp_path / "no-model"
+    capsys.readouterr()
+    assert _cli("--model", str(no_model), "--data", str(data), "--tasks", "frame_detect", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {data} [validation] has no record of task(s) ['frame_detect']; it holds temporal_detect (2): "
+                   "pass --tasks temporal_detect, or rebuild with `judgetrain build timecatch --tasks …`\n")
+    assert not out.exists()
+    # a PRISM set holds no TimeCatch task at all: the message says which evaluation reads it
+    assert _cli("--model", str(no_model), "--data", str(prism_build), "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {prism_build} [test] has no record of task(s) ['temporal_detect', ")
+    assert "it holds pairwise (" in err and "it is a prism build" in err and "`judgetrain eval judge`" in err
+    assert "Traceback" not in err and not out.exists()
+    assert _cli("--model", str(no_model), "--data", str(data), "--tasks", "", "--out", str(out)) == 2
+    assert "tasks: give at least one of temporal_detect" in capsys.readouterr().err
+
+
+def test_human_reference_from_excel_is_read_and_bad_values_are_refused_where_they_are(tmp_path, capsys):
+    from judgetrain.cli import main as cli_main
+
+    base, _ = _runs(tmp_path)
+    human = tmp_path / "human.csv"
+    human.write_bytes(b"\xef\xbb\xbftask,source,accuracy\r\ntemporal_detect,clevrer,91.7\r\ntemporal_detect,craft,75\r\n")
+    assert cli_main(["eval", "report", str(base), "--human", str(human)]) == 0  # Excel's CSV UTF-8: once "missing ['task']"
+    assert "| Human | 91.7 | 75.0 | – | – |" in (base / runs.REPORT).read_text()
+    metrics = (base / runs.METRICS).read_bytes()
+    allowed = "give a fraction in 0–1 or a percentage in 0–100"
+    for value, why in (("NaN", "is not a finite number"), ("Infinity", "is not a finite number"),
+                       ("-0.5", "is outside 0–100"), ("150", "is outside 0–100")):
+        human.write_text(f"task,source,accuracy\ntemporal_detect,craft,75\ntemporal_detect,clevrer,{value}\n")
+        capsys.readouterr()
+        assert cli_main(["eval", "report", str(base), "--human", str(human)]) == 2
+        assert capsys.readouterr().err == f"error: {human}, line 3, column 'accuracy': {value!r} {why}; {allowed}\n"
+        assert (base / runs.METRICS).read_bytes() == metrics  # nothing rewritten with the bad reference
+    as_json = tmp_path / "human.json"
+    as_json.write_text('{"temporal_detect": {"clevrer": NaN}}')
+    with pytest.raises(ValueError, match=r"\['temporal_detect'\]\['clevrer'\]: nan is not a finite number; give a fraction"):
+        R.report(base, human=as_json)
+    human.write_text("task,source,accuracy\ntemporal_detect,clevrer,0.5\ntemporal_detect,,0.5\n")
+    with pytest.raises(ValueError, match=r"line 3, column 'source': empty; give a value in every column"):
+        R.report(base, human=human)
+    human.write_text('task,source,accuracy\ntemporal_detect,"cle\nvrer",0.5\ntemporal_detect,craft,-1\n')
+    with pytest.raises(ValueError, match=r"human.csv, line 4, column 'accuracy': '-1' is outside"):  # a cell of two lines
+        R.report(base, human=human)
+    human.write_text("task,source,accuracy\ntemporal_detect,clevrer,0.5\ntemporal_detect,clevrer,0.6\n")
+    with pytest.raises(ValueError, match=r"line 3: task 'temporal_detect', source 'clevrer' repeats line 2; keep one"):
+        R.report(base, human=human)

@@ -277,3 +277,32 @@ def test_the_page_in_headless_chromium_from_disk_and_from_a_local_server(tc_run,
         driver.quit()
         server.kill()
         server.wait()
+
+
+def test_a_dataset_or_any_folder_that_is_not_a_run_is_refused_before_anything_is_written(prism_build, tmp_path, capsys):
+    from judgetrain.cli import main as cli
+
+    before = sorted(p.relative_to(prism_build) for p in prism_build.rglob("*"))
+    assert cli(["eval", "view", str(prism_build), "--no-progress"]) == 2  # once a 22-line FileNotFoundError traceback
+    err = capsys.readouterr().err
+    assert err == ("error: invalid eval view configuration:\n"
+                   f"  - runs: {prism_build} is a dataset folder (build.json found: `judgetrain build prism` wrote it), "
+                   f"not an evaluation run; evaluate a model on it first (`judgetrain eval judge --model MODEL --data "
+                   f"{prism_build} --out results/RUN`), then view the run: `judgetrain eval view results/RUN`\n")
+    assert sorted(p.relative_to(prism_build) for p in prism_build.rglob("*")) == before  # no view/ in the dataset
+    stopped, empty, absent = tmp_path / "stopped", tmp_path / "empty", tmp_path / "absent"
+    empty.mkdir()
+    stopped.mkdir()
+    (stopped / runs.RUN_INFO).write_text("{}")
+    assert cli(["eval", "view", str(stopped), str(empty), str(absent), "--out", str(tmp_path / "view")]) == 2
+    err = capsys.readouterr().err
+    assert f"{stopped} holds run.json but no predictions.jsonl yet: the run stopped before its first item; rerun" in err
+    assert f"{empty} holds no predictions.jsonl, so it is not a run folder; give the --out folder of a" in err
+    assert f"{absent}: no such folder" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "stopped"]
+    manifests = tmp_path / "vmcq"  # a video-MCQ build: PhaseFusion reads its manifest, not --data
+    manifests.mkdir()
+    (manifests / "build.json").write_text('{"builder": "video-mcq"}')
+    assert cli(["eval", "view", str(manifests)]) == 2
+    assert (f"(`judgetrain eval phasefusion --model MODEL --manifest {manifests}/manifest.jsonl --out results/RUN`)"
+            in capsys.readouterr().err) and not (manifests / "view").exists()
