@@ -38,6 +38,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from judgetrain.compat.transformers import parser_actions
 from judgetrain.errors import UserError, did_you_mean, shown
 
 __all__ = [
@@ -307,7 +308,7 @@ def parse(
     values)``, when given, may change the file's values before they become defaults (what
     ``judgetrain train`` needs: bf16 off where no GPU supports it, the process group of
     the launch)."""
-    own = {o for a in parser._actions for o in a.option_strings}
+    own = {o for a in parser_actions(parser) for o in a.option_strings}
     # a command whose own field is spelled --config (`judgetrain train --config RECIPE`) reads no config file
     argv, path = (list(argv), None) if "--config" in own else split_config_flag(argv)
     argv = _positional_to_flags(parser, argv)
@@ -315,7 +316,7 @@ def parse(
     config = {**(defaults or {}), **from_file}
     if prepare is not None:
         prepare(argv, config)
-    dests = [a.dest for a in parser._actions if a.dest != "help"]
+    dests = [a.dest for a in parser_actions(parser) if a.dest != "help"]
     problems = [
         f"{path}: unknown key {shown(k)}{did_you_mean(str(k), dests)} (fields: {help_hint})" for k in config if k not in dests
     ]
@@ -339,7 +340,7 @@ def parse(
 def _leftover_problems(rest: list[str], parser, help_hint: str) -> list[str]:
     """One problem per command-line flag the parser did not take, and one for the bare words
     that follow no flag (a word after an unknown flag is taken for its value)."""
-    flags = [o for a in parser._actions for o in a.option_strings]
+    flags = [o for a in parser_actions(parser) for o in a.option_strings]
     problems = [
         f"unknown argument {w!r}{did_you_mean(w.split('=', 1)[0], flags)} ({help_hint} lists every field)"
         for w in rest
@@ -441,7 +442,7 @@ def _config_value_problems(parser, config: dict[str, Any], keys: list[str], path
     problem per value no flag would give (file, line, key, value, what the flag takes). A
     ``passthrough`` field also takes a mapping (``field: value`` arguments to hand on), as is."""
     hints = _type_hints(parser)
-    actions = {a.dest: a for a in reversed(parser._actions) if a.option_strings and a.nargs != 0}
+    actions = {a.dest: a for a in reversed(parser_actions(parser)) if a.option_strings and a.nargs != 0}
     passthrough = {f.name for dtype in parser.dataclass_types for f in fields(dtype) if f.metadata.get("passthrough")}
     problems = []
     for key in keys:

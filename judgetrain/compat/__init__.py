@@ -31,6 +31,7 @@ __getattr__, __dir__, __all__ = attach(
             "count_items_in_batch",
             "current_accumulation",
             "hub_key_layout",
+            "parser_actions",
             "restated_accelerator_config",
             "wandb_names",
             "zero3_lifted",

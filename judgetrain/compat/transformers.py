@@ -23,6 +23,7 @@ __all__ = [
     "count_items_in_batch",
     "current_accumulation",
     "hub_key_layout",
+    "parser_actions",
     "restated_accelerator_config",
     "wandb_names",
     "zero3_lifted",
@@ -212,6 +213,20 @@ def argument_group(dataclass_type: type, title: str) -> type:
             "list the recipe fields in `judgetrain train --help` under the dataclass that declares them",
         )
     return type(dataclass_type.__name__, (dataclass_type,), {"_argument_group_name": title})
+
+
+def parser_actions(parser: Any) -> list[Any]:
+    """The ``argparse.Action`` of every flag of an ``HfArgumentParser`` (or TRL's parser, or a
+    plain ``argparse.ArgumentParser``), in the order they were added: argparse keeps them in
+    ``_actions`` and lists them nowhere public (``--help`` text aside)."""
+    actions = getattr(parser, "_actions", None)
+    if not isinstance(actions, list):
+        raise UpstreamChanged(
+            LIBRARY,
+            "ArgumentParser._actions (the parser's flags, which HfArgumentParser inherits from argparse)",
+            "check --config keys and flags against the fields a command takes",
+        )
+    return list(actions)
 
 
 def attention_implementation(model: Any) -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain.cluster import SlurmArgs
+from judgetrain.compat.transformers import parser_actions
 from judgetrain.config import arg, one_of
 from judgetrain.train.accelerate_configs import NAMES
 
@@ -185,10 +186,10 @@ class SweepConfig(SlurmArgs):
         from judgetrain.errors import did_you_mean
         from judgetrain.train.parser import make_parser as recipe_parser
 
-        recipe_flags = {o for a in recipe_parser()._actions for o in a.option_strings}
+        recipe_flags = {o for a in parser_actions(recipe_parser()) for o in a.option_strings}
         # the sweep's own flags, as its command's parser (judgetrain.sweep.controller) declares them
         sweep_parser = make_config_parser(SweepConfig, "judgetrain sweep")
-        own = {o for a in sweep_parser._actions for o in a.option_strings if o not in ("-h", "--help")}
+        own = {o for a in parser_actions(sweep_parser) for o in a.option_strings if o not in ("-h", "--help")}
         unknown = [a.split("=", 1)[0] for a in self.overrides if a.startswith("--") and a.split("=", 1)[0] not in recipe_flags]
         if unknown:
             raise SweepError(

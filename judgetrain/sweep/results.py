@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from judgetrain.compat.transformers import parser_actions
+
 from .space import SweepError, flag_value
 from .storage import storage_from_url
 
@@ -110,7 +112,7 @@ def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[
     from judgetrain.train.parser import make_parser
 
     parser = make_parser()
-    for action in parser._actions:  # only the fields the overrides name end up in the namespace
+    for action in parser_actions(parser):  # only the fields the overrides name end up in the namespace
         action.default = argparse.SUPPRESS
     given, rest = parser.parse_known_args(overrides)
     if rest:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judgetrain.compat.transformers import parser_actions
 from judgetrain.config import ConfigError
 from judgetrain.errors import did_you_mean
 
@@ -174,7 +175,7 @@ class SearchSpace:
         from judgetrain.train.checks import check_config
         from judgetrain.train.parser import make_parser, parse
 
-        known = {a.dest for a in make_parser()._actions}
+        known = {a.dest for a in parser_actions(make_parser())}
         problems = []
         for name in [p.name for p in self.params] + list(self.fixed):
             if name not in known:

@@ -55,7 +55,6 @@ PUBLIC: dict[str, tuple[frozenset[str] | None, str]] = {
 }
 # private names of Python's own modules (not an upstream library's), each with why it stays
 STDLIB_PRIVATE = {
-    "_actions": "argparse: ArgumentParser lists its actions nowhere else; unchanged since Python 2.7",
     "_exit": "os._exit: documented API despite the underscore (leave a forked child at once)",
 }
 # public-looking attributes of transformers' Trainer that its documentation does not name
@@ -230,6 +229,7 @@ def test_every_rule_fires_on_a_deliberate_fault(tmp_path):
         "n = trainer.current_gradient_accumulation_steps": ".current_gradient_accumulation_steps",
         "hasattr(trainer, 'model_accepts_loss_kwargs')": "'model_accepts_loss_kwargs'",
         "layers = out.past_key_values.layers": "a cache's .layers",
+        "n = len(parser._actions)": "._actions",
     }
     for source, expected in faults.items():
         path = tmp_path / "fault.py"
@@ -238,7 +238,7 @@ def test_every_rule_fires_on_a_deliberate_fault(tmp_path):
         assert len(found) >= 1 and any(expected in f for f in found), (source, found)
     fine = ("import optuna\nfrom optuna.trial import TrialState\nimport transformers\nfrom trl import SFTConfig\n"
             "class Own:\n    def __init__(self):\n        self._mine = 1\n    def use(self, other):\n"
-            "        return self._mine + other._mine + len(parser._actions)\n"
+            "        return self._mine + other._mine\nos._exit(0)\n"
             "s = optuna.trial.TrialState.COMPLETE\nmodel.layers\nfrom transformers.utils import logging\n")
     (tmp_path / "fine.py").write_text(fine)
     assert scan([tmp_path / "fine.py"]) == []

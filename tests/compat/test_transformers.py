@@ -248,6 +248,31 @@ def test_an_argument_group_heads_its_fields_in_help_and_parses_as_its_dataclass(
         assert isinstance(parsed, Options) and parsed.rank == 8
 
 
+def test_parser_actions_are_every_flag_of_an_hf_argument_parser_in_order():
+    """parser_actions: an HfArgumentParser (argparse underneath) keeps one Action per flag, in
+    the order added, with the dest, flags, type and nargs judgetrain's config checks read."""
+    import dataclasses
+
+    from transformers import HfArgumentParser
+
+    @dataclasses.dataclass
+    class Options:
+        rank: int = dataclasses.field(default=4, metadata={"help": "the rank"})
+        names: list[str] = dataclasses.field(default_factory=list, metadata={"help": "names"})
+
+    with relied_on("ArgumentParser._actions"):
+        actions = compat.parser_actions(HfArgumentParser(Options))
+        assert [a.dest for a in actions] == ["help", "rank", "names"]
+        rank, names = actions[1], actions[2]
+        assert rank.option_strings == ["--rank"] and rank.type("8") == 8
+        assert names.option_strings == ["--names"] and names.nargs in ("+", "*")
+
+
+def test_parser_actions_refuses_a_parser_that_keeps_no_actions():
+    with pytest.raises(compat.UpstreamChanged, match="ArgumentParser._actions"):
+        compat.parser_actions(object())
+
+
 def test_the_attention_implementation_is_the_one_set_and_takes_back(tiny_model):
     """attention_implementation: what the model runs, as set_attn_implementation takes it back."""
     from judgetrain.models import load_model_and_processor
