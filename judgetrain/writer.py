@@ -44,6 +44,7 @@ __all__ = [
     "holder_file",
     "lock_file",
     "probe",
+    "process_alive",
     "release",
     "release_all",
 ]
@@ -80,7 +81,8 @@ def holder_file(folder: str | os.PathLike) -> Path:
     return lock.with_name(lock.name + ".json")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -100,7 +102,7 @@ def holder(folder: str | os.PathLike) -> dict[str, Any] | None:
         return None
     if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
         return None
-    if info.get("host") == socket.gethostname() and not _alive(info["pid"]):
+    if info.get("host") == socket.gethostname() and not process_alive(info["pid"]):
         return None
     return info
 

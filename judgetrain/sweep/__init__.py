@@ -58,7 +58,7 @@ __getattr__, __dir__, __all__ = attach(
         ],
         "progress": ["TrialProgress", "escape", "format_params", "format_values", "study_place", "wait_reporting"],
         "failures": ["FailureStreak", "failure_key", "failure_reason"],
-        "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url", "study_lock"],
+        "storage": ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "schema_lock", "storage_from_url", "study_lock"],
         "sampler": ["TAKEN", "TrialSeededSampler", "first_duplicate", "trial_seed"],
         "trial": ["sweep_callback", "trial_main"],
         "reporting": ["SweepCallback", "lookup_metric"],

@@ -15,9 +15,10 @@ from transformers import TrainerCallback
 
 from judgetrain.compat.optuna import reopen_trial
 from judgetrain.io import write_text
+from judgetrain.writer import process_alive
 
 from .space import RESULT_FILE, Objective, SweepError, make_pruner, objective_problems
-from .storage import process_alive, storage_from_url
+from .storage import storage_from_url
 
 __all__ = ["SweepCallback", "lookup_metric"]
 

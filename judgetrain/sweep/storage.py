@@ -1,6 +1,6 @@
 """Where a study lives: an Optuna storage from a URL, with its schema created one process at a
-time, a lock under which a controller reads and records what defines a study, and the liveness
-of the processes that hold its trials.
+time, and a lock under which a controller reads and records what defines a study (whether a
+trial's process still runs is :func:`judgetrain.writer.process_alive`).
 
 ``sqlite:///path.db`` (one machine), ``postgresql://…`` / ``mysql://…`` (many machines),
 ``journal:path`` or a ``*.journal`` / ``*.log`` file (a journal file on a shared file system).
@@ -10,14 +10,13 @@ README: "`judgetrain sweep`, `judgetrain dashboard`".
 from __future__ import annotations
 
 import hashlib
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .space import SweepError
 
-__all__ = ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "process_alive", "schema_lock", "storage_from_url", "study_lock"]
+__all__ = ["DEFAULT_STORAGE", "SCHEMA_LOCK_KEY", "schema_lock", "storage_from_url", "study_lock"]
 
 DEFAULT_STORAGE = "sqlite:///runs/sweeps.db"
 # the PostgreSQL advisory-lock key of schema_lock: the first 8 bytes of sha256("judgetrain optuna schema")
@@ -132,13 +131,3 @@ def schema_lock(url: str):
                 conn.execute(sqlalchemy.text(release))
     finally:
         engine.dispose()
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -13,11 +13,12 @@ import time
 from typing import Literal, cast
 
 from judgetrain.compat.optuna import reopen_trial, trial_id
+from judgetrain.writer import process_alive
 
 from .config import SweepConfig
 from .definition import check_definition
 from .space import SweepError, make_pruner
-from .storage import process_alive, storage_from_url, study_lock
+from .storage import storage_from_url, study_lock
 
 __all__ = ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"]
 
