@@ -35,11 +35,11 @@ from judgetrain.lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        "args": ["RENAMED", "ConfigError", "DataArguments"],
+        "args": ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments"],
         "model_args": ["IDENTITY_FIELDS", "QUANTIZATION_FIELDS", "STRING_LISTS", "ModelArguments", "model_problems"],
         "settings": ["AS_PARSED", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"],
         "base_model": ["base_model_identity", "hub_commit"],
-        "parser": ["bf16_capable", "env_world_size", "make_parser", "parse"],
+        "parser": ["bf16_capable", "env_world_size", "make_parser", "parse", "recipe_method"],
         "checks": ["check_config", "consistency_problems"],
         "data": ["check_records", "image_expansion", "load_training_data", "record_length", "with_length_column"],
         "model": [
@@ -83,8 +83,16 @@ __getattr__, __dir__, __all__ = attach(
             "wandb_run_config",
             "write_model_card",
         ],
-        "trainer": ["JudgeSFTTrainer"],
-        "curves": ["LOSS_PLOT", "STATE_FILE", "loss_figure", "loss_series", "plot_log_history", "plot_trainer_state"],
+        "trainer": ["JudgeCard", "JudgeSFTTrainer"],
+        "curves": [
+            "LOSS_PLOT",
+            "STATE_FILE",
+            "loss_figure",
+            "loss_series",
+            "plot_log_history",
+            "plot_trainer_state",
+            "reward_series",
+        ],
         "run": ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"],
         "accelerate_configs": [
             "LaunchArgs",

@@ -2,7 +2,7 @@
 nothing else.
 
 - **The model card.** ``create_model_card`` writes judgetrain's card (set
-  :attr:`JudgeSFTTrainer.card_writer`) instead of TRL's. TRL calls it at every
+  :attr:`JudgeCard.card_writer`; :class:`JudgeCard`, which judgetrain's GRPO trainer shares) instead of TRL's. TRL calls it at every
   checkpoint and ``Trainer.push_to_hub`` calls it right before uploading the output
   folder, after PEFT's save has rewritten README.md, so the card on the hub, like
   the one on disk, is judgetrain's. The Trainer's own saves (each checkpoint folder,
@@ -44,35 +44,41 @@ from judgetrain.compat.trl import set_train_tokens, train_tokens
 
 from .packing import REAL_TOKENS_KEY
 
-__all__ = ["JudgeSFTTrainer"]
+__all__ = ["JudgeCard", "JudgeSFTTrainer"]
 
 
-class JudgeSFTTrainer(InternalSaves, SFTTrainer):
-    """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
-    count of packed rows (module docstring)."""
+class JudgeCard(InternalSaves):
+    """A TRL trainer mixin (put it before the trainer class): judgetrain's model card through
+    :attr:`card_writer` wherever TRL or the Trainer would write TRL's (module docstring); the
+    SFT and GRPO trainers share it."""
 
     card_writer: Callable[..., None] | None = None  # write(tags, folder=None): the card into folder (default: the run's)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # TRL's loss is normalised by num_items_in_batch for every family (module docstring): have the Trainer count it
-        count_items_in_batch(self)
-
-    def create_model_card(  # type: ignore[override]  # TRL's signature (model_name, dataset_name, tags), not the Trainer's
+    def create_model_card(
         self, model_name: str | None = None, dataset_name: str | None = None, tags: str | list[str] | None = None, **kwargs: Any
     ) -> None:
         """judgetrain's card through :attr:`card_writer` (``write(tags)``) on the main
         process; TRL's card when no writer is set."""
         if self.card_writer is None:
-            super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags, **kwargs)
-        elif self.is_world_process_zero():
+            super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags, **kwargs)  # type: ignore[misc]
+        elif self.is_world_process_zero():  # type: ignore[attr-defined]
             self.card_writer([tags] if isinstance(tags, str) else list(tags or []))
 
     def after_internal_save(self, folder: Path) -> None:
         """Where the Trainer saved a checkpoint or its output folder itself, judgetrain's card
         replaces the one PEFT's save wrote there."""
-        if self.card_writer is not None and self.is_world_process_zero():
-            self.card_writer(list(getattr(self.model, "model_tags", None) or []), folder)
+        if self.card_writer is not None and self.is_world_process_zero():  # type: ignore[attr-defined]
+            self.card_writer(list(getattr(self.model, "model_tags", None) or []), folder)  # type: ignore[attr-defined]
+
+
+class JudgeSFTTrainer(JudgeCard, SFTTrainer):  # type: ignore[misc]  # TRL's create_model_card signature, not the Trainer's
+    """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
+    count of packed rows (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # TRL's loss is normalised by num_items_in_batch for every family (module docstring): have the Trainer count it
+        count_items_in_batch(self)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens."""
