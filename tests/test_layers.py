@@ -29,7 +29,7 @@ LAYERS = (
                     "judgetrain.cluster", "judgetrain.compat")),
     ("models and scoring", ("judgetrain.models", "judgetrain.scoring")),
     ("builders and evaluations", ("judgetrain.data_builders", "judgetrain.eval")),
-    ("training", ("judgetrain.train", "judgetrain.consistency")),
+    ("training", ("judgetrain.train", "judgetrain.consistency", "judgetrain.grpo")),
     ("sweeps", ("judgetrain.sweep",)),
     # `judgetrain slurm eval …` loads the evaluation's command by name, as the CLI's registry does
     ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart", "judgetrain.cluster.command")),

@@ -58,6 +58,8 @@ def set_train_tokens(trainer: Any, total: int) -> None:
 # where SFTConfig is declared, and where transformers declares the TrainingArguments its base
 # imports from the package face (`from transformers import TrainingArguments`)
 SFT_CONFIG_SOURCE = ("trl.trainer.sft_config", "SFTConfig", {"transformers.TrainingArguments": "transformers.training_args"})
+# where GRPOConfig is declared (the training arguments of `method: grpo`)
+GRPO_CONFIG_SOURCE = ("trl.trainer.grpo_config", "GRPOConfig", SFT_CONFIG_SOURCE[2])
 
 
 def sft_config_from_source() -> type:
@@ -72,3 +74,13 @@ def sft_config_from_source() -> type:
 
     module, name, exported = SFT_CONFIG_SOURCE
     return standin(name, dataclass_fields(module, name, exported))
+
+
+def grpo_config_fields_from_source(leave_out: frozenset[str] = frozenset()) -> type:
+    """A stand-in for TRL's ``GRPOConfig`` read from the installed source as
+    :func:`sft_config_from_source` reads ``SFTConfig``, without the fields named in ``leave_out``
+    (those the listing shows under another heading)."""
+    from .dataclass_source import dataclass_fields, standin
+
+    module, name, exported = GRPO_CONFIG_SOURCE
+    return standin(name, [f for f in dataclass_fields(module, name, exported) if f.name not in leave_out])

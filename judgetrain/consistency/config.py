@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 from trl import SFTConfig
 
+from judgetrain.train.args import MethodArguments
+
 from .args import ConsistencyArguments
 
 __all__ = ["ConsistencyConfig"]
 
 
 @dataclass
-class ConsistencyConfig(SFTConfig, ConsistencyArguments):
-    """TRL's ``SFTConfig`` plus :class:`ConsistencyArguments` (the recipe's training arguments)."""
+class ConsistencyConfig(SFTConfig, ConsistencyArguments, MethodArguments):
+    """TRL's ``SFTConfig`` plus :class:`ConsistencyArguments` and the recipe's ``method``
+    (``sft``; :class:`~judgetrain.train.args.MethodArguments`): the training arguments of an SFT recipe."""

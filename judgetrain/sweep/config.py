@@ -186,7 +186,8 @@ class SweepConfig(SlurmArgs):
         from judgetrain.errors import did_you_mean
         from judgetrain.train.parser import make_parser as recipe_parser
 
-        recipe_flags = {o for a in parser_actions(recipe_parser()) for o in a.option_strings}
+        # a field of an SFT or a GRPO recipe (`method: grpo`); the trial's own parse refuses one its method lacks
+        recipe_flags = {o for method in ("sft", "grpo") for a in parser_actions(recipe_parser(method)) for o in a.option_strings}
         # the sweep's own flags, as its command's parser (judgetrain.sweep.controller) declares them
         sweep_parser = make_config_parser(SweepConfig, "judgetrain sweep")
         own = {o for a in parser_actions(sweep_parser) for o in a.option_strings if o not in ("-h", "--help")}

@@ -173,9 +173,9 @@ class SearchSpace:
         :class:`SweepError` listing every problem. Run once, before the first trial."""
         from judgetrain.train.args import ConfigError as TrainConfigError
         from judgetrain.train.checks import check_config
-        from judgetrain.train.parser import make_parser, parse
+        from judgetrain.train.parser import make_parser, parse, recipe_method
 
-        known = {a.dest for a in parser_actions(make_parser())}
+        known = {a.dest for a in parser_actions(make_parser(recipe_method(["--config", str(recipe), *(extra or [])])))}
         problems = []
         for name in [p.name for p in self.params] + list(self.fixed):
             if name not in known:

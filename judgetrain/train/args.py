@@ -2,7 +2,9 @@
 keys renamed to TRL's names (:data:`RENAMED`), and the error that lists every problem with a
 recipe. The model and LoRA fields are TRL's ``ModelConfig`` with judgetrain's model fields
 (:mod:`judgetrain.train.model_args`), the training ones TRL's ``SFTConfig`` with the consistency
-fields (:mod:`judgetrain.consistency.config`).
+fields (:mod:`judgetrain.consistency.config`), or TRL's ``GRPOConfig`` with judgetrain's
+reward fields under ``method: grpo`` (:mod:`judgetrain.grpo.config`); :class:`MethodArguments`
+holds the ``method`` both share.
 
 A leaf without TRL (the launcher reads :class:`ConfigError` before anything loads): the parser
 (:mod:`judgetrain.train.parser`) and the cross-field checks (:mod:`judgetrain.train.checks`)
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 from judgetrain import config
 from judgetrain.config import arg
 
-__all__ = ["RENAMED", "ConfigError", "DataArguments"]
+__all__ = ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments"]
 
+# how a recipe trains (its `method:`): TRL's SFTTrainer, or TRL's GRPOTrainer with judgetrain's rewards
+METHODS = ("sft", "grpo")
 # recipe keys judgetrain once spelled otherwise -> TRL's name for the same field (trl.ModelConfig)
 RENAMED = {"use_lora": "use_peft"}
 
@@ -63,3 +67,15 @@ class DataArguments:
         "Another process is training into output_dir: wait until it has finished instead of stopping at once "
         "(without it this run is refused, naming that process).",
     )
+
+
+@dataclass
+class MethodArguments:
+    """The training method of a recipe, a field of its training arguments (as LLaMA-Factory's
+    ``stage``): it decides which TRL configuration the rest of the recipe is read into."""
+
+    method: str = arg(
+        "sft",
+        "sft: supervised fine-tuning (TRL's SFTTrainer; with consistency_objective, consistency tuning); grpo: "
+        "reinforcement with judgetrain's verifiable rewards (TRL's GRPOTrainer and GRPOConfig, judgetrain.grpo).",
+    )  # not an identity field: a GRPO run's identity says grpo (judgetrain.grpo.args), an SFT run's is as it was

@@ -10,8 +10,9 @@ for arguments built in code. :func:`check_config` owns the rules that span parts
 recipe's own fields, the datasets (each once), LoRA targets
 against the model built from its config on the meta device (:mod:`judgetrain.train.model`),
 packing (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
-recorded (:mod:`judgetrain.train.resume`) and the consistency objective against the rest
-of the recipe (:mod:`judgetrain.consistency.args`); the model fields' own checks are
+recorded (:mod:`judgetrain.train.resume`), the consistency objective against the rest
+of the recipe (:mod:`judgetrain.consistency.args`) and a GRPO recipe's rewards and generation
+batches (:mod:`judgetrain.grpo.args`); the model fields' own checks are
 :func:`judgetrain.train.model_args.model_problems`. README: "`judgetrain train`".
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from judgetrain.config import Range, range_problems
 from judgetrain.consistency.args import objective_problems
+from judgetrain.grpo.args import GRPO_RANGES, grpo_problems
 
 from .args import DataArguments
 from .model import lora_target_problems
@@ -80,7 +82,9 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (:mod:`judgetrain.train.resume`)."""
     problems = _list_fields_given_as_strings(model_args, data_args) + model_problems(model_args)
-    problems += range_problems(data_args) + range_problems(model_args) + range_problems(training_args, TRAINING_RANGES)
+    grpo = getattr(training_args, "method", "sft") == "grpo"
+    ranges = {**TRAINING_RANGES, **GRPO_RANGES} if grpo else TRAINING_RANGES
+    problems += range_problems(data_args) + range_problems(model_args) + range_problems(training_args, ranges)
     if not model_args.model_name_or_path:
         problems.append("model_name_or_path: missing; give a local model folder or a hub id")
     if not data_args.datasets:
@@ -113,9 +117,21 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
             f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`"
         )
     problems += consistency_problems(data_args, training_args)
+    problems += grpo_problems(data_args, training_args, _accumulation(data_args, training_args, world_size)) if grpo else []
     problems += lora_target_problems(model_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, training_args, world_size)
     return problems
+
+
+def _accumulation(data_args, training_args, world_size: int) -> int:
+    """The micro-batches an optimizer step will take: derived from ``effective_batch_size`` as the run derives
+    it (:func:`~judgetrain.train.settings.gradient_accumulation`), else the recipe's."""
+    from .settings import gradient_accumulation
+
+    per_device = training_args.per_device_train_batch_size
+    if data_args.effective_batch_size and per_device >= 1 and world_size >= 1:
+        return gradient_accumulation(data_args.effective_batch_size, per_device, world_size)
+    return training_args.gradient_accumulation_steps
 
 
 def _list_fields_given_as_strings(*cfgs) -> list[str]:

@@ -2,7 +2,8 @@
 Trainer's ``state.log_history`` (the list ``trainer_state.json`` stores).
 
 The top panel has the training loss per logged step and, where the run evaluated, the
-evaluation loss on the same axes; the bottom panel has the learning rate. A run that has
+evaluation loss on the same axes; a GRPO run (:mod:`judgetrain.grpo`) adds a panel of each
+reward's mean per step (TRL's ``rewards/<name>/mean``); the bottom panel has the learning rate. A run that has
 logged no loss yet gets no file (:func:`plot_log_history` returns ``None`` and says so).
 :func:`plot_trainer_state` draws it afterwards for a run folder (or one of its
 checkpoints) that a run without this file left behind.
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOSS_PLOT", "STATE_FILE", "loss_figure", "loss_series", "plot_log_history", "plot_trainer_state"]
+__all__ = ["LOSS_PLOT", "STATE_FILE", "loss_figure", "loss_series", "plot_log_history", "plot_trainer_state", "reward_series"]
 
 LOSS_PLOT = "training_loss.png"
 STATE_FILE = "trainer_state.json"  # what ``Trainer.save_state`` writes, in the run folder and every checkpoint
@@ -46,6 +47,20 @@ def loss_series(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tupl
     return series
 
 
+def reward_series(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """``{reward name: [(step, mean), …]}`` from TRL's ``rewards/<name>/mean`` entries (a GRPO run), in
+    logged order, finite values only; ``{}`` for a run that logged no reward."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for entry in log_history:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), (int, float)):
+            continue
+        for key, value in entry.items():
+            name = key[len("rewards/") : -len("/mean")] if key.startswith("rewards/") and key.endswith("/mean") else None
+            if name and isinstance(value, (int, float)) and math.isfinite(value):
+                series.setdefault(name, []).append((int(entry["step"]), float(value)))
+    return series
+
+
 def _draw(ax, points: list[tuple[int, float]], label: str, **style: Any) -> None:
     # markers while the points are few (a run of one logged step still shows it); a long run's line alone
     ax.plot(
@@ -60,21 +75,23 @@ def _draw(ax, points: list[tuple[int, float]], label: str, **style: Any) -> None
 
 def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training loss"):
     """The figure of :func:`plot_log_history`, or ``None`` when no loss (train or eval) was logged.
-    Axes: ``fig.axes[0]`` the losses, ``fig.axes[1]`` the learning rate (when one was logged)."""
+    Axes: ``fig.axes[0]`` the losses, then the rewards' means (a GRPO run), then the learning rate
+    (when one was logged)."""
     from judgetrain.plotting import pyplot
 
     series = loss_series(log_history)
     if not series["loss"] and not series["eval_loss"]:
         return None
-    lr = series["learning_rate"]
+    lr, rewards = series["learning_rate"], reward_series(log_history)
     plt = pyplot()
+    heights = [3.0] + ([2.0] if rewards else []) + ([1.4] if lr else [])
     fig, axes = plt.subplots(
-        2 if lr else 1,
+        len(heights),
         1,
-        figsize=(6.4, 5.2 if lr else 3.4),
+        figsize=(6.4, 3.4 + 1.8 * (len(heights) - 1)),
         sharex=True,
         squeeze=False,
-        gridspec_kw={"height_ratios": [3, 1.4]} if lr else None,
+        gridspec_kw={"height_ratios": heights} if len(heights) > 1 else None,
     )
     loss_ax = axes[0][0]
     if series["loss"]:
@@ -85,8 +102,15 @@ def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training
     loss_ax.set_title(title, fontsize=10)
     loss_ax.grid(alpha=0.3)
     loss_ax.legend(fontsize=8, loc="upper right")
+    if rewards:
+        reward_ax = axes[1][0]
+        for name, points in rewards.items():
+            _draw(reward_ax, points, name)
+        reward_ax.set_ylabel("mean reward")
+        reward_ax.grid(alpha=0.3)
+        reward_ax.legend(fontsize=8, loc="upper left")
     if lr:
-        lr_ax = axes[1][0]
+        lr_ax = axes[-1][0]
         _draw(lr_ax, lr, SERIES["learning_rate"], color="#55A868")
         lr_ax.set_ylabel("learning rate")
         lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))

@@ -67,6 +67,12 @@ class ModelArguments(ModelConfig):
     )
     freeze_vision_tower: bool = arg(True, "Keep the vision encoder frozen (default).", identity=True)
     freeze_projector: bool = arg(True, "Keep the vision-to-language projector frozen (default).", identity=True)
+    init_adapter: str | None = arg(
+        None,
+        "A LoRA adapter folder (an SFT warm-up's output_dir) this run starts from and trains on, as LLaMA-Factory's "
+        "adapter_name_or_path: SFT then GRPO. Its LoRA settings are the adapter's (lora_r and lora_alpha must agree); "
+        "the run's identity holds its files' sha256.",
+    )
 
 
 def _trl_default(name: str):
@@ -98,6 +104,7 @@ def model_problems(model_args: ModelArguments) -> list[str]:
                 f"{name} at {_trl_default(name)!r}, or lower memory with a smaller per-device batch, gradient "
                 "checkpointing or DeepSpeed ZeRO-3"
             )
+    problems += _init_adapter_problems(model_args)
     path = model_args.model_name_or_path
     if path and Path(path).expanduser().exists() and model_args.model_revision != _trl_default("model_revision"):
         problems.append(
@@ -105,3 +112,26 @@ def model_problems(model_args: ModelArguments) -> list[str]:
             "files are what trains); drop model_revision, or give the hub id"
         )
     return problems
+
+
+def _init_adapter_problems(model_args: ModelArguments) -> list[str]:
+    """An ``init_adapter`` that is no adapter folder, on a full fine-tune, or with other LoRA shapes than the recipe's."""
+    import json
+
+    if not model_args.init_adapter:
+        return []
+    config_file = Path(model_args.init_adapter).expanduser() / "adapter_config.json"
+    if not model_args.use_peft:
+        return ["init_adapter: set with use_peft false; an adapter trains on as LoRA: set `use_peft: true`, or drop it"]
+    if not config_file.is_file():
+        return [
+            f"init_adapter: {model_args.init_adapter} holds no adapter_config.json; give the output_dir of a LoRA run "
+            "(`judgetrain train` writes the adapter there)"
+        ]
+    saved = json.loads(config_file.read_text())
+    return [
+        f"{field}: {getattr(model_args, field)!r}, but init_adapter {model_args.init_adapter} was trained with "
+        f"{saved.get(key)!r}; set `{field}: {saved.get(key)}` (the adapter's shape trains on)"
+        for field, key in (("lora_r", "r"), ("lora_alpha", "lora_alpha"))
+        if saved.get(key) is not None and getattr(model_args, field) != saved.get(key)
+    ]

@@ -20,6 +20,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, cast
 
+from judgetrain.grpo.args import REWARD_NAMES
 from judgetrain.io import write_text
 from judgetrain.wandb_mode import offline_without_a_key
 
@@ -230,6 +231,11 @@ def resolved_recipe(model_args, data_args, training_args, argv: list[str]) -> di
             continue  # secrets never go into saved configs
         if f.name in defaults and value != defaults[f.name] and _yamlable(value):
             recipe[f.name] = value.value if hasattr(value, "value") else value
+    if hasattr(training_args, "method"):  # always said: it decides how the rest is read (a GRPO recipe's default)
+        recipe["method"] = training_args.method
+    recipe.pop("generation_batch_size", None)  # GRPO: steps_per_generation says it, and TRL takes one of the two
+    if any(recipe.get(f"{name}_weight") is not None for name in REWARD_NAMES):
+        recipe.pop("reward_weights", None)  # derived from the <reward>_weight fields, which say it
     return recipe
 
 
@@ -359,6 +365,18 @@ def _settings_text(derived: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def _method_lines(args) -> list[str]:
+    """The card's line on how the judge was trained, for a GRPO run (``method: grpo``, :mod:`judgetrain.grpo`)."""
+    if getattr(args, "method", "sft") != "grpo":
+        return []
+    weights = args.reward_weights or [1.0] * len(args.rewards)
+    rewards = ", ".join(f"{name} × {w:g}" for name, w in zip(args.rewards, weights, strict=True))
+    return [
+        f"- trained by GRPO (TRL's GRPOTrainer): rewards {rewards}; {args.num_generations} completions a prompt of at "
+        f"most {args.max_completion_length} tokens, temperature {args.temperature:g}, β {args.beta:g}"
+    ]
+
+
 def _card_text(
     out: Path, base: str, family, data_info: dict, argv: list[str], trainer, longest: int, effective: int, sha: str | None = None
 ) -> str:
@@ -372,7 +390,8 @@ def _card_text(
         f"- steps: {state.global_step}, epochs: {state.epoch or 0:.2f}",
         f"- world size: {args.world_size}, per-device batch: {args.per_device_train_batch_size}, "
         f"gradient accumulation: {args.gradient_accumulation_steps} ({_batch_words(effective, data_info.get('packing'))})",
-        f"- longest training record: {longest or 'not measured'} tokens",
+        f"- longest training record: {f'{longest} tokens' if longest else 'not measured'}",
+        *_method_lines(args),
         *(
             [
                 f"- reasoning checkpoint: each answer is trained after the prefill {data_info['prefill']!r}, which every "

@@ -1,7 +1,8 @@
 """A training recipe parsed into its dataclasses, as TRL's scripts parse theirs: TRL's
 ``ModelConfig`` with judgetrain's model fields (:mod:`judgetrain.train.model_args`),
 judgetrain's :class:`~judgetrain.train.args.DataArguments` and TRL's ``SFTConfig`` with the
-consistency fields, through the one parser every command uses (:func:`judgetrain.config.parse`).
+consistency fields (or, for a recipe that says ``method: grpo``, TRL's ``GRPOConfig`` with
+judgetrain's reward fields: :func:`recipe_method` reads the method first), through the one parser every command uses (:func:`judgetrain.config.parse`).
 A key judgetrain once spelled otherwise (:data:`~judgetrain.train.args.RENAMED`) fails naming
 TRL's spelling.
 
@@ -19,9 +20,9 @@ from typing import Any
 
 from judgetrain import config
 
-from .args import RENAMED, ConfigError, DataArguments
+from .args import METHODS, RENAMED, ConfigError, DataArguments
 
-__all__ = ["bf16_capable", "env_world_size", "make_parser", "parse"]
+__all__ = ["bf16_capable", "env_world_size", "make_parser", "parse", "recipe_method"]
 
 
 def _prog() -> str:
@@ -32,17 +33,39 @@ def _prog() -> str:
     return f"python -m {name if name.startswith('judgetrain.') else 'judgetrain.train'}"
 
 
-def make_parser():
+def make_parser(method: str = "sft"):
     """The parser over the three dataclasses: ModelArguments (TRL's ModelConfig with judgetrain's
-    model fields), DataArguments and TRL's SFTConfig with the consistency fields
-    (:class:`~judgetrain.consistency.config.ConsistencyConfig`); TRL's numbers are checked
-    against :data:`~judgetrain.train.checks.TRAINING_RANGES` as they are parsed."""
-    from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
-
+    model fields), DataArguments and the training arguments of ``method``: TRL's SFTConfig with
+    the consistency fields (:class:`~judgetrain.consistency.config.ConsistencyConfig`), or under
+    ``grpo`` TRL's GRPOConfig with judgetrain's reward fields
+    (:class:`~judgetrain.grpo.config.JudgeGRPOConfig`); TRL's numbers are checked against
+    :data:`~judgetrain.train.checks.TRAINING_RANGES` (and ``GRPO_RANGES``) as they are parsed."""
     from .checks import TRAINING_RANGES
     from .model_args import ModelArguments
 
+    if method == "grpo":
+        from judgetrain.grpo.args import GRPO_RANGES
+        from judgetrain.grpo.config import JudgeGRPOConfig
+
+        ranges = {**TRAINING_RANGES, **GRPO_RANGES}
+        return config.make_parser((ModelArguments, DataArguments, JudgeGRPOConfig), prog=_prog(), ranges=ranges)
+    from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
+
     return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog(), ranges=TRAINING_RANGES)
+
+
+def recipe_method(argv: list[str]) -> str:
+    """The ``method`` a recipe and its overrides ask for (the flag wins; ``sft`` when neither
+    says): which training arguments the rest is read into. ``ConfigError`` for a method judgetrain
+    does not have."""
+    rest, path = config.split_config_flag(argv)
+    recipe = config.read_config_file(path) if path is not None else {}
+    method = _explicit("method", rest, recipe)
+    method = "sft" if method is None else str(method)
+    if method not in METHODS:
+        where = "--method" if _explicit("method", rest, {}) is not None else f"{path}: method"
+        raise ConfigError([f"{where}: {method!r} is not a training method; use {config.one_of(METHODS)}"])
+    return method
 
 
 def bf16_capable() -> bool:
@@ -78,9 +101,11 @@ def parse(argv: list[str] | None = None, *, configured_state: bool = False):
             _bf16_off_without_a_gpu(argv, recipe)
 
     try:
-        return config.parse(make_parser(), argv, help_hint="`judgetrain train --help`", prepare=prepare)
+        return config.parse(make_parser(recipe_method(argv)), argv, help_hint="`judgetrain train --help`", prepare=prepare)
     except config.ConfigError as e:
         raise ConfigError(e.problems) from None
+    except ValueError as e:  # what TRL's or transformers' __post_init__ refuses (GRPOConfig: batch vs num_generations, …)
+        raise ConfigError([f"{e} (refused by TRL's training arguments; change the fields it names)"]) from None
 
 
 def _renamed_keys(argv: list[str], recipe: dict) -> list[str]:

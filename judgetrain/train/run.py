@@ -131,12 +131,11 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
 
     from transformers import set_seed
 
-    from judgetrain.consistency.trainer import trainer_class
-
     set_seed(parsed_args.seed)
     model, processor, family = _load_model(model_args, parsed_args)  # 1. model
-    data = _load_records(data_args, parsed_args, processor, model, family)  # 2. data
-    peft_config = prepare_trainable(model, family, model_args)
+    grpo = getattr(parsed_args, "method", "sft") == "grpo"
+    data = (_load_grpo_records if grpo else _load_records)(data_args, parsed_args, processor, model, family)  # 2. data
+    model, peft_config = _trainable(model, family, model_args)
     settings = derive(
         data_args,
         parsed_args,
@@ -154,17 +153,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     if data.packed:  # rows and records a step, for the model card
         data.data_info["packing"] = data.packed.describe(training_args, env_world_size(), data_args.effective_batch_size)
     recipe = resolved_recipe(model_args, data_args, training_args, argv)  # each checkpoint records it for resume
-    packed = data.packed
-    trainer = trainer_class(training_args)(  # 4. JudgeSFTTrainer, or ConsistencyTrainer under consistency_objective
-        model=model,
-        args=settings.trainer_args,
-        train_dataset=packed.train if packed else data.train,
-        eval_dataset=packed.evaluation if packed else data.evaluation_used,
-        data_collator=packed.collator if packed else None,
-        processing_class=processor,
-        peft_config=peft_config,
-        callbacks=[checkpoint_complete_callback(recipe, packed.records_per_row if packed else None), steps_from_arguments()],
-    )
+    trainer = (_grpo_trainer if grpo else _sft_trainer)(model, processor, peft_config, settings, data, recipe)  # 4.
     for factory in callbacks:
         callback = factory(data.evaluation, processor, training_args)
         if callback is not None:
@@ -174,6 +163,52 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     return Run(
         trainer, processor, family, model_args, data_args, training_args, data.data_info, longest, argv, run_info, settings
     )
+
+
+def _sft_trainer(model, processor, peft_config, settings: Settings, data: _Records, recipe: dict):
+    """JudgeSFTTrainer, or ConsistencyTrainer under ``consistency_objective``, on the (packed) records."""
+    from judgetrain.consistency.trainer import trainer_class
+
+    packed = data.packed
+    return trainer_class(settings.training_args)(
+        model=model,
+        args=settings.trainer_args,
+        train_dataset=packed.train if packed else data.train,
+        eval_dataset=packed.evaluation if packed else data.evaluation_used,
+        data_collator=packed.collator if packed else None,
+        processing_class=processor,
+        peft_config=peft_config,
+        callbacks=[checkpoint_complete_callback(recipe, packed.records_per_row if packed else None), steps_from_arguments()],
+    )
+
+
+def _grpo_trainer(model, processor, peft_config, settings: Settings, data: _Records, recipe: dict):
+    """JudgeGRPOTrainer (``method: grpo``) with the recipe's rewards, on the records ordered as
+    its generation batches need them (:mod:`judgetrain.grpo`)."""
+    from judgetrain.grpo.trainer import JudgeGRPOTrainer, judge_rewards, prepare_records
+
+    train, evaluation = prepare_records(data.train, data.evaluation_used, settings.training_args)
+    return JudgeGRPOTrainer(
+        model=model,
+        reward_funcs=judge_rewards(settings.training_args.rewards),
+        args=settings.trainer_args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        processing_class=processor,
+        peft_config=peft_config,
+        callbacks=[checkpoint_complete_callback(recipe), steps_from_arguments()],
+    )
+
+
+def _trainable(model, family, model_args):
+    """The model and the LoRA config its trainer applies (:func:`~judgetrain.train.model.prepare_trainable`); with
+    ``init_adapter``, the model with that adapter loaded trainable (checked against the model first), and no config."""
+    if not model_args.init_adapter:
+        return model, prepare_trainable(model, family, model_args)
+    from judgetrain.models.adapters import load_adapter
+
+    logger.info("init_adapter: training on from %s", model_args.init_adapter)
+    return load_adapter(model, model_args.init_adapter, model_args.model_name_or_path, is_trainable=True), None
 
 
 def _load_model(model_args, training_args):
@@ -221,6 +256,18 @@ def _load_records(data_args: DataArguments, training_args, processor, model, fam
     elif training_args.train_sampling_strategy == "group_by_length":
         data.train, data.length_column = with_length_column(train, lengths, training_args), True
     return data
+
+
+def _load_grpo_records(data_args: DataArguments, training_args, processor, model, family) -> _Records:
+    """The training and evaluation records of a GRPO run, checked for images (their order and
+    columns follow once the generation batch is known: :func:`judgetrain.grpo.trainer.prepare_records`)."""
+    train, evaluation, data_info = load_training_data(data_args, training_args.seed)
+    with training_args.main_process_first(desc="checking records"):
+        check_records(train, processor, None, "train", False)
+        if evaluation is not None:
+            check_records(evaluation, processor, None, "eval", False)
+    evaluation_used = None if training_args.eval_strategy == "no" else evaluation
+    return _Records(train, evaluation, evaluation_used, [], None, data_info)
 
 
 def _configure(argv: list[str]) -> tuple[Any, DataArguments, Any, dict, bool]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from judgetrain import config, writer
-from judgetrain.identity import differences, git_state
+from judgetrain.identity import adapter_identity, differences, git_state
 from judgetrain.io import write_json
 from judgetrain.overlap import labelled, overlap
 
@@ -86,6 +86,29 @@ TRAINING_IDENTITY = tuple(
             "chat_template_path",
             "eos_token",
             "pad_token",
+            # GRPOConfig's (method: grpo; judgetrain.grpo): generation, the objective, the rewards' weights
+            "num_generations",
+            "max_completion_length",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "repetition_penalty",
+            "generation_kwargs",
+            "beta",
+            "epsilon",
+            "epsilon_high",
+            "delta",
+            "num_iterations",
+            "steps_per_generation",
+            "scale_rewards",
+            "reward_weights",
+            "multi_objective_aggregation",
+            "importance_sampling_level",
+            "mask_truncated_completions",
+            "disable_dropout",
+            "top_entropy_quantile",
+            "shuffle_dataset",
         )
     )
 )
@@ -148,6 +171,7 @@ def run_identity(model_args, data_args, training_args, world_size: int) -> dict[
     return {
         "training": dict(sorted(training.items())),
         "base_model": base_model_identity(model_args.model_name_or_path, model_args.model_revision),
+        **({"init_adapter": adapter_identity(model_args.init_adapter)} if getattr(model_args, "init_adapter", None) else {}),
         "datasets": datasets,
         "global_batch": batch,
     }
@@ -206,8 +230,10 @@ def output_dir_problems(model_args, data_args, training_args, world_size: int) -
 
 def input_clash(model_args, data_args, training_args) -> str | None:
     """Why ``output_dir`` may not be written: it is, holds or lies inside a dataset or the (local)
-    base model (:func:`judgetrain.overlap.overlap`); None when it lies apart from them."""
+    base model or the ``init_adapter`` (:func:`judgetrain.overlap.overlap`); None when it lies apart from them."""
     inputs = {**labelled("datasets", data_args.datasets), "model_name_or_path": model_args.model_name_or_path}
+    if getattr(model_args, "init_adapter", None):  # the warm-up's adapter a GRPO run starts from
+        inputs["init_adapter"] = model_args.init_adapter
     return overlap(training_args.output_dir, inputs, flag="--output_dir", whole=False)
 
 

@@ -18,6 +18,9 @@ computed from these fields there, DeepSpeed's batch sizes among them, follows th
 - ``remove_unused_columns`` off and ``dataset_kwargs.skip_prepare_dataset`` on for packed rows,
   whose columns the collator reads and which TRL must not tokenize, and ``remove_unused_columns``
   off for a length column the sampler reads;
+- under ``method: grpo``, ``reward_weights`` from the ``<reward>_weight`` fields, ``steps_per_generation`` following a derived accumulation (one
+  generation batch a step) and ``shuffle_dataset`` off where judgetrain orders the records by
+  question (:mod:`judgetrain.grpo.data`);
 - the copy the Trainer gets (:attr:`Settings.trainer_args`) says ``packing: false`` when
   judgetrain packed the rows itself: TRL refuses packing for image records.
 
@@ -118,6 +121,8 @@ def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str
             if facts.vision_trains
             else "only the language model trains: every trainable parameter gets a gradient",
         )
+    if getattr(training_args, "method", "sft") == "grpo":
+        found.update(_generation(training_args, found, facts))
     packed = facts.records_per_row is not None
     if (packed or facts.length_column) and training_args.remove_unused_columns:
         found["remove_unused_columns"] = (
@@ -134,12 +139,42 @@ def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str
     return found
 
 
+def _generation(training_args, found: dict[str, tuple[Any, str]], facts: Facts) -> dict[str, tuple[Any, str]]:
+    """GRPO (:mod:`judgetrain.grpo`): one generation batch per optimizer step where the recipe
+    leaves ``steps_per_generation`` and ``generation_batch_size`` out (TRL's default, kept when
+    the accumulation is derived), and TRL's shuffle off where judgetrain orders the records by
+    question (the consistency reward: :mod:`judgetrain.grpo.data`)."""
+    from judgetrain.grpo.args import GROUPED_REWARDS, weights_given
+
+    out: dict[str, tuple[Any, str]] = {}
+    named = weights_given(training_args)
+    if named:
+        out["reward_weights"] = (
+            [float(named.get(name, 1.0)) for name in training_args.rewards],
+            f"the weights {', '.join(f'{n}_weight {w:g}' for n, w in named.items())} in the order of rewards (1 where unset)",
+        )
+    if "gradient_accumulation_steps" in found and training_args.generation_as_given == (None, None):
+        out["steps_per_generation"] = (
+            found["gradient_accumulation_steps"][0],
+            "one generation batch an optimizer step (TRL's default), with the accumulation effective_batch_size sets",
+        )
+    if GROUPED_REWARDS & set(training_args.rewards or []) and training_args.shuffle_dataset:
+        out["shuffle_dataset"] = (
+            False,
+            "the consistency reward needs a question's presentations in one generation batch: judgetrain orders the "
+            "records by question, the questions shuffled with the seed (judgetrain.grpo.data)",
+        )
+    return out
+
+
 def _replace(training_args, facts: Facts, **changes: Any):
     """``training_args`` with ``changes``, built anew, reusing the launch's process group as the
     parsed ones do (:func:`judgetrain.compat.transformers.restated_accelerator_config`)."""
     from judgetrain.compat.transformers import restated_accelerator_config
 
     accelerator = restated_accelerator_config(training_args, facts.configured_state)
+    if hasattr(training_args, "generation_as_given"):  # GRPOConfig takes one of the two, and has filled both in
+        changes = {"steps_per_generation": training_args.steps_per_generation, **changes, "generation_batch_size": None}
     return dataclasses.replace(training_args, accelerator_config=accelerator, **changes)
 
 

@@ -75,7 +75,8 @@ def write_space(tmp_path: Path, text: str) -> Path:
 
 def test_shipped_spaces_fit_their_recipes():
     for space, recipe in [("paper002", "llava-ov-7b/prism-pairwise-lora.yaml"), ("lora-wide", "llava-ov-7b/prism-pairwise-lora.yaml"),
-                          ("tiny", "tiny/qwen3vl-prism-pairwise-lora.yaml")]:
+                          ("tiny", "tiny/qwen3vl-prism-pairwise-lora.yaml"), ("grpo", "tiny/qwen3vl-prism-grpo.yaml"),
+                          ("grpo", "qwen3vl-8b/prism-pairwise-grpo.yaml")]:
         # bf16 off: the GPU recipes parse on this CPU-only machine only so
         sweep.SearchSpace.load(REPO / "recipes" / "spaces" / f"{space}.yaml").validate(REPO / "recipes" / recipe, ["--bf16", "false"])
     paper = {p.name: p for p in sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml").params}

@@ -33,13 +33,29 @@ def test_the_listing_holds_the_recipe_parsers_fields_with_their_defaults_and_hel
     assert optim["default"] == "default_optim, as transformers computes it"
 
 
+def test_a_grpo_recipes_listing_holds_its_parsers_fields_and_help_adds_only_what_grpo_adds():
+    """`method: grpo` reads the recipe into TRL's GRPOConfig: its listing (GRPOConfig imported) has the
+    GRPO parser's fields; `--help`'s GRPO part lists GRPOArguments and GRPOConfig's fields SFTConfig lacks."""
+    from trl import GRPOConfig, SFTConfig
+
+    listed, parsed = _actions(recipe_fields.recipe_parser(GRPOConfig, "grpo")), _actions(make_parser("grpo"))
+    assert listed.keys() == parsed.keys()
+    assert {(a["dest"], key) for flags, a in listed.items() for key in a if a[key] != parsed[flags][key]} <= COMPUTED
+    only = {a["dest"] for a in _actions(recipe_fields.recipe_parser(method="grpo", only_grpo=True)).values()}
+    sft = {a["dest"] for a in _actions(make_parser()).values()}
+    assert {"rewards", "num_generations", "beta", "temperature", "max_completion_length", "use_vllm"} <= only
+    assert only - {"method", "rewards"} == {a["dest"] for a in parsed.values()} - sft - {"rewards"}
+    assert "max_length" in {f for f in SFTConfig.__dataclass_fields__} and "max_length" not in only
+
+
 def test_the_listing_imports_no_torch_and_heads_each_dataclass():
     code = ("import sys\nfrom judgetrain.train.recipe_fields import recipe_help\nprint(recipe_help())\n"
-            "print(sorted(m for m in ('torch', 'trl.trainer.sft_config') if m in sys.modules))\n")
+            "print(sorted(m for m in ('torch', 'trl.trainer.sft_config', 'trl.trainer.grpo_config') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     *text, imported = done.stdout.splitlines()
     assert imported == "[]", done.stderr[-3000:]
     for heading in ("TRL's ModelConfig with judgetrain's model fields", "judgetrain's DataArguments",
-                    "judgetrain's ConsistencyArguments", "TRL's SFTConfig"):
-        assert any(line.startswith(f"recipe fields: {heading}") for line in text), heading
+                    "judgetrain's MethodArguments", "judgetrain's ConsistencyArguments", "TRL's SFTConfig",
+                    "`method: grpo`: judgetrain's GRPOArguments", "`method: grpo`: TRL's GRPOConfig"):
+        assert any(line.startswith("recipe fields") and heading in line for line in text), heading
     assert not (Path(recipe_fields.__file__).parent / "recipe_fields.json").exists()  # nothing stored to go stale

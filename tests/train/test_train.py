@@ -453,10 +453,15 @@ def test_every_recipe_parses_and_dry_runs_on_the_tiny_model_of_its_family(recipe
     config = yaml.safe_load(text)
     parse(["--config", str(REPO / recipe), "--bf16", "false"])  # every key is a known field (bf16 needs a GPU)
     family = get_family(config["family"]).name  # recipes name their family explicitly
+    # a GRPO recipe (method: grpo) on the same TimeCatch records: 2 completions a prompt of 2 tokens, the correct reward
+    # (TimeCatch has no twins for the consistency reward; tests/grpo trains on PRISM twins)
+    batch = (["--per_device_train_batch_size", "2", "--effective_batch_size", "4", "--num_generations", "2",
+              "--max_completion_length", "2", "--rewards", "correct", "--consistency_weight", "null"]
+             if config.get("method") == "grpo" else ["--per_device_train_batch_size", "1", "--effective_batch_size", "2"])
     run = setup(["--config", str(REPO / recipe), "--model_name_or_path", str(tiny_models[family]),
                  "--datasets", str(data), "--output_dir", str(tmp_path / "o"), "--dtype", "float32", "--report_to", "none",
-                 "--bf16", "false", "--tasks", "temporal_detect", "--max_steps", "1", "--per_device_train_batch_size", "1",
-                 "--effective_batch_size", "2", "--save_strategy", "no", "--eval_strategy", "no", "--max_train_samples", "4"])
+                 "--bf16", "false", "--tasks", "temporal_detect", "--max_steps", "1", *batch,
+                 "--save_strategy", "no", "--eval_strategy", "no", "--max_train_samples", "4"])
     # packed recipes: the batch counts rows and the accumulation follows the records per row
     accumulation = gradient_accumulation(2, 1, 1, 4 / len(run.trainer.train_dataset)) if config.get("packing") else 2
     assert run.model_args.lora_r == config["lora_r"] and run.training_args.gradient_accumulation_steps == accumulation
