@@ -55,6 +55,11 @@ class MirageConfig(WorkBuildArgs):
     )
     splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by prompt")
     synthetic_size: int = arg(128, "side of the synthetic images in pixels", metavar="PX")
+    twins: bool = arg(
+        False,
+        "also show every pair the other way round (the twin: gold letter and presentation swapped, right after it, "
+        "meta.twin naming the pair): what GRPO's consistency reward and eval bias's presentation-flip rate compare",
+    )
 
     def __post_init__(self) -> None:
         settle_source(self, "manifest", DEFAULT_SYNTHETIC)

@@ -15,7 +15,7 @@ from judgetrain import records
 
 from ..core.steps import each_plan
 from ..prism.layouts import instruction_for, pairwise_parts
-from ..prism.records import PAIRWISE_CHOICES, balance_letters, presentation
+from ..prism.records import PAIRWISE_CHOICES, balance_letters, presentation, twin_letters
 from ..prism.render import layout_record
 
 if TYPE_CHECKING:
@@ -154,54 +154,59 @@ def _seq_meta(s: dict) -> dict:
     return {k: s[k] for k in ("id", "generator", "backbone", "votes")}
 
 
-def prompt_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterator[dict]:
-    """The pairwise records of one prompt's plan, in its order; ``load(path)`` gives an image's bytes."""
+def prompt_records(plan: dict, load: Callable[[str], bytes], seed: int, twins: bool = False) -> Iterator[dict]:
+    """The pairwise records of one prompt's plan, in its order; ``load(path)`` gives an image's bytes.
+    ``twins``: each record is followed by its twin (the sequences swapped, ``meta.twin`` the first's id)."""
     pr = plan["prompt"]
     seqs = {s["id"]: s for s in pr["sequences"]}
     for pos_id, neg_id, layout, letter in plan["records"]:
         pos, neg = seqs[pos_id], seqs[neg_id]
-        seq_a, seq_b = (pos["images"], neg["images"]) if letter == "A" else (neg["images"], pos["images"])
-        parts = pairwise_parts(
-            layout,
-            pr["prompt"],
-            pr["steps"],
-            seq_a,
-            seq_b,
-            instruction_for("pairwise", layout, MIRAGE_INSTRUCTION),
-            TITLE_LABELS[pr["domain"]],
-        )
-        meta = {
-            "prompt_id": pr["id"],
-            "domain": pr["domain"],
-            "prompt": pr["prompt"],
-            "positive": _seq_meta(pos),
-            "negative": _seq_meta(neg),
-            "generator": neg["generator"],
-            "backbone": neg["backbone"],
-            "gold_letter": letter,
-            "presentation": presentation(letter, layout),
-        }
-        yield layout_record(
-            parts,
-            load,
-            id=records.make_id(BUILDER, seed, pr["source"], pr["id"], pos_id, neg_id, layout, prefix="mirage-"),
-            task="pairwise",
-            answer=letter,
-            choices=PAIRWISE_CHOICES,
-            label=letter,
-            source=pr["source"],
-            perturbation="none",
-            position=-1,
-            n_frames=len(pos["images"]),
-            layout=layout,
-            meta=meta,
-        )
+        first = records.make_id(BUILDER, seed, pr["source"], pr["id"], pos_id, neg_id, layout, prefix="mirage-")
+        for k, shown in enumerate(twin_letters(letter, twins)):
+            seq_a, seq_b = (pos["images"], neg["images"]) if shown == "A" else (neg["images"], pos["images"])
+            parts = pairwise_parts(
+                layout,
+                pr["prompt"],
+                pr["steps"],
+                seq_a,
+                seq_b,
+                instruction_for("pairwise", layout, MIRAGE_INSTRUCTION),
+                TITLE_LABELS[pr["domain"]],
+            )
+            meta = {
+                "prompt_id": pr["id"],
+                "domain": pr["domain"],
+                "prompt": pr["prompt"],
+                "positive": _seq_meta(pos),
+                "negative": _seq_meta(neg),
+                "generator": neg["generator"],
+                "backbone": neg["backbone"],
+                "gold_letter": shown,
+                "presentation": presentation(shown, layout),
+                **({"twin": first} if twins else {}),
+            }
+            twin_id = records.make_id(BUILDER, seed, pr["source"], pr["id"], pos_id, neg_id, layout, "twin", prefix="mirage-")
+            yield layout_record(
+                parts,
+                load,
+                id=first if k == 0 else twin_id,
+                task="pairwise",
+                answer=shown,
+                choices=PAIRWISE_CHOICES,
+                label=shown,
+                source=pr["source"],
+                perturbation="none",
+                position=-1,
+                n_frames=len(pos["images"]),
+                layout=layout,
+                meta=meta,
+            )
 
 
 def generate_records(plans_json: str, cfg_json: str) -> Iterator[dict]:
     """Records of the plans (one per prompt) in plan order: the generator of one split's ``Dataset.from_generator``."""
     for cfg, plan, load in each_plan(plans_json, cfg_json, BUILDER, "prompt"):
-        yield from prompt_records(plan, load, cfg["seed"])
+        yield from prompt_records(plan, load, cfg["seed"], bool(cfg.get("twins")))
 
 
 def record_counts(dataset) -> dict:

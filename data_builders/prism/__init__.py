@@ -71,6 +71,7 @@ __getattr__, __dir__, __all__ = attach(
             "plan_records",
             "presentation",
             "record_counts",
+            "twin_letters",
         ],
         "render": [
             "GRID_MAX_CELL",

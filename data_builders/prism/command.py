@@ -100,6 +100,11 @@ class PrismConfig(WorkBuildArgs):
     )
     splits: Fractions = arg(Fractions(DEFAULT_SPLITS), "fractions per split by gold sequence")
     synthetic_size: int = arg(128, "side of the synthetic step images in pixels", metavar="PX")
+    twins: bool = arg(
+        False,
+        "also show every pairwise item the other way round (the twin: gold letter and presentation swapped, right after "
+        "it, meta.twin naming the pair): what GRPO's consistency reward and eval bias's presentation-flip rate compare",
+    )
 
     def __post_init__(self) -> None:
         settle_source(self, "procedures", DEFAULT_SYNTHETIC)

@@ -173,8 +173,15 @@ def _meta(gold: dict, v: Variant, pool_kind: str | None) -> dict:
     return meta
 
 
-def plan_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterator[dict]:
-    """The records of one plan, in its order; ``load(path)`` gives an image's bytes."""
+def twin_letters(letter: str, twins: bool) -> tuple[str, ...]:
+    """The gold letters a pairwise item is shown with: the dealt one, then (``twins``) the other, the
+    same two sequences the other way round (``judgetrain build prism --twins``, ``build mirage --twins``)."""
+    return (letter, "B" if letter == "A" else "A") if twins else (letter,)
+
+
+def plan_records(plan: dict, load: Callable[[str], bytes], seed: int, twins: bool = False) -> Iterator[dict]:
+    """The records of one plan, in its order; ``load(path)`` gives an image's bytes. ``twins``: each
+    pairwise record is followed by its twin (the sequences swapped, ``meta.twin`` the first's id)."""
     gold = plan["gold"]
     variants = {d["key"]: (_variant_from_json(d), d["outlier_pool"]) for d in plan["variants"]}
     gold_v = gold_variant(gold["n"])
@@ -191,13 +198,33 @@ def plan_records(plan: dict, load: Callable[[str], bytes], seed: int) -> Iterato
             "id": records.make_id(BUILDER, seed, gold["source"], gold["id"], task, key, layout, prefix="prism-"),
         }
         if task == "pairwise":
-            gold_imgs = gold["images"]
-            seq_a, seq_b = (gold_imgs, shown) if letter == "A" else (shown, gold_imgs)
-            parts = pairwise_parts(layout, gold["title"], gold["texts"], seq_a, seq_b, instruction_for("pairwise", layout))
-            meta.update(gold_letter=letter, presentation=presentation(letter, layout))
-            yield layout_record(
-                parts, load, task="pairwise", answer=letter, choices=PAIRWISE_CHOICES, label=letter, meta=meta, **common
-            )
+            first = common["id"]
+            for k, shown_letter in enumerate(twin_letters(letter, twins)):
+                gold_imgs = gold["images"]
+                seq_a, seq_b = (gold_imgs, shown) if shown_letter == "A" else (shown, gold_imgs)
+                parts = pairwise_parts(layout, gold["title"], gold["texts"], seq_a, seq_b, instruction_for("pairwise", layout))
+                twin_meta = {**meta, "gold_letter": shown_letter, "presentation": presentation(shown_letter, layout)}
+                if twins:
+                    twin_meta["twin"] = first
+                ids = (
+                    {"id": first}
+                    if k == 0
+                    else {
+                        "id": records.make_id(
+                            BUILDER, seed, gold["source"], gold["id"], task, key, layout, "twin", prefix="prism-"
+                        )
+                    }
+                )
+                yield layout_record(
+                    parts,
+                    load,
+                    task="pairwise",
+                    answer=shown_letter,
+                    choices=PAIRWISE_CHOICES,
+                    label=shown_letter,
+                    meta=twin_meta,
+                    **{**common, **ids},
+                )
         else:
             score = str(POINTWISE_SCORES[v.perturbation])
             parts = pointwise_parts(layout, gold["title"], gold["texts"], shown, instruction_for("pointwise", layout))
@@ -211,7 +238,7 @@ def generate_records(plans_json: str, cfg_json: str) -> Iterator[dict]:
     """Records of the plans (one per gold sequence) in plan order: the generator of one split's
     ``Dataset.from_generator``."""
     for cfg, plan, load in each_plan(plans_json, cfg_json, BUILDER, "gold"):
-        yield from plan_records(plan, load, cfg["seed"])
+        yield from plan_records(plan, load, cfg["seed"], bool(cfg.get("twins")))
 
 
 def record_counts(dataset) -> dict:

@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = attach(
             "position_cell",
             "position_columns",
             "position_table",
+            "presentation_flips",
             "prism_positions",
             "timecatch_positions",
             "type1_rows",

@@ -19,6 +19,10 @@ the report share. Everything comes from the prediction rows:
 - **Per true position, TimeCatch**: accuracy of each task on the anomalous
   records by 1-based frame of the anomaly (the noise frame, the earlier swapped
   frame) and its n-weighted mean; a heatmap.
+- **Presentation flips**: over the twin pairs of a ``--twins`` PRISM / MIRAGE build (each
+  pairwise item shown both ways round, ``twin`` in the prediction rows), the share of pairs
+  whose preference (gold or perturbed sequence) differs between the two presentations, with
+  its Wilson interval (:func:`presentation_flips`); what GRPO's consistency reward lowers.
 - **First-option bias** (F.3: "models disproportionately select the first
   sequence"): over valid pairwise answers whose record says which sequence was
   shown first (``presentation`` ``gold_first`` / ``gold_second``; under P4 that
@@ -235,6 +239,30 @@ def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
     return out
 
 
+def presentation_flips(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The presentation-flip rate over twin pairs (``twin``: a ``--twins`` build shows each pairwise item
+    both ways round): a row's preference is the gold sequence when it answered the gold letter, else the
+    other; a pair *flips* when its two preferences differ, i.e. the judge changed its mind only because the
+    two sequences swapped places. ``{"rate", "n" (pairs with both answers valid), "flips", "ci95" (Wilson),
+    "skipped": {"twin_missing", "invalid"}}``; ``None`` when no row has a twin."""
+    pairs: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("task") == "pairwise" and r.get("twin"):
+            pairs.setdefault(str(r["twin"]), []).append(r)
+    if not pairs:
+        return None
+    whole = [p for p in pairs.values() if len(p) == 2]
+    valid = [p for p in whole if all(r.get("valid", True) and r.get("prediction") is not None for r in p)]
+    flips = sum((a["prediction"] == a["label"]) != (b["prediction"] == b["label"]) for a, b in valid)
+    return {
+        "rate": flips / len(valid) if valid else None,
+        "n": len(valid),
+        "flips": flips,
+        "ci95": ci95(flips, len(valid)),
+        "skipped": {"twin_missing": len(pairs) - len(whole), "invalid": len(whole) - len(valid)},
+    }
+
+
 def analyze(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every analysis of one run's prediction rows (the parts with no rows are left out)."""
     out: dict[str, Any] = {"n": len(rows)}
@@ -246,6 +274,8 @@ def analyze(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         layouts = sorted({str(r["layout"]) for r in rows if r.get("task") == "pairwise"})
         fo["by_layout"] = {lay: first_option_bias([r for r in rows if str(r.get("layout")) == lay]) for lay in layouts}
         out["first_option"] = fo
+    if flips := presentation_flips(rows):
+        out["presentation_flips"] = flips
     order = [r for r in rows if r.get("task") == "ordering"]
     if order:
         out["ordering"] = ordering_cell(order)

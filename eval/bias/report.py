@@ -224,10 +224,27 @@ def _markdown(result, named_pos, by_layout, figures, paths, names, out) -> str:
     fo = [(n, r["first_option"]) for n, r in runs.items() if r.get("first_option")]
     if fo:
         md.append(_first_option_markdown(fo))
+    flips = [(n, r["presentation_flips"]) for n, r in runs.items() if r.get("presentation_flips")]
+    if flips:
+        md.append("\n## Presentation flips (twin pairs)\n\n")
+        md.append(
+            "Pairs whose preference changes when the two sequences swap places: each pairwise item of a `--twins` build "
+            "is shown both ways round, and a pair flips when the judge prefers the gold sequence in one presentation "
+            f"and the other sequence in the other (pairs with both answers valid). {RATE_NOTE}\n\n"
+        )
+        md.append("| run | flip rate | twin missing | invalid answer |\n| --- | --- | --- | --- |\n")
+        md += [
+            f"| {n} | {rate(f['rate'], f['ci95'], f['n'])} | {f['skipped']['twin_missing']} | {f['skipped']['invalid']} |\n"
+            for n, f in flips
+        ]
     od = [(n, r["ordering"]) for n, r in runs.items() if r.get("ordering")]
     if od:
         md.append(_ordering_markdown(od))
-    if not any(k in r for r in runs.values() for k in ("prism_positions", "timecatch_positions", "first_option", "ordering")):
+    if not any(
+        k in r
+        for r in runs.values()
+        for k in ("prism_positions", "timecatch_positions", "first_option", "presentation_flips", "ordering")
+    ):
         md.append("\nNo row of these runs has a position, a presentation order or an ordering answer to analyse.\n")
     md.append(figures_markdown(figures))
     cmd = "judgetrain eval bias " + " ".join(shlex.quote(str(p)) for p in paths)

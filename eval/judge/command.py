@@ -211,6 +211,7 @@ def prediction_row(record: Mapping[str, Any], result: Any, model: str, adapter: 
         "n_frames": record["n_frames"],
         "positional_subset": bool(meta.get("positional_subset", False)),
         "presentation": presentation,
+        "twin": meta.get("twin"),  # the pair a `--twins` build shows both ways round (eval bias's presentation flips)
         "first_option": _first_option(gold, record["choices"], presentation) if record["task"] == "pairwise" else None,
         "label": gold,
         "prediction": prediction,
