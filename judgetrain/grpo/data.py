@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from judgetrain.train.args import ConfigError
 
-__all__ = ["completion_text", "grpo_records", "question_group", "question_order"]
+__all__ = ["completion_text", "grpo_records", "media_token_ids", "question_group", "question_order"]
+
+# added tokens that stand for images or video (Qwen-VL's <|image_pad|>, <|vision_start|>, …; LLaVA's <image>, <video>)
+_MEDIA_TOKEN = re.compile(r"(?i)image|video|vision|img")
 
 
 def question_group(task: str, meta: Mapping[str, Any] | str | None) -> tuple[str, int] | None:
@@ -44,6 +48,14 @@ def question_group(task: str, meta: Mapping[str, Any] | str | None) -> tuple[str
     if task == "video_mcq" and meta.get("group") is not None and meta.get("views"):
         return f"views:{meta['group']}", int(meta["views"])
     return None
+
+
+def media_token_ids(processor) -> list[int]:
+    """The ids of the tokenizer's added tokens that stand for images or video: a completion that samples
+    one breaks the model's next forward (Qwen-VL's M-RoPE counts image tokens the prompt's images do not
+    fill), so GRPO's generation suppresses them (:mod:`judgetrain.train.settings`)."""
+    tokenizer = getattr(processor, "tokenizer", processor)
+    return sorted(i for token, i in tokenizer.get_added_vocab().items() if _MEDIA_TOKEN.search(token))
 
 
 def completion_text(completion: Any) -> str:

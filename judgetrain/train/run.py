@@ -131,6 +131,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
 
     from transformers import set_seed
 
+    from judgetrain.grpo.data import media_token_ids
+
     set_seed(parsed_args.seed)
     model, processor, family = _load_model(model_args, parsed_args)  # 1. model
     grpo = getattr(parsed_args, "method", "sft") == "grpo"
@@ -146,6 +148,7 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
             records_per_row=data.packed.records_per_row if data.packed else None,
             length_column=data.length_column,
             configured_state=configured_state,
+            media_tokens=tuple(media_token_ids(processor)) if grpo else (),
         ),
     )
     training_args = settings.training_args

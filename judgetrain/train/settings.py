@@ -65,7 +65,8 @@ class Facts:
     ``records_per_row``: packed, the records a row holds on average (None unpacked);
     ``length_column``: unpacked records carry their lengths for ``group_by_length``;
     ``configured_state``: the Trainer reuses the process group
-    :func:`judgetrain.train.run.setup_cpu_distributed` made."""
+    :func:`judgetrain.train.run.setup_cpu_distributed` made; ``media_tokens``: GRPO, the ids of
+    the tokenizer's image and video tokens (:func:`judgetrain.grpo.data.media_token_ids`)."""
 
     world_size: int
     resume_from_checkpoint: str | None = AS_PARSED
@@ -73,6 +74,7 @@ class Facts:
     records_per_row: float | None = None
     length_column: bool = False
     configured_state: bool = False
+    media_tokens: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,14 @@ def _generation(training_args, found: dict[str, tuple[Any, str]], facts: Facts) 
         out["steps_per_generation"] = (
             found["gradient_accumulation_steps"][0],
             "one generation batch an optimizer step (TRL's default), with the accumulation effective_batch_size sets",
+        )
+    given = dict(training_args.generation_kwargs or {})
+    suppressed = sorted({*given.get("suppress_tokens", []), *facts.media_tokens})
+    if facts.media_tokens and not training_args.use_vllm and suppressed != list(given.get("suppress_tokens", [])):
+        out["generation_kwargs"] = (
+            {**given, "suppress_tokens": suppressed},
+            "a completion must not sample an image or video token (the model's next forward would count an image the "
+            "prompt does not hold): transformers' suppress_tokens with the tokenizer's media tokens",
         )
     if GROUPED_REWARDS & set(training_args.rewards or []) and training_args.shuffle_dataset:
         out["shuffle_dataset"] = (

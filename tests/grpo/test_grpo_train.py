@@ -71,8 +71,13 @@ def test_a_grpo_recipe_trains_logs_each_reward_and_saves_a_recipe_that_reads_bac
     identity = json.loads((out / "run.json").read_text())["identity"]["training"]
     assert identity["method"] == "grpo" and identity["rewards"] == ["correct", "consistency"]
     assert identity["num_generations"] == 2 and identity["consistency_weight"] == 0.5
-    derived = json.loads((out / "run.json").read_text())["settings"]["reward_weights"]
-    assert derived["value"] == [1.0, 0.5] and derived["recipe"] is None
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert settings["reward_weights"]["value"] == [1.0, 0.5] and settings["reward_weights"]["recipe"] is None
+    # generation never samples an image token (the next forward would count an image the prompt lacks)
+    image_token = run.processor.tokenizer.convert_tokens_to_ids(run.processor.image_token)
+    generation = settings["generation_kwargs"]["value"]
+    assert image_token in generation["suppress_tokens"] and generation["sequence_bias"] == [[[32], 30.0], [[33], 30.0]]
+    assert run.trainer.args.generation_kwargs == generation
     saved = yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())
     assert saved["method"] == "grpo" and "generation_batch_size" not in saved and "reward_weights" not in saved
     _, _, again = parse(["--config", str(out / "judgetrain_recipe.yaml")])
