@@ -191,6 +191,9 @@ def _grpo_trainer(model, processor, peft_config, settings: Settings, data: _Reco
     from judgetrain.grpo.trainer import JudgeGRPOTrainer, judge_rewards, prepare_records
 
     train, evaluation = prepare_records(data.train, data.evaluation_used, settings.training_args)
+    # left padding, as TRL's GRPOTrainer loads its own processor: prompts are generated from left-padded, and the
+    # processor's per-token fields (Qwen-VL's mm_token_type_ids) must line up with TRL's left-padded prompt ids
+    processor.tokenizer.padding_side = "left"
     return JudgeGRPOTrainer(
         model=model,
         reward_funcs=judge_rewards(settings.training_args.rewards),

@@ -90,6 +90,19 @@ def test_a_grpo_recipe_trains_logs_each_reward_and_saves_a_recipe_that_reads_bac
     assert "GRPO" in card and "consistency × 0.5" in card
 
 
+def test_prompts_of_different_lengths_share_a_micro_batch(tmp_path, tiny, twins):
+    """Without the consistency reward TRL shuffles the records, so a micro-batch holds sequences of 4 and of 8
+    frames: the prompts are left-padded, and so are the processor's per-token fields (Qwen-VL's
+    mm_token_type_ids, which a right-padding processor would shift against the ids: a shape error in the
+    model's image positions at the first such batch)."""
+    assert len(set(records.load(twins)["train"]["n_frames"])) > 1
+    run = setup(argv(tiny, twins, tmp_path / "mixed", "--rewards", "correct", "--consistency_weight", "null",
+                     "--per_device_train_batch_size", "8", "--effective_batch_size", "8", "--max_steps", "3",
+                     "--save_strategy", "no"))
+    run.trainer.train()
+    assert run.trainer.state.global_step == 3 and run.processor.tokenizer.padding_side == "left"
+
+
 def test_a_killed_grpo_run_resumes_to_the_adapter_of_an_uninterrupted_one(tmp_path, tiny, twins):
     """The kill comes from inside: a callback after the Trainer's own, at the save of step 2, once the
     checkpoint is marked complete; the resumed run then generates and trains steps 3 and 4 as the
@@ -226,3 +239,27 @@ def test_grpo_starts_from_an_sft_warm_ups_adapter_and_names_it_in_its_identity(t
     assert problems(tiny, twins, "--init_adapter", str(tmp_path)) == [
         f"init_adapter: {tmp_path} holds no adapter_config.json; give the output_dir of a LoRA run (`judgetrain train` "
         "writes the adapter there)"]
+
+
+# --------------------------------------------------------------------------- a sweep over GRPO's own fields
+
+
+def test_a_sweep_searches_grpos_fields_and_the_consistency_weight(tmp_path, tiny, twins):
+    """recipes/spaces/grpo.yaml on the tiny GRPO recipe: one trial trains with its sampled β, completions a prompt,
+    temperature, consistency weight and learning rate, and is scored by the judge objective when it ends."""
+    import optuna
+
+    from judgetrain import sweep
+    from judgetrain.cli import main as cli_main
+
+    storage = f"sqlite:///{tmp_path / 'sweeps.db'}"
+    assert cli_main(["sweep", str(RECIPE), "--space", str(REPO / "recipes" / "spaces" / "grpo.yaml"), "--trials", "1",
+                     "--storage", storage, "--study", "grpo", "--objective", "judge:all/accuracy", "--out", str(tmp_path / "s"),
+                     "--model_name_or_path", str(tiny), "--datasets", str(twins), "--eval_split", "train",
+                     "--max_steps", "1", "--max_eval_samples", "4"]) == 0
+    (trial,) = optuna.load_study(study_name="grpo", storage=sweep.storage_from_url(storage, heartbeat_interval=None)).trials
+    assert trial.state.name == "COMPLETE" and 0 <= trial.value <= 1
+    assert set(trial.params) == {"beta", "num_generations", "temperature", "consistency_weight", "learning_rate"}
+    used = yaml.safe_load((tmp_path / "s" / "trial-0000" / "judgetrain_recipe.yaml").read_text())
+    assert used["method"] == "grpo" and used["consistency_weight"] == pytest.approx(trial.params["consistency_weight"])
+    assert used["num_generations"] == trial.params["num_generations"]
