@@ -20,21 +20,6 @@ RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-prism-grpo.yaml"
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_model):
-    return tiny_model("qwen3-vl")
-
-
-@pytest.fixture(scope="module")
-def twins(tmp_path_factory):
-    from judgetrain.data_builders import prism
-
-    out = tmp_path_factory.mktemp("prism-twins-launch") / "prism"
-    prism.build(prism.PrismConfig(out=out, synthetic=4, layouts=("P0",), synthetic_size=64, splits={"train": 1.0},
-                                  twins=True, progress=False))
-    return out
-
-
 @pytest.mark.parametrize("stage", ["ddp", "zero3"])
 def test_two_processes_train_with_twins_in_every_step(stage, tmp_path, tiny, twins):
     from safetensors.torch import load_file

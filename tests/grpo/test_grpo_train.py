@@ -24,22 +24,6 @@ RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-prism-grpo.yaml"
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_model):
-    return tiny_model("qwen3-vl")
-
-
-@pytest.fixture(scope="module")
-def twins(tmp_path_factory):
-    """Four synthetic procedures, layout P0, every pairwise item with its twin, all in train."""
-    from judgetrain.data_builders import prism
-
-    out = tmp_path_factory.mktemp("prism-twins") / "prism"
-    prism.build(prism.PrismConfig(out=out, synthetic=4, layouts=("P0",), synthetic_size=64, splits={"train": 1.0},
-                                  twins=True, progress=False))
-    return out
-
-
-@pytest.fixture(scope="module")
 def warm(tmp_path_factory, tiny, twins):
     """A short SFT warm-up on the twins, the adapter GRPO starts from."""
     out = tmp_path_factory.mktemp("sft-warm-up") / "sft"
