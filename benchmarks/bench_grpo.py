@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sft-steps", type=int, default=20)
     p.add_argument("--grpo-steps", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timecatch-clips", type=int, default=160, help="synthetic clips of the frame-noise detection part (0: skip it)")
+    p.add_argument("--timecatch-sft-steps", type=int, default=8)
+    p.add_argument("--timecatch-grpo-steps", type=int, default=40)
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "grpo")
     args = p.parse_args(argv)
 
@@ -106,10 +109,65 @@ def main(argv: list[str] | None = None) -> dict:
             row["rewards"] = {name: dict(zip(("first_quarter", "last_quarter"), _quarters(v), strict=True))
                               for name, v in _rewards(runs[arm]).items()}
         summary["arms"][arm] = row
+    if args.timecatch_clips:
+        summary["timecatch"] = _timecatch(args, model, out)
+    text = _table(summary) + (_timecatch_table(summary["timecatch"]) if args.timecatch_clips else "")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "summary.md").write_text(_table(summary))
-    print(_table(summary))
+    (out / "summary.md").write_text(text)
+    print(text)
     return summary
+
+
+# ----------------------------------------------------------------------------- a task the tiny model learns
+
+
+def _timecatch(args, model: Path, out: Path) -> dict:
+    """Frame-noise detection (TimeCatch frame_detect, yes/no), which the tiny model learns when fully fine-tuned
+    (benchmarks/README.md, "Pipeline proof"): a short full SFT warm-up, then GRPO from that model with the correct
+    reward (sampling biased toward the tokens of "yes" and "no", which the tiny model does not write by chance);
+    both scored by `judgetrain eval timecatch` on the validation sequences."""
+    from judgetrain.data_builders import timecatch
+
+    data = out / "timecatch"
+    if not (data / "build.json").is_file():
+        timecatch.build(timecatch.TimeCatchConfig(out=data, synthetic=args.timecatch_clips, seed=args.seed,
+                                                  lpips_random_backbone=True, tasks=("frame_detect",), subsets=("main",),
+                                                  progress=False))
+    full = ["--use_peft", "false", "--freeze_vision_tower", "false", "--freeze_projector", "false", "--datasets", str(data),
+            "--seed", str(args.seed), "--eval_strategy", "no", "--eval_split", "null"]
+    sft, grpo = out / "tc-sft", out / "tc-sft-grpo"
+    _train("qwen3vl-timecatch-lora.yaml", sft, *full, "--model_name_or_path", str(model), "--max_steps",
+           str(args.timecatch_sft_steps), "--per_device_train_batch_size", "8", "--effective_batch_size", "8",
+           "--save_strategy", "no")
+    _train("qwen3vl-prism-grpo.yaml", grpo, *full, "--model_name_or_path", str(sft), "--tasks", "frame_detect",
+           "--rewards", "correct", "--consistency_weight", "null", "--num_generations", "4",
+           "--per_device_train_batch_size", "16", "--effective_batch_size", "16", "--max_steps", str(args.timecatch_grpo_steps),
+           "--generation_kwargs", json.dumps({"sequence_bias": [[[308], 30.0], [[284], 30.0]]}), "--save_strategy", "no")
+    rows = {}
+    for arm, folder in (("sft", sft), ("sft+grpo", grpo)):
+        results = out / f"eval-tc-{arm}"
+        if not (results / "predictions.jsonl").is_file():
+            _run([str(BIN / "judgetrain"), "eval", "timecatch", "--model", str(folder), "--data", str(data), "--split",
+                  "validation", "--out", str(results)])
+        preds = [json.loads(line) for line in (results / "predictions.jsonl").read_text().splitlines() if line.strip()]
+        correct = sum(bool(r.get("correct")) for r in preds)
+        from judgetrain.eval.core.metrics import ci95
+
+        rows[arm] = {"accuracy": correct / len(preds), "ci95": ci95(correct, len(preds)), "n": len(preds)}
+    reward = _rewards(grpo).get("correct", [])
+    rows["sft+grpo"]["correct_reward"] = dict(zip(("first_quarter", "last_quarter"), _quarters(reward), strict=True))
+    rows["sft+grpo"]["correct_reward_per_step"] = reward
+    return rows
+
+
+def _timecatch_table(rows: dict) -> str:
+    lines = ["", "| frame-noise detection | accuracy % [95% CI] (n) | correct reward, first → last quarter of GRPO |",
+             "| --- | --- | --- |"]
+    for arm, row in rows.items():
+        r = row.get("correct_reward")
+        trend = "—" if r is None else f"{r['first_quarter']:.3f} → {r['last_quarter']:.3f}"
+        lines.append(f"| {arm} | {_pct(row['accuracy'])} [{_pct(row['ci95'][0])}, {_pct(row['ci95'][1])}] ({row['n']}) | {trend} |")
+    return "\n".join(lines) + "\n"
 
 
 def _pct(x: float | None) -> str:
