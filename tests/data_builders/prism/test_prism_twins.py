@@ -64,8 +64,27 @@ def test_mirage_twins_swap_the_two_sequences(tmp_path):
     plain, twins = records.load(tmp_path / "plain"), records.load(tmp_path / "twins")
     for split in plain:
         p_rows, t_rows = list(records.stored_rows(plain[split])), list(records.stored_rows(twins[split]))
-        assert len(t_rows) == 2 * len(p_rows)
+        assert len(t_rows) == 2 * len(p_rows) and all("twin" not in json.loads(r["meta"]) for r in p_rows)
         for before, (first, second) in zip(p_rows, zip(t_rows[::2], t_rows[1::2], strict=True), strict=True):
             assert first["id"] == before["id"] and first["prompt"] == before["prompt"]
             _check_pair(first, second)
     _twins(twins)
+
+
+def test_prism_twins_balance_letters_and_presentations_in_every_layout(tmp_path):
+    """P4 shows Sequence B first, so there the presentation is not the letter: with --twins both are
+    exactly balanced per layout, and each pair still has one gold_first and one gold_second record."""
+    cfg = dict(synthetic=3, layouts=("P0", "P4"), synthetic_size=64, splits={"train": 1.0}, progress=False, twins=True)
+    prism.build(prism.PrismConfig(out=tmp_path / "twins", seed=3, **cfg))
+    rows = [r for r in records.stored_rows(records.load(tmp_path / "twins")["train"]) if r["task"] == "pairwise"]
+    for layout in ("P0", "P4"):
+        metas = [json.loads(r["meta"]) for r in rows if r["layout"] == layout]
+        assert metas and sum(m["gold_letter"] == "A" for m in metas) * 2 == len(metas)
+        assert sum(m["presentation"] == "gold_first" for m in metas) * 2 == len(metas)
+        assert all(
+            m["presentation"] == ("gold_first" if (m["gold_letter"] == "A") != (layout == "P4") else "gold_second")
+            for m in metas
+        )
+    for pairs in _twins(records.load(tmp_path / "twins")).values():
+        for (_, a), (_, b) in pairs:
+            _check_pair(a, b)

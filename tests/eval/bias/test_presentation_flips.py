@@ -49,3 +49,36 @@ def test_bias_reports_the_flip_rate_of_a_run_with_twins(tmp_path):
     assert result["runs"]["m"]["presentation_flips"]["rate"] == 0.5
     report = (run / B.BIAS_REPORT).read_text()
     assert "## Presentation flips (twin pairs)" in report and "| m | 50.0" in report
+
+
+def test_judge_then_bias_on_a_twins_build(tmp_path, tiny_model):
+    """End to end: a tiny PRISM --twins build, `eval judge` with a tiny random model (its rows carry the
+    twin key), then `eval bias` reports the flip rate over every pair the run answered validly."""
+    import sys
+    from unittest import mock
+
+    import datasets
+
+    from judgetrain import records
+    from judgetrain.cli import main as cli_main
+    from judgetrain.data_builders import prism
+
+    cfg = {"synthetic": 2, "layouts": ("P0",), "synthetic_size": 64, "splits": {"test": 1.0}, "progress": False}
+    prism.build(prism.PrismConfig(out=tmp_path / "prism", seed=4, twins=True, **cfg))
+    test = records.load(tmp_path / "prism")["test"]
+    pairwise = [i for i, t in enumerate(test["task"]) if t == "pairwise"][:8]  # four twin pairs
+    records.save(datasets.DatasetDict({"test": test.select(pairwise)}), tmp_path / "data", {"builder": "test-twins"})
+    run = tmp_path / "run"
+    argv = ["eval", "judge", "--model", str(tiny_model("qwen3-vl")), "--data", str(tmp_path / "data"), "--split", "test",
+            "--out", str(run), "--batch-size", "4", "--max-new-tokens", "4", "--no-progress"]
+    with mock.patch.object(sys, "argv", ["judgetrain", *argv]):
+        assert cli_main(argv) == 0
+    rows = [json.loads(line) for line in (run / runs.PREDICTIONS).read_text().splitlines() if line.strip()]
+    pairs: dict[str, list[dict]] = {}
+    for r in rows:
+        pairs.setdefault(r["twin"], []).append(r)
+    assert len(pairs) == 4 and all(len(p) == 2 for p in pairs.values())
+    valid = [p for p in pairs.values() if all(r["valid"] for r in p)]
+    flips = sum((a["prediction"] == a["label"]) != (b["prediction"] == b["label"]) for a, b in valid)
+    (found,) = [r["presentation_flips"] for r in B.bias([run])["runs"].values()]
+    assert (found["n"], found["flips"], found["skipped"]) == (len(valid), flips, {"twin_missing": 0, "invalid": 4 - len(valid)})
