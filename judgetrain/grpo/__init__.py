@@ -27,6 +27,6 @@ __getattr__, __dir__, __all__ = attach(
         "config": ["JudgeGRPOConfig"],
         "data": ["completion_text", "grpo_records", "media_token_ids", "question_group", "question_order"],
         "rewards": ["NAMES", "REWARDS", "Reward", "consistency", "correct", "format", "reward_functions"],
-        "trainer": ["JudgeGRPOTrainer", "judge_rewards", "prepare_records"],
+        "trainer": ["JudgeGRPOTrainer", "prepare_records"],
     },
 )

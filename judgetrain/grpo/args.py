@@ -97,9 +97,10 @@ def _vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def grpo_problems(data_args, training_args, accumulation: int) -> list[str]:
+def grpo_problems(data_args, training_args, accumulation: int, world_size: int = 1) -> list[str]:
     """Problems with a GRPO recipe's rewards, generation batches and vLLM, each naming the field and the fix;
-    ``accumulation``: the micro-batches an optimizer step takes (derived from ``effective_batch_size`` when given)."""
+    ``accumulation``: the micro-batches an optimizer step takes (derived from ``effective_batch_size`` when given),
+    ``world_size``: the processes of the launch."""
     rewards = list(training_args.rewards or [])
     problems = [f"rewards: {name!r} is not a reward; use {one_of(REWARD_NAMES)}" for name in rewards if name not in REWARD_NAMES]
     if not rewards:
@@ -127,11 +128,11 @@ def grpo_problems(data_args, training_args, accumulation: int) -> list[str]:
             "version TRL supports) or set `use_vllm: false` to generate through transformers"
         )
     if GROUPED_REWARDS & set(rewards):
-        problems += _grouped_problems(data_args, training_args, accumulation)
+        problems += _grouped_problems(data_args, training_args, accumulation, world_size)
     return problems
 
 
-def _grouped_problems(data_args, training_args, accumulation: int) -> list[str]:
+def _grouped_problems(data_args, training_args, accumulation: int, world_size: int) -> list[str]:
     """What would split a question's presentations across generation batches or optimizer steps."""
     problems = []
     if data_args.mixture_weights:
@@ -145,7 +146,7 @@ def _grouped_problems(data_args, training_args, accumulation: int) -> list[str]:
             "`eval_strategy: no` with the consistency reward and evaluate the adapter with `judgetrain eval judge` and "
             "`eval bias` (a sweep's judge objective is computed at the end of training)"
         )
-    per_device, world = training_args.per_device_train_batch_size, max(training_args.world_size, 1)
+    per_device, world = training_args.per_device_train_batch_size, max(world_size, 1)
     given_steps, given_batch = training_args.generation_as_given
     steps = given_steps if given_batch is None else given_batch / max(per_device * world, 1)
     if steps is not None and steps != accumulation:

@@ -11,8 +11,6 @@ README: "GRPO: judges trained by reinforcement".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from trl import GRPOTrainer
 
 from judgetrain.train.trainer import JudgeCard
@@ -20,18 +18,11 @@ from judgetrain.train.trainer import JudgeCard
 from .args import GROUPED_REWARDS
 from .data import grpo_records
 
-__all__ = ["JudgeGRPOTrainer", "judge_rewards", "prepare_records"]
+__all__ = ["JudgeGRPOTrainer", "prepare_records"]
 
 
 class JudgeGRPOTrainer(JudgeCard, GRPOTrainer):  # type: ignore[misc]  # TRL's create_model_card signature, not the Trainer's
     """``GRPOTrainer`` (same arguments) with judgetrain's model card."""
-
-
-def judge_rewards(names: Sequence[str]) -> list[Callable[..., list[float | None]]]:
-    """The reward functions of ``names`` (:data:`judgetrain.grpo.rewards.REWARDS`), in order, as TRL calls them."""
-    from .rewards import reward_functions
-
-    return reward_functions(list(names))
 
 
 def prepare_records(train, evaluation, training_args):

@@ -117,7 +117,8 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
             f"resume_from_checkpoint: {training_args.resume_from_checkpoint} is not a folder; give a checkpoint folder or `auto`"
         )
     problems += consistency_problems(data_args, training_args)
-    problems += grpo_problems(data_args, training_args, _accumulation(data_args, training_args, world_size)) if grpo else []
+    accumulation = _accumulation(data_args, training_args, world_size)
+    problems += grpo_problems(data_args, training_args, accumulation, world_size) if grpo else []
     problems += lora_target_problems(model_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, training_args, world_size)
     return problems

@@ -188,7 +188,8 @@ def _sft_trainer(model, processor, peft_config, settings: Settings, data: _Recor
 def _grpo_trainer(model, processor, peft_config, settings: Settings, data: _Records, recipe: dict):
     """JudgeGRPOTrainer (``method: grpo``) with the recipe's rewards, on the records ordered as
     its generation batches need them (:mod:`judgetrain.grpo`)."""
-    from judgetrain.grpo.trainer import JudgeGRPOTrainer, judge_rewards, prepare_records
+    from judgetrain.grpo.rewards import reward_functions
+    from judgetrain.grpo.trainer import JudgeGRPOTrainer, prepare_records
 
     train, evaluation = prepare_records(data.train, data.evaluation_used, settings.training_args)
     # left padding, as TRL's GRPOTrainer loads its own processor: prompts are generated from left-padded, and the
@@ -196,7 +197,7 @@ def _grpo_trainer(model, processor, peft_config, settings: Settings, data: _Reco
     processor.tokenizer.padding_side = "left"
     return JudgeGRPOTrainer(
         model=model,
-        reward_funcs=judge_rewards(settings.training_args.rewards),
+        reward_funcs=reward_functions(settings.training_args.rewards),
         args=settings.trainer_args,
         train_dataset=train,
         eval_dataset=evaluation,
