@@ -24,7 +24,10 @@ __all__ = [
     "current_accumulation",
     "hub_key_layout",
     "parser_actions",
+    "init_zeros",
+    "register_reward_key_mapping",
     "restated_accelerator_config",
+    "sequence_classifier",
     "wandb_names",
     "zero3_lifted",
 ]
@@ -242,3 +245,60 @@ def attention_implementation(model: Any) -> Any:
             "switch a model's attention implementation and back (benchmarks/bench_phasefusion.py)",
         )
     return config._attn_implementation
+
+
+def sequence_classifier() -> type:
+    """transformers' ``GenericForSequenceClassification`` (``transformers.modeling_layers``, not
+    exported at the top level): the scalar head on the last non-pad token's hidden state that
+    its ``…ForSequenceClassification`` classes are made of (``score``, a bias-free linear layer
+    over ``config.get_text_config().hidden_size``), and that TRL's ``RewardTrainer`` trains."""
+    import importlib
+
+    try:
+        head: Any = importlib.import_module("transformers.modeling_layers").GenericForSequenceClassification
+    except (ImportError, AttributeError):
+        head = None
+    if head is None or not hasattr(head, "forward"):
+        raise UpstreamChanged(
+            LIBRARY,
+            "transformers.modeling_layers.GenericForSequenceClassification",
+            "put a scalar reward head on a vision-language decoder (judgetrain.models.reward)",
+        )
+    return head
+
+
+def register_reward_key_mapping(class_name: str, like: str) -> None:
+    """Load checkpoints into the model class ``class_name`` with the key renames transformers
+    applies to the class ``like`` (Qwen2.5-VL's hub checkpoints store the transformers 4.x
+    layout, ``model.layers…``, which its generative class renames on load): transformers'
+    ``register_checkpoint_conversion_mapping``, looked up by class name. A no-op when ``like``
+    has no renames or ``class_name`` has its own already."""
+    try:
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping, register_checkpoint_conversion_mapping
+    except ImportError:
+        raise UpstreamChanged(
+            LIBRARY,
+            "transformers.conversion_mapping.register_checkpoint_conversion_mapping",
+            "load a generative checkpoint into judgetrain's reward model class (judgetrain.models.reward)",
+        ) from None
+    mapping = get_checkpoint_conversion_mapping(like)
+    if mapping is not None and get_checkpoint_conversion_mapping(class_name) is None:
+        register_checkpoint_conversion_mapping(class_name, mapping)
+
+
+def init_zeros(tensor: Any) -> Any:
+    """``transformers.initialization.zeros_``: the initialisation a model's ``_init_weights`` uses, which
+    leaves a weight loaded from the checkpoint as it is (plain ``torch.nn.init`` would overwrite it)."""
+    import importlib
+
+    try:
+        initialization: Any = importlib.import_module("transformers.initialization")
+    except ImportError:
+        initialization = None
+    if initialization is None or not hasattr(initialization, "zeros_"):
+        raise UpstreamChanged(
+            LIBRARY,
+            "transformers.initialization.zeros_",
+            "start a new reward head at zero (judgetrain.models.heads)",
+        )
+    return initialization.zeros_(tensor)

@@ -468,6 +468,7 @@ def load_model_and_processor(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     revision: str | None = None,
+    head: str = "generate",
     **processor_kwargs: Any,
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
     """Load a checkpoint's model and processor the way transformers would.
@@ -488,6 +489,11 @@ def load_model_and_processor(
         min_pixels, max_pixels: per-image pixel budget for Qwen families (see
             ``ModelFamily.image_size_kwargs``), applied to the image processor only
             (videos keep their per-clip budget); ``None`` keeps the checkpoint's own.
+        head: ``"generate"``: the checkpoint as it is (``AutoModelForImageTextToText``); ``"reward"``:
+            its decoder with a scalar head instead of the language-model head
+            (:func:`judgetrain.models.reward.reward_model_class`, ``num_labels`` 1), the head new
+            unless the checkpoint has one (:func:`~judgetrain.models.reward.load_reward_model`
+            loads a trained reward model).
         **processor_kwargs: forwarded to ``AutoProcessor.from_pretrained``.
 
     Returns:
@@ -513,8 +519,16 @@ def load_model_and_processor(
         model_kwargs["attn_implementation"] = attn_implementation
     if device_map is not None:
         model_kwargs["device_map"] = device_map
+    model_class: Any = AutoModelForImageTextToText
+    if head == "reward":
+        from .heads import reward_model_class
+
+        model_class = reward_model_class(config)
+        config.num_labels = 1  # this load's own config: one scalar per sequence
+    elif head != "generate":
+        raise ValueError(f"head={head!r}: use 'generate' or 'reward'")
     with _missing_files_explained(path, "model weights (*.safetensors)", local_files_only):
-        model = AutoModelForImageTextToText.from_pretrained(path, config=config, **model_kwargs)
+        model = model_class.from_pretrained(path, config=config, **model_kwargs)
     model.eval()
     return model, processor
 

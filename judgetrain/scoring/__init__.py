@@ -23,6 +23,7 @@ the submodules hold, each, one job:
 - :mod:`~judgetrain.scoring.generation`: :func:`generate`.
 - :mod:`~judgetrain.scoring.parsers`: :class:`Parser`, the parser factories and
   :func:`parser_for_record`.
+- :mod:`~judgetrain.scoring.reward`: :func:`reward_scores`, one scalar per item from a reward model.
 - :mod:`~judgetrain.scoring.scorer`: :class:`Scorer`.
 README: "Scoring (Python)".
 """
@@ -48,6 +49,7 @@ from .parsers import (
 from .prefix import PrefixGroup, score_shared_prefix
 from .prompts import FAMILY_PREFILL, render_prompt
 from .results import ChoiceScores, Generation, GenerationOutput
+from .reward import reward_scores
 from .scorer import Scorer
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "ordering",
     "parser_for_record",
     "render_prompt",
+    "reward_scores",
     "score",
     "score_shared_prefix",
     "yes_no",

@@ -285,3 +285,50 @@ def test_the_attention_implementation_is_the_one_set_and_takes_back(tiny_model):
         assert compat.attention_implementation(model) == "sdpa"
         model.set_attn_implementation(before)
         assert compat.attention_implementation(model) == "eager"
+
+
+def test_the_sequence_classifier_reads_a_scalar_head_at_each_rows_last_non_pad_token(tiny_model):
+    from transformers import AutoConfig, AutoModel
+
+    with relied_on("transformers.modeling_layers.GenericForSequenceClassification"):
+        head = compat.sequence_classifier()
+        config = AutoConfig.from_pretrained(tiny_model("qwen3-vl"), num_labels=1)
+        base = AutoModel.from_config(config)
+        family = type(base).__mro__[1]
+        cls = type("ProbeRewardModel", (head, family), {"config_class": type(config)})
+        model = cls(config).eval()
+        assert isinstance(model.score, torch.nn.Linear) and model.score.out_features == 1
+        pad = config.get_text_config().pad_token_id
+        ids = torch.tensor([[5, 6, 7], [pad, 5, 6]])
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=(ids != pad).long())
+            hidden = model.model(input_ids=ids, attention_mask=(ids != pad).long()).last_hidden_state
+        torch.testing.assert_close(out.logits, model.score(hidden[:, -1]))
+
+
+def test_a_registered_key_mapping_loads_the_4x_layout_into_another_class(tiny_model):
+    """Qwen2.5-VL's checkpoints (and the tiny one) store `model.layers…`; a class registered with the
+    generative class's renames loads them where that class would."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
+
+    path = tiny_model("qwen2.5-vl")
+    assert any(k.startswith("model.layers.") for k in load_file(path / "model.safetensors"))
+    with relied_on("transformers.conversion_mapping.register_checkpoint_conversion_mapping"):
+        config = AutoConfig.from_pretrained(path, num_labels=1)
+        family = type(AutoModel.from_config(config)).__mro__[1]
+        cls = type("Qwen2_5_VLProbeHead", (compat.sequence_classifier(), family), {"config_class": type(config)})
+        compat.register_reward_key_mapping(cls.__name__, "Qwen2_5_VLForConditionalGeneration")
+        mine = cls.from_pretrained(path, config=config)
+        theirs = AutoModelForImageTextToText.from_pretrained(path)
+        name = "model.language_model.layers.0.self_attn.q_proj.weight"
+        assert torch.equal(dict(mine.named_parameters())[name], dict(theirs.named_parameters())[name])
+
+
+def test_init_zeros_is_the_initialisation_that_spares_loaded_weights():
+    with relied_on("transformers.initialization.zeros_"):
+        fresh, loaded = torch.ones(3), torch.ones(3)
+        loaded._is_hf_initialized = True  # what transformers marks on a weight it loaded from the checkpoint
+        compat.init_zeros(fresh)
+        compat.init_zeros(loaded)
+        assert fresh.tolist() == [0.0] * 3 and loaded.tolist() == [1.0] * 3
