@@ -25,7 +25,7 @@ __getattr__, __dir__, __all__ = attach(
     {
         "args": ["GRPO_RANGES", "GROUPED_REWARDS", "REWARD_NAMES", "GRPOArguments", "grpo_problems", "weights_given"],
         "config": ["JudgeGRPOConfig"],
-        "data": ["completion_text", "grpo_records", "media_token_ids", "question_group", "question_order"],
+        "data": ["completion_text", "grpo_records", "media_token_ids", "question_order"],
         "rewards": ["NAMES", "REWARDS", "Reward", "consistency", "correct", "format", "reward_functions"],
         "trainer": ["JudgeGRPOTrainer", "prepare_records"],
     },

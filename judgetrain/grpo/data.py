@@ -22,32 +22,19 @@ README: "GRPO: judges trained by reinforcement".
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from judgetrain.pairs import question_group  # shared with the reward models (judgetrain.pairs)
 from judgetrain.train.args import ConfigError
 
-__all__ = ["completion_text", "grpo_records", "media_token_ids", "question_group", "question_order"]
+__all__ = ["completion_text", "grpo_records", "media_token_ids", "question_order"]
 
 # added tokens that stand for images or video (Qwen-VL's <|image_pad|>, <|vision_start|>, …; LLaVA's <image>, <video>)
 _MEDIA_TOKEN = re.compile(r"(?i)image|video|vision|img")
-
-
-def question_group(task: str, meta: Mapping[str, Any] | str | None) -> tuple[str, int] | None:
-    """``(key, records in the group)`` of the question a record presents, or None: a pairwise
-    twin (``meta.twin``, 2 records) or a video-MCQ view (``meta.group``, ``meta.views``)."""
-    if isinstance(meta, str):
-        meta = json.loads(meta) if meta else {}
-    meta = meta or {}
-    if task == "pairwise" and meta.get("twin"):
-        return f"twin:{meta['twin']}", 2
-    if task == "video_mcq" and meta.get("group") is not None and meta.get("views"):
-        return f"views:{meta['group']}", int(meta["views"])
-    return None
 
 
 def media_token_ids(processor) -> list[int]:

@@ -39,9 +39,10 @@ from judgetrain.data_builders.rationales.prompts import ANSWER_PREFIX, split_ans
 from judgetrain.errors import did_you_mean
 from judgetrain.eval.judge.ordering import kendall_tau
 from judgetrain.mcq.views import LETTERS
+from judgetrain.pairs import question_group
 from judgetrain.scoring.parsers import Parser, parser_for_record
 
-from .data import completion_text, question_group
+from .data import completion_text
 
 __all__ = ["NAMES", "REWARDS", "Reward", "consistency", "correct", "format", "reward_functions"]
 
