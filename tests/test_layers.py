@@ -25,11 +25,11 @@ FOLDERS = {"judgetrain": REPO / "judgetrain", "judgetrain.data_builders": REPO /
 LAYERS = (
     ("foundation", ("judgetrain", "judgetrain.errors", "judgetrain.config", "judgetrain.io", "judgetrain.jsonl",
                     "judgetrain.seeding", "judgetrain.lazy", "judgetrain.plotting", "judgetrain.records", "judgetrain.video",
-                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode",
+                    "judgetrain.perceptual", "judgetrain.mcq", "judgetrain.identity", "judgetrain.wandb_mode", "judgetrain.pairs",
                     "judgetrain.cluster", "judgetrain.compat")),
     ("models and scoring", ("judgetrain.models", "judgetrain.scoring")),
     ("builders and evaluations", ("judgetrain.data_builders", "judgetrain.eval")),
-    ("training", ("judgetrain.train", "judgetrain.consistency", "judgetrain.grpo")),
+    ("training", ("judgetrain.train", "judgetrain.consistency", "judgetrain.grpo", "judgetrain.reward")),
     ("sweeps", ("judgetrain.sweep",)),
     # `judgetrain slurm eval …` loads the evaluation's command by name, as the CLI's registry does
     ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart", "judgetrain.cluster.command")),

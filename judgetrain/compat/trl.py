@@ -60,6 +60,8 @@ def set_train_tokens(trainer: Any, total: int) -> None:
 SFT_CONFIG_SOURCE = ("trl.trainer.sft_config", "SFTConfig", {"transformers.TrainingArguments": "transformers.training_args"})
 # where GRPOConfig is declared (the training arguments of `method: grpo`)
 GRPO_CONFIG_SOURCE = ("trl.trainer.grpo_config", "GRPOConfig", SFT_CONFIG_SOURCE[2])
+# where RewardConfig is declared (the training arguments of `method: reward`)
+REWARD_CONFIG_SOURCE = ("trl.trainer.reward_config", "RewardConfig", SFT_CONFIG_SOURCE[2])
 
 
 def sft_config_from_source() -> type:
@@ -80,7 +82,16 @@ def grpo_config_fields_from_source(leave_out: frozenset[str] = frozenset()) -> t
     """A stand-in for TRL's ``GRPOConfig`` read from the installed source as
     :func:`sft_config_from_source` reads ``SFTConfig``, without the fields named in ``leave_out``
     (those the listing shows under another heading)."""
+    return _config_fields_from_source(GRPO_CONFIG_SOURCE, leave_out)
+
+
+def reward_config_fields_from_source(leave_out: frozenset[str] = frozenset()) -> type:
+    """TRL's ``RewardConfig`` read from the installed source, as :func:`grpo_config_fields_from_source` reads ``GRPOConfig``."""
+    return _config_fields_from_source(REWARD_CONFIG_SOURCE, leave_out)
+
+
+def _config_fields_from_source(source: tuple, leave_out: frozenset[str]) -> type:
     from .dataclass_source import dataclass_fields, standin
 
-    module, name, exported = GRPO_CONFIG_SOURCE
+    module, name, exported = source
     return standin(name, [f for f in dataclass_fields(module, name, exported) if f.name not in leave_out])

@@ -37,7 +37,15 @@ __getattr__, __dir__, __all__ = attach(
     {
         "args": ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments"],
         "model_args": ["IDENTITY_FIELDS", "QUANTIZATION_FIELDS", "STRING_LISTS", "ModelArguments", "model_problems"],
-        "settings": ["AS_PARSED", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"],
+        "settings": [
+            "AS_PARSED",
+            "TRAINER_MAX_LENGTH",
+            "TRAINER_PACKING",
+            "Facts",
+            "Settings",
+            "derive",
+            "gradient_accumulation",
+        ],
         "base_model": ["base_model_identity", "hub_commit"],
         "parser": ["bf16_capable", "env_world_size", "make_parser", "parse", "recipe_method"],
         "checks": ["check_config", "consistency_problems"],

@@ -21,8 +21,9 @@ from judgetrain.config import arg
 
 __all__ = ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments"]
 
-# how a recipe trains (its `method:`): TRL's SFTTrainer, or TRL's GRPOTrainer with judgetrain's rewards
-METHODS = ("sft", "grpo")
+# how a recipe trains (its `method:`): TRL's SFTTrainer, TRL's GRPOTrainer with judgetrain's rewards, or a reward
+# model (a scalar head) by TRL's RewardTrainer
+METHODS = ("sft", "grpo", "reward")
 # recipe keys judgetrain once spelled otherwise -> TRL's name for the same field (trl.ModelConfig)
 RENAMED = {"use_lora": "use_peft"}
 
@@ -77,5 +78,7 @@ class MethodArguments:
     method: str = arg(
         "sft",
         "sft: supervised fine-tuning (TRL's SFTTrainer; with consistency_objective, consistency tuning); grpo: "
-        "reinforcement with judgetrain's verifiable rewards (TRL's GRPOTrainer and GRPOConfig, judgetrain.grpo).",
+        "reinforcement with judgetrain's verifiable rewards (TRL's GRPOTrainer and GRPOConfig, judgetrain.grpo); reward: a "
+        "reward model, a scalar head trained Bradley–Terry on gold-versus-perturbed sequences (TRL's RewardTrainer and "
+        "RewardConfig, judgetrain.reward).",
     )  # not an identity field: a GRPO run's identity says grpo (judgetrain.grpo.args), an SFT run's is as it was

@@ -12,7 +12,7 @@ against the model built from its config on the meta device (:mod:`judgetrain.tra
 packing (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
 recorded (:mod:`judgetrain.train.resume`), the consistency objective against the rest
 of the recipe (:mod:`judgetrain.consistency.args`) and a GRPO recipe's rewards and generation
-batches (:mod:`judgetrain.grpo.args`); the model fields' own checks are
+batches (:mod:`judgetrain.grpo.args`), a reward-model recipe's records (:mod:`judgetrain.reward.args`); the model fields' own checks are
 :func:`judgetrain.train.model_args.model_problems`. README: "`judgetrain train`".
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from judgetrain.config import Range, range_problems
 from judgetrain.consistency.args import objective_problems
 from judgetrain.grpo.args import GRPO_RANGES, grpo_problems
+from judgetrain.reward.args import REWARD_RANGES, reward_problems
 
 from .args import DataArguments
 from .model import lora_target_problems
@@ -82,8 +83,9 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
     config on the meta device, and a resume is compared with the recipe its
     checkpoint recorded (:mod:`judgetrain.train.resume`)."""
     problems = _list_fields_given_as_strings(model_args, data_args) + model_problems(model_args)
-    grpo = getattr(training_args, "method", "sft") == "grpo"
-    ranges = {**TRAINING_RANGES, **GRPO_RANGES} if grpo else TRAINING_RANGES
+    method = getattr(training_args, "method", "sft")
+    grpo = method == "grpo"
+    ranges = {**TRAINING_RANGES, **{"grpo": GRPO_RANGES, "reward": REWARD_RANGES}.get(method, {})}
     problems += range_problems(data_args) + range_problems(model_args) + range_problems(training_args, ranges)
     if not model_args.model_name_or_path:
         problems.append("model_name_or_path: missing; give a local model folder or a hub id")
@@ -119,6 +121,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
     problems += consistency_problems(data_args, training_args)
     accumulation = _accumulation(data_args, training_args, world_size)
     problems += grpo_problems(data_args, training_args, accumulation, world_size) if grpo else []
+    problems += reward_problems(model_args, data_args, training_args) if method == "reward" else []
     problems += lora_target_problems(model_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, training_args, world_size)
     return problems

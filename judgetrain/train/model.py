@@ -31,10 +31,11 @@ __all__ = [
 logger = logging.getLogger("judgetrain.train")
 
 
-def prepare_trainable(model, family, model_args: ModelArguments):
+def prepare_trainable(model, family, model_args: ModelArguments, task_type: str | None = None):
     """Decide what trains: return the LoRA config (``None`` without LoRA, after setting
-    ``requires_grad`` for a full fine-tune); warn when vLLM could not serve the adapter."""
-    peft_config = lora_config(model_args, family, model) if model_args.use_peft else None
+    ``requires_grad`` for a full fine-tune; ``task_type``: PEFT's, where the method decides it);
+    warn when vLLM could not serve the adapter."""
+    peft_config = lora_config(model_args, family, model, task_type) if model_args.use_peft else None
     if peft_config is None:
         set_full_finetune_trainable(model, model_args, family)
     problem = vllm_serving_problem(model, family, peft_config, model_args)
@@ -43,7 +44,7 @@ def prepare_trainable(model, family, model_args: ModelArguments):
     return peft_config
 
 
-def lora_config(model_args: ModelArguments, family, model=None):
+def lora_config(model_args: ModelArguments, family, model=None, task_type: str | None = None):
     """``trl.get_peft_config(model_args)`` (every LoRA field of TRL's ``ModelConfig``: rank,
     alpha, dropout, ``use_rslora``, ``use_dora``, ``lora_target_parameters``, the task) with
     two of judgetrain's: the targets default to the family's language-model projections, and
@@ -65,6 +66,7 @@ def lora_config(model_args: ModelArguments, family, model=None):
             use_peft=True,
             lora_modules_to_save=to_save or None,
             lora_target_modules=model_args.lora_target_modules or family.lora_target_regex,
+            lora_task_type=task_type or model_args.lora_task_type,
         )
     )
 

@@ -49,6 +49,8 @@ RECIPE_FILE = "judgetrain_recipe.yaml"
 # where training runs log and `judgetrain sweep` writes its summary run, unless WANDB_PROJECT says otherwise
 DEFAULT_WANDB_PROJECT = "judgetrain"
 PIPELINE_TAG = "image-text-to-text"
+# a reward model scores a sequence: the hub's tag for a sequence-classification head (as TRL's reward models carry)
+REWARD_PIPELINE_TAG = "text-classification"
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -307,7 +309,7 @@ def model_card(
     data = ModelCardData(
         base_model=None if for_hub and base_is_local else base,
         library_name="peft" if lora else "transformers",
-        pipeline_tag=PIPELINE_TAG,
+        pipeline_tag=REWARD_PIPELINE_TAG if getattr(args, "method", "sft") == "reward" else PIPELINE_TAG,
         tags=list(dict.fromkeys(tags)),
         datasets=None if for_hub else [d["path"] for d in data_info["datasets"]],
         model_name=(args.hub_model_id or "").split("/")[-1] or Path(out).name,
@@ -366,8 +368,25 @@ def _settings_text(derived: dict[str, dict[str, Any]]) -> str:
 
 
 def _method_lines(args) -> list[str]:
-    """The card's line on how the judge was trained, for a GRPO run (``method: grpo``, :mod:`judgetrain.grpo`)."""
-    if getattr(args, "method", "sft") != "grpo":
+    """The card's line on how the judge was trained, for a GRPO run (``method: grpo``, :mod:`judgetrain.grpo`) or a
+    reward model (``method: reward``, :mod:`judgetrain.reward`): what its score means."""
+    method = getattr(args, "method", "sft")
+    if method == "reward":
+        margin = args.margin_per_score_point
+        return [
+            "- a reward model: one number per image sequence, a scalar head (`score`) on the last token of the "
+            "sequence's prompt, higher for a more temporally coherent order; trained Bradley–Terry (TRL's "
+            "RewardTrainer) on each gold sequence (chosen) against its swaps, shuffles and out-of-context images "
+            "(rejected), each scored alone"
+            + (f"; margin {margin:g} × the PRISM score gap" if margin is not None else "")
+            + (
+                f"; center_rewards_coefficient {args.center_rewards_coefficient:g}"
+                if args.center_rewards_coefficient is not None
+                else ""
+            )
+            + ". Rewards compare sequences of one text and layout; their scale has no meaning of its own"
+        ]
+    if method != "grpo":
         return []
     weights = args.reward_weights or [1.0] * len(args.rewards)
     rewards = ", ".join(f"{name} × {w:g}" for name, w in zip(args.rewards, weights, strict=True))
@@ -383,8 +402,10 @@ def _card_text(
     args, state = trainer.args, trainer.state
     relative = not Path(base).is_absolute() and Path(base).expanduser().exists()
     where = " (relative to the folder training ran in: load from there, or pass the base with --base)" if relative else ""
+    reward = getattr(args, "method", "sft") == "reward"
     lines = [
-        f"# judgetrain judge: {family.name} fine-tuned on {len(data_info['datasets'])} dataset(s)",
+        f"# judgetrain {'reward model' if reward else 'judge'}: {family.name} fine-tuned on {len(data_info['datasets'])} "
+        "dataset(s)",
         "",
         f"- base model: `{base}` ({family.name}){where}" + (f", commit `{sha}`" if sha else ""),
         f"- steps: {state.global_step}, epochs: {state.epoch or 0:.2f}",
@@ -411,14 +432,8 @@ def _card_text(
             lines.append(f"| `{d['path']}` | {d['builder']} {d['version']} | {split} | `{h}` |")
     if data_info.get("left_out"):
         lines += ["", f"Records left out by filters: {data_info['left_out']}"]
+    lines += ["", "## Use", "", *(_reward_use(out) if reward else _judge_use(base, out))]
     lines += [
-        "",
-        "## Use",
-        "",
-        "```bash",
-        f"judgetrain eval timecatch --model {base} --adapter {out} --data DATA --out RESULTS   # or eval judge, phasefusion",
-        f"judgetrain merge {out} --out MERGED   # one folder, e.g. for vLLM",
-        "```",
         "",
         "## Reproduce",
         "",
@@ -430,6 +445,27 @@ def _card_text(
         "",
     ]
     return "\n".join(lines)
+
+
+def _judge_use(base: str, out: Path) -> list[str]:
+    return [
+        "```bash",
+        f"judgetrain eval timecatch --model {base} --adapter {out} --data DATA --out RESULTS   # or eval judge, phasefusion",
+        f"judgetrain merge {out} --out MERGED   # one folder, e.g. for vLLM",
+        "```",
+    ]
+
+
+def _reward_use(out: Path) -> list[str]:
+    return [
+        "```python",
+        "from judgetrain.models.reward import load_reward_model",
+        "from judgetrain.scoring import reward_scores",
+        "",
+        f'model, processor = load_reward_model("{out}")   # the base it records, the LoRA and the head',
+        "rewards = reward_scores(model, processor, records)   # one number per record (a sequence and its text)",
+        "```",
+    ]
 
 
 def write_model_card(

@@ -38,7 +38,8 @@ def make_parser(method: str = "sft"):
     model fields), DataArguments and the training arguments of ``method``: TRL's SFTConfig with
     the consistency fields (:class:`~judgetrain.consistency.config.ConsistencyConfig`), or under
     ``grpo`` TRL's GRPOConfig with judgetrain's reward fields
-    (:class:`~judgetrain.grpo.config.JudgeGRPOConfig`); TRL's numbers are checked against
+    (:class:`~judgetrain.grpo.config.JudgeGRPOConfig`), or under ``reward`` TRL's RewardConfig with
+    judgetrain's reward-model fields (:class:`~judgetrain.reward.config.JudgeRewardConfig`); TRL's numbers are checked against
     :data:`~judgetrain.train.checks.TRAINING_RANGES` (and ``GRPO_RANGES``) as they are parsed."""
     from .checks import TRAINING_RANGES
     from .model_args import ModelArguments
@@ -49,6 +50,12 @@ def make_parser(method: str = "sft"):
 
         ranges = {**TRAINING_RANGES, **GRPO_RANGES}
         return config.make_parser((ModelArguments, DataArguments, JudgeGRPOConfig), prog=_prog(), ranges=ranges)
+    if method == "reward":
+        from judgetrain.reward.args import REWARD_RANGES
+        from judgetrain.reward.config import JudgeRewardConfig
+
+        ranges = {**TRAINING_RANGES, **REWARD_RANGES}
+        return config.make_parser((ModelArguments, DataArguments, JudgeRewardConfig), prog=_prog(), ranges=ranges)
     from judgetrain.consistency.config import ConsistencyConfig  # SFTConfig + the consistency fields (paper 001 App. C)
 
     return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog(), ranges=TRAINING_RANGES)

@@ -4,7 +4,8 @@ Every recipe field comes from a dataclass of the recipe parser
 (:func:`judgetrain.train.parser.make_parser`): judgetrain's ``ModelArguments`` (TRL's
 ``ModelConfig`` with judgetrain's model fields), ``DataArguments``, and TRL's ``SFTConfig``
 (transformers' ``TrainingArguments`` under it) with judgetrain's consistency fields; then what
-a ``method: grpo`` recipe adds: judgetrain's reward fields and TRL's ``GRPOConfig``. Importing
+a ``method: grpo`` recipe adds (judgetrain's reward fields and TRL's ``GRPOConfig``) and what a
+``method: reward`` recipe adds (judgetrain's reward-model fields and TRL's ``RewardConfig``). Importing
 ``SFTConfig`` loads torch (seconds; tens of seconds on a busy machine), so its fields are read
 from the installed release's source instead
 (:func:`judgetrain.compat.trl.sft_config_from_source`): the listing is always the installed
@@ -32,16 +33,18 @@ class ListingFormatter(argparse.ArgumentDefaultsHelpFormatter):
         super().__init__(prog, width=WIDTH, max_help_position=40)
 
 
-def recipe_parser(training: type | None = None, method: str = "sft", *, only_grpo: bool = False) -> argparse.ArgumentParser:
+def recipe_parser(training: type | None = None, method: str = "sft", *, only_added: bool = False) -> argparse.ArgumentParser:
     """A parser that lists every recipe field of ``method`` under the dataclass that declares it,
     at :data:`WIDTH` columns (for ``--help``, not for parsing: see
     :func:`judgetrain.train.parser.parse`). ``training``: the class of TRL's training fields (SFTConfig,
-    or GRPOConfig under ``grpo``); by default read from TRL's source (nothing imported), tests pass
-    TRL's class. ``only_grpo``: only what a GRPO recipe adds to an SFT one (``--help``'s second part)."""
+    GRPOConfig under ``grpo``, RewardConfig under ``reward``); by default read from TRL's source
+    (nothing imported), tests pass TRL's class. ``only_added``: only what a ``method`` recipe adds to
+    an SFT one (``--help``'s later parts)."""
     from judgetrain.compat.transformers import argument_group
-    from judgetrain.compat.trl import grpo_config_fields_from_source, sft_config_from_source
+    from judgetrain.compat.trl import grpo_config_fields_from_source, reward_config_fields_from_source, sft_config_from_source
     from judgetrain.consistency.args import ConsistencyArguments
     from judgetrain.grpo.args import GRPOArguments
+    from judgetrain.reward.args import RewardArguments
 
     from .args import DataArguments, MethodArguments
     from .model_args import ModelArguments
@@ -50,15 +53,20 @@ def recipe_parser(training: type | None = None, method: str = "sft", *, only_grp
         (ModelArguments, "recipe fields: TRL's ModelConfig with judgetrain's model fields (ModelArguments)"),
         (DataArguments, "recipe fields: judgetrain's DataArguments"),
     ]
-    if method == "grpo":
-        sft_fields = frozenset(f.name for f in fields(sft_config_from_source())) if only_grpo else frozenset()
-        groups = [] if only_grpo else common
+    methods = {
+        "grpo": (GRPOArguments, "GRPOArguments (the rewards)", grpo_config_fields_from_source, "GRPOConfig"),
+        "reward": (RewardArguments, "RewardArguments (the reward model)", reward_config_fields_from_source, "RewardConfig"),
+    }
+    if method in methods:
+        own, own_title, from_source, trl_name = methods[method]
+        sft_fields = frozenset(f.name for f in fields(sft_config_from_source())) if only_added else frozenset()
+        groups = [] if only_added else common
         groups += [
-            (GRPOArguments, "recipe fields of `method: grpo`: judgetrain's GRPOArguments (the rewards)"),
+            (own, f"recipe fields of `method: {method}`: judgetrain's {own_title}"),
             (
-                training or grpo_config_fields_from_source(sft_fields),
-                "recipe fields of `method: grpo`: TRL's GRPOConfig"
-                + (" (beyond SFTConfig's, which it shares)" if only_grpo else " (with transformers' TrainingArguments)"),
+                training or from_source(sft_fields),
+                f"recipe fields of `method: {method}`: TRL's {trl_name}"
+                + (" (beyond SFTConfig's, which it shares)" if only_added else " (with transformers' TrainingArguments)"),
             ),
         ]
     else:
@@ -76,9 +84,9 @@ def recipe_parser(training: type | None = None, method: str = "sft", *, only_grp
         description="Every field below is a recipe key (YAML) and, on the command line, an "
         "override (--field value) that wins over the recipe"
         + (
-            ". A recipe with `method: grpo` takes these too, and the fields above but SFTConfig's own (max_length, "
-            "packing, …) and the consistency ones:"
-            if only_grpo
+            f". A recipe with `method: {method}` takes these too, and the fields above but SFTConfig's own (packing, "
+            "completion_only_loss, …) and the consistency ones:"
+            if only_added
             else ":"
         ),
     )
@@ -86,5 +94,11 @@ def recipe_parser(training: type | None = None, method: str = "sft", *, only_grp
 
 def recipe_help() -> str:
     """The listing: every recipe field with its help text and default, TRL's read from its source;
-    then what a GRPO recipe adds."""
-    return recipe_parser().format_help() + "\n" + recipe_parser(method="grpo", only_grpo=True).format_help()
+    then what a GRPO recipe and a reward-model recipe add."""
+    return "\n".join(
+        [
+            recipe_parser().format_help(),
+            recipe_parser(method="grpo", only_added=True).format_help(),
+            recipe_parser(method="reward", only_added=True).format_help(),
+        ]
+    )

@@ -119,6 +119,7 @@ class _Records:
     data_info: dict
     packed: PackedData | None = None
     length_column: bool = False
+    pairs: Any = None  # method: reward, (train pairs, evaluation pairs or None, collator): judgetrain.reward.trainer
 
 
 def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> Run:
@@ -134,10 +135,12 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     from judgetrain.grpo.data import media_token_ids
 
     set_seed(parsed_args.seed)
+    method = getattr(parsed_args, "method", "sft")
+    grpo = method == "grpo"
     model, processor, family = _load_model(model_args, parsed_args)  # 1. model
-    grpo = getattr(parsed_args, "method", "sft") == "grpo"
-    data = (_load_grpo_records if grpo else _load_records)(data_args, parsed_args, processor, model, family)  # 2. data
-    model, peft_config = _trainable(model, family, model_args)
+    loader = {"grpo": _load_grpo_records, "reward": _load_reward_records}.get(method, _load_records)
+    data = loader(data_args, parsed_args, processor, model, family)  # 2. data
+    model, peft_config = _trainable(model, family, model_args, "SEQ_CLS" if method == "reward" else None)
     settings = derive(
         data_args,
         parsed_args,
@@ -156,7 +159,8 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
     if data.packed:  # rows and records a step, for the model card
         data.data_info["packing"] = data.packed.describe(training_args, env_world_size(), data_args.effective_batch_size)
     recipe = resolved_recipe(model_args, data_args, training_args, argv)  # each checkpoint records it for resume
-    trainer = (_grpo_trainer if grpo else _sft_trainer)(model, processor, peft_config, settings, data, recipe)  # 4.
+    make_trainer = {"grpo": _grpo_trainer, "reward": _reward_trainer}.get(method, _sft_trainer)
+    trainer = make_trainer(model, processor, peft_config, settings, data, recipe)  # 4.
     for factory in callbacks:
         callback = factory(data.evaluation, processor, training_args)
         if callback is not None:
@@ -207,11 +211,31 @@ def _grpo_trainer(model, processor, peft_config, settings: Settings, data: _Reco
     )
 
 
-def _trainable(model, family, model_args):
-    """The model and the LoRA config its trainer applies (:func:`~judgetrain.train.model.prepare_trainable`); with
+def _reward_trainer(model, processor, peft_config, settings: Settings, data: _Records, recipe: dict):
+    """JudgeRewardTrainer (``method: reward``) on the gold-versus-perturbed pairs (:mod:`judgetrain.reward`)."""
+    from judgetrain.reward.trainer import JudgeRewardTrainer
+
+    train_pairs, eval_pairs, collator = data.pairs
+    return JudgeRewardTrainer(
+        model=model,
+        args=settings.trainer_args,
+        data_collator=collator,
+        train_dataset=train_pairs,
+        eval_dataset=eval_pairs,
+        # the tokenizer: TRL's reward trainer reads its pad token (a processor has none of its own); judgetrain's
+        # collator holds the processor, and the run folder gets the processor (train_and_save)
+        processing_class=processor.tokenizer,
+        peft_config=peft_config,
+        callbacks=[checkpoint_complete_callback(recipe), steps_from_arguments()],
+    )
+
+
+def _trainable(model, family, model_args, task_type: str | None = None):
+    """The model and the LoRA config its trainer applies (:func:`~judgetrain.train.model.prepare_trainable`; PEFT's
+    ``task_type`` where the method decides it: a reward model's ``SEQ_CLS``, which trains and saves its head); with
     ``init_adapter``, the model with that adapter loaded trainable (checked against the model first), and no config."""
     if not model_args.init_adapter:
-        return model, prepare_trainable(model, family, model_args)
+        return model, prepare_trainable(model, family, model_args, task_type)
     from judgetrain.models.adapters import load_adapter
 
     logger.info("init_adapter: training on from %s", model_args.init_adapter)
@@ -233,6 +257,7 @@ def _load_model(model_args, training_args):
         min_pixels=model_args.min_pixels,
         max_pixels=model_args.max_pixels,
         revision=model_args.model_revision,
+        head="reward" if getattr(training_args, "method", "sft") == "reward" else "generate",
     )
     model.train()
     return model, processor, get_family(model_args.family) if model_args.family else _family_of(model)
@@ -275,6 +300,17 @@ def _load_grpo_records(data_args: DataArguments, training_args, processor, model
             check_records(evaluation, processor, None, "eval", False)
     evaluation_used = None if training_args.eval_strategy == "no" else evaluation
     return _Records(train, evaluation, evaluation_used, [], None, data_info)
+
+
+def _load_reward_records(data_args: DataArguments, training_args, processor, model, family) -> _Records:
+    """The records of a reward model's run, checked for images, and their gold-versus-perturbed pairs
+    (:func:`judgetrain.reward.trainer.prepare_pairs`; a record longer than ``max_length`` refused)."""
+    from judgetrain.reward.trainer import prepare_pairs
+
+    data = _load_grpo_records(data_args, training_args, processor, model, family)
+    max_length = training_args.max_length if data_args.check_lengths else None
+    data.pairs = prepare_pairs(data.train, data.evaluation_used, processor, training_args, max_length)
+    return data
 
 
 def _configure(argv: list[str]) -> tuple[Any, DataArguments, Any, dict, bool]:

@@ -109,6 +109,8 @@ TRAINING_IDENTITY = tuple(
             "disable_dropout",
             "top_entropy_quantile",
             "shuffle_dataset",
+            # RewardConfig's (method: reward; judgetrain.reward)
+            "center_rewards_coefficient",
         )
     )
 )

@@ -21,8 +21,11 @@ computed from these fields there, DeepSpeed's batch sizes among them, follows th
 - under ``method: grpo``, ``reward_weights`` from the ``<reward>_weight`` fields, ``steps_per_generation`` following a derived accumulation (one
   generation batch a step) and ``shuffle_dataset`` off where judgetrain orders the records by
   question (:mod:`judgetrain.grpo.data`);
+- under ``method: reward``, ``remove_unused_columns`` off: a pair row names its two records in columns the
+  collator reads (:mod:`judgetrain.reward.data`);
 - the copy the Trainer gets (:attr:`Settings.trainer_args`) says ``packing: false`` when
-  judgetrain packed the rows itself: TRL refuses packing for image records.
+  judgetrain packed the rows itself: TRL refuses packing for image records; a reward model's says
+  ``max_length: null``: judgetrain refused longer records already, where TRL would drop their pairs.
 
 :attr:`Settings.derived` says what was derived (value, the recipe's value, why): ``run.json``
 records it and the model card shows it.
@@ -38,10 +41,11 @@ from typing import Any
 
 from judgetrain.config import jsonable
 
-__all__ = ["AS_PARSED", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"]
+__all__ = ["AS_PARSED", "TRAINER_MAX_LENGTH", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"]
 
 # the derived entry for what TRL's SFTTrainer is told about packing (the recipe keeps its own value)
 TRAINER_PACKING = "SFTTrainer.args.packing"
+TRAINER_MAX_LENGTH = "RewardTrainer.args.max_length"
 # Facts.resume_from_checkpoint when no run folder gave a verdict: the recipe's value stands
 AS_PARSED = "as parsed"
 
@@ -126,7 +130,9 @@ def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str
     if getattr(training_args, "method", "sft") == "grpo":
         found.update(_generation(training_args, found, facts))
     packed = facts.records_per_row is not None
-    if (packed or facts.length_column) and training_args.remove_unused_columns:
+    if getattr(training_args, "method", "sft") == "reward" and training_args.remove_unused_columns:
+        found["remove_unused_columns"] = (False, "a pair row names its two records in columns the collator reads")
+    elif (packed or facts.length_column) and training_args.remove_unused_columns:
         found["remove_unused_columns"] = (
             False,
             "packed rows name their records in columns the collator reads"
@@ -206,5 +212,13 @@ def derive(data_args, training_args, facts: Facts) -> Settings:
             "recipe": True,
             "why": "judgetrain packed the image records into rows "
             "itself (judgetrain.train.packing); TRL refuses packing for image data",
+        }
+    if getattr(final, "method", "sft") == "reward" and final.max_length is not None:
+        trainer_args = _replace(trainer_args, facts, max_length=None)
+        derived[TRAINER_MAX_LENGTH] = {
+            "value": None,
+            "recipe": final.max_length,
+            "why": "judgetrain refused records longer than max_length (judgetrain.reward.data); TRL's reward "
+            "trainer would drop their pairs silently",
         }
     return Settings(final, trainer_args, derived)
