@@ -173,10 +173,24 @@ class SweepConfig(SlurmArgs):
         if self.slurm:
             require_slurm()
         self._check_overrides()
+        self._check_method()
         accelerate_args(self)  # an unknown --accelerate_config fails here, not in the first trial
         problems = [] if self.slurm else launch_problems(self)  # a job's GPUs are its nodes', not this machine's
         if problems:
             raise SweepError(problems[0])
+
+    def _check_method(self) -> None:
+        """A reward model's trials (``method: reward``) are compared by their evaluation loss: the judge objective
+        scores verdicts, and a reward model gives a number."""
+        from judgetrain.train.parser import recipe_method
+
+        judged = [o.name for o in self.objectives if o.name.startswith("judge:")]
+        if judged and recipe_method(["--config", str(self.recipe), *self.overrides]) == "reward":
+            raise SweepError(
+                f"--objective {judged[0]}: the recipe trains a reward model (method: reward), which gives each sequence "
+                "a number, not a verdict the judge objective scores; use --objective eval_loss (TRL's Bradley–Terry "
+                "loss on the eval split's pairs)"
+            )
 
     def _check_overrides(self) -> None:
         """An argument the sweep does not know is a recipe override; one that is no recipe field
@@ -186,8 +200,10 @@ class SweepConfig(SlurmArgs):
         from judgetrain.errors import did_you_mean
         from judgetrain.train.parser import make_parser as recipe_parser
 
-        # a field of an SFT or a GRPO recipe (`method: grpo`); the trial's own parse refuses one its method lacks
-        recipe_flags = {o for method in ("sft", "grpo") for a in parser_actions(recipe_parser(method)) for o in a.option_strings}
+        # a field of an SFT, a GRPO or a reward-model recipe (`method:`); the trial's own parse refuses one its method lacks
+        recipe_flags = {
+            o for method in ("sft", "grpo", "reward") for a in parser_actions(recipe_parser(method)) for o in a.option_strings
+        }
         # the sweep's own flags, as its command's parser (judgetrain.sweep.controller) declares them
         sweep_parser = make_config_parser(SweepConfig, "judgetrain sweep")
         own = {o for a in parser_actions(sweep_parser) for o in a.option_strings if o not in ("-h", "--help")}

@@ -113,7 +113,8 @@ def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[
 
     flags = [a.split("=", 1)[1] for a in overrides if a.startswith("--method=")]
     flags += [overrides[i + 1] for i, a in enumerate(overrides[:-1]) if a == "--method"]
-    parser = make_parser("grpo" if (flags[-1] if flags else recipe.get("method")) == "grpo" else "sft")
+    method = flags[-1] if flags else recipe.get("method")
+    parser = make_parser(method if method in ("grpo", "reward") else "sft")
     for action in parser_actions(parser):  # only the fields the overrides name end up in the namespace
         action.default = argparse.SUPPRESS
     given, rest = parser.parse_known_args(overrides)

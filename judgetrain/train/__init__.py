@@ -97,6 +97,7 @@ __getattr__, __dir__, __all__ = attach(
             "STATE_FILE",
             "loss_figure",
             "loss_series",
+            "pair_accuracy_series",
             "plot_log_history",
             "plot_trainer_state",
             "reward_series",

@@ -20,7 +20,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOSS_PLOT", "STATE_FILE", "loss_figure", "loss_series", "plot_log_history", "plot_trainer_state", "reward_series"]
+__all__ = [
+    "LOSS_PLOT",
+    "STATE_FILE",
+    "loss_figure",
+    "loss_series",
+    "pair_accuracy_series",
+    "plot_log_history",
+    "plot_trainer_state",
+    "reward_series",
+]
 
 LOSS_PLOT = "training_loss.png"
 STATE_FILE = "trainer_state.json"  # what ``Trainer.save_state`` writes, in the run folder and every checkpoint
@@ -61,6 +70,21 @@ def reward_series(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tu
     return series
 
 
+def pair_accuracy_series(log_history: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """``{"pair accuracy (train)" / "(eval)": [(step, accuracy), …]}`` from TRL's reward trainer's ``accuracy``
+    and ``eval_accuracy`` (the share of pairs whose chosen sequence out-scores the rejected one), logged with its
+    ``margin``; ``{}`` for a run that is no reward model's."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for entry in log_history:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), (int, float)):
+            continue
+        for prefix, label in (("", "pair accuracy (train)"), ("eval_", "pair accuracy (eval)")):
+            value = entry.get(f"{prefix}accuracy")
+            if f"{prefix}margin" in entry and isinstance(value, (int, float)) and math.isfinite(value):
+                series.setdefault(label, []).append((int(entry["step"]), float(value)))
+    return series
+
+
 def _draw(ax, points: list[tuple[int, float]], label: str, **style: Any) -> None:
     # markers while the points are few (a run of one logged step still shows it); a long run's line alone
     ax.plot(
@@ -75,14 +99,15 @@ def _draw(ax, points: list[tuple[int, float]], label: str, **style: Any) -> None
 
 def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training loss"):
     """The figure of :func:`plot_log_history`, or ``None`` when no loss (train or eval) was logged.
-    Axes: ``fig.axes[0]`` the losses, then the rewards' means (a GRPO run), then the learning rate
+    Axes: ``fig.axes[0]`` the losses, then the rewards' means (a GRPO run) or the pair accuracy (a reward
+    model: :func:`pair_accuracy_series`), then the learning rate
     (when one was logged)."""
     from judgetrain.plotting import pyplot
 
     series = loss_series(log_history)
     if not series["loss"] and not series["eval_loss"]:
         return None
-    lr, rewards = series["learning_rate"], reward_series(log_history)
+    lr, rewards = series["learning_rate"], reward_series(log_history) or pair_accuracy_series(log_history)
     plt = pyplot()
     heights = [3.0] + ([2.0] if rewards else []) + ([1.4] if lr else [])
     fig, axes = plt.subplots(
@@ -106,7 +131,7 @@ def loss_figure(log_history: Iterable[Mapping[str, Any]], title: str = "training
         reward_ax = axes[1][0]
         for name, points in rewards.items():
             _draw(reward_ax, points, name)
-        reward_ax.set_ylabel("mean reward")
+        reward_ax.set_ylabel("pair accuracy" if any(name.startswith("pair accuracy") for name in rewards) else "mean reward")
         reward_ax.grid(alpha=0.3)
         reward_ax.legend(fontsize=8, loc="upper left")
     if lr:

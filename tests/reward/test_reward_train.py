@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from judgetrain import records
 from judgetrain.models import REWARD_HEAD
 from judgetrain.reward import JudgeRewardConfig
 from judgetrain.scoring import reward_scores
-from judgetrain.train import ConfigError, check_config, parse, setup, train_and_save
+from judgetrain.train import ConfigError, check_config, loss_figure, parse, setup, train_and_save
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-prism-reward.yaml"
@@ -38,11 +39,19 @@ def head(folder: Path) -> torch.Tensor:
     return weights[name]
 
 
-def test_a_reward_recipe_trains_head_and_lora_and_loads_back_in_a_fresh_process_scoring_the_same(tmp_path, tiny, pointwise):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny, pointwise):
+    """The tiny reward recipe's 4 steps (checkpoints at 2 and 4): (run folder, the Run)."""
+    out = tmp_path_factory.mktemp("reward") / "run"
     run = setup(argv(tiny, pointwise, out))
-    assert type(run.training_args) is JudgeRewardConfig and run.training_args.method == "reward"
     train_and_save(run)
+    return out, run
+
+
+def test_a_reward_recipe_trains_head_and_lora_and_loads_back_in_a_fresh_process_scoring_the_same(tmp_path, trained,
+                                                                                               pointwise):
+    out, run = trained
+    assert type(run.training_args) is JudgeRewardConfig and run.training_args.method == "reward"
     steps = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2, 3, 4]
     assert all(0 <= h["accuracy"] <= 1 and h["min_reward"] <= h["mean_reward"] <= h["max_reward"] for h in steps)
@@ -51,6 +60,8 @@ def test_a_reward_recipe_trains_head_and_lora_and_loads_back_in_a_fresh_process_
     assert head(out).shape[0] == 1 and not torch.equal(head(out), head(out / "checkpoint-2")), "the head trains in full"
     identity = json.loads((out / "run.json").read_text())["identity"]["training"]
     assert identity["method"] == "reward" and "margin_per_score_point" in identity
+    figure = loss_figure(json.loads((out / "trainer_state.json").read_text())["log_history"])
+    assert figure.axes[1].get_ylabel() == "pair accuracy" and (out / "training_loss.png").is_file()
     card = (out / "README.md").read_text()
     assert "pipeline_tag: text-classification" in card and "higher for a more temporally coherent order" in card
 
@@ -68,6 +79,35 @@ def test_a_reward_recipe_trains_head_and_lora_and_loads_back_in_a_fresh_process_
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     torch.testing.assert_close(torch.tensor(loaded), torch.tensor(trained), atol=1e-5, rtol=1e-5)
     assert len(set(round(x, 6) for x in loaded)) > 1  # sequences get their own rewards
+
+
+def test_a_killed_reward_run_resumes_to_the_adapter_of_an_uninterrupted_one(tmp_path, trained, tiny, pointwise):
+    """Killed from inside at the save of step 2, once the checkpoint is complete; `--resume_from_checkpoint auto`
+    trains steps 3 and 4 on the same pairs as the uninterrupted run: the same LoRA and head."""
+    kill = (
+        "import os, signal, sys\n"
+        "from transformers import TrainerCallback\n"
+        "from judgetrain.train.run import script\n"
+        "class Kill(TrainerCallback):\n"
+        "    def on_save(self, args, state, control, **kw):\n"
+        "        if state.global_step == 2:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "sys.exit(script(sys.argv[1:], callbacks=[lambda *a: Kill()]))\n"
+    )
+    full, killed = trained[0], tmp_path / "killed"
+    done = subprocess.run([sys.executable, "-c", kill, *argv(tiny, pointwise, killed)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == -9, done.stderr[-3000:]
+    assert (killed / "checkpoint-2" / "judgetrain_checkpoint_complete.json").is_file()
+    assert not (killed / "adapter_model.safetensors").exists()
+    train_and_save(setup(argv(tiny, pointwise, killed, "--resume_from_checkpoint", "auto")))
+    a, b = load_file(full / "adapter_model.safetensors"), load_file(killed / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+    losses = [[h["loss"] for h in json.loads((run / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+              for run in (full, killed)]
+    assert losses[0] == losses[1]
 
 
 def test_the_loss_is_the_hand_worked_bradley_terry_loss_of_the_batch(tmp_path, tiny, pointwise):
@@ -108,3 +148,26 @@ def test_a_reward_recipe_refuses_other_tasks_an_init_adapter_and_records_too_lon
         setup(argv(tiny, pointwise, tmp_path / "b", "--max_length", "64"))
     with pytest.raises(ConfigError, match="unknown"):  # an SFT-only field in a reward recipe
         parse(argv(tiny, pointwise, tmp_path / "c", "--packing", "true"))
+
+
+def test_a_sweep_searches_a_reward_models_fields_by_its_eval_loss_and_refuses_the_judge_objective(tmp_path, tiny,
+                                                                                               pointwise):
+    """recipes/spaces/reward.yaml on the tiny reward recipe: one trial trains with its sampled learning rate, LoRA rank
+    and dropout and is scored by the evaluation pairs' Bradley–Terry loss; the judge objective (verdicts) is refused
+    before any trial runs."""
+    import optuna
+
+    from judgetrain import sweep
+    from judgetrain.cli import main as cli_main
+
+    storage = f"sqlite:///{tmp_path / 'sweeps.db'}"
+    common = [str(RECIPE), "--space", str(REPO / "recipes" / "spaces" / "reward.yaml"), "--trials", "1", "--storage",
+              storage, "--out", str(tmp_path / "s"), "--model_name_or_path", str(tiny), "--datasets", str(pointwise),
+              "--eval_split", "train", "--max_eval_samples", "8", "--max_steps", "1"]
+    assert cli_main(["sweep", *common, "--study", "judged", "--objective", "judge:all/accuracy"]) == 2
+    assert cli_main(["sweep", *common, "--study", "reward", "--objective", "eval_loss"]) == 0
+    (trial,) = optuna.load_study(study_name="reward", storage=sweep.storage_from_url(storage, heartbeat_interval=None)).trials
+    assert trial.state.name == "COMPLETE" and trial.value > 0
+    assert set(trial.params) == {"learning_rate", "lora_r", "lora_dropout"}
+    used = yaml.safe_load((tmp_path / "s" / "trial-0000" / "judgetrain_recipe.yaml").read_text())
+    assert used["method"] == "reward" and used["lora_r"] == trial.params["lora_r"]
