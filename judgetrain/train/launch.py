@@ -53,6 +53,8 @@ EPILOG = (
     "  judgetrain train recipes/tiny/llava-ov-timecatch-lora.yaml --accelerate_config ddp --num_processes 2 --max_steps 2\n"
     "  judgetrain build prism --out data/prism-twins --synthetic 8 --layouts P0 --twins   # then GRPO (method: grpo):\n"
     "  judgetrain train recipes/tiny/qwen3vl-prism-grpo.yaml\n"
+    "  judgetrain build prism --out data/prism-pointwise --synthetic 8 --layouts P0 --modes pointwise   # then a reward\n"
+    "  judgetrain train recipes/tiny/qwen3vl-prism-reward.yaml   # model (method: reward): a number per sequence\n"
     "\na real model: each recipe's first comment line is its launch command (recipes/qwen3vl-2b/timecatch-lora.yaml, …);\n"
     'many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, "`judgetrain train`").\n'
     "a SLURM job: --slurm --nodes 2 --gpus_per_node 8 [--partition P --time 24:00:00 --account A] --submit\n"

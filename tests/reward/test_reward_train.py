@@ -153,7 +153,7 @@ def test_a_reward_recipe_refuses_other_tasks_an_init_adapter_and_records_too_lon
 def test_a_sweep_searches_a_reward_models_fields_by_its_eval_loss_and_refuses_the_judge_objective(tmp_path, tiny,
                                                                                                pointwise):
     """recipes/spaces/reward.yaml on the tiny reward recipe: one trial trains with its sampled learning rate, LoRA rank
-    and dropout and is scored by the evaluation pairs' Bradley–Terry loss; the judge objective (verdicts) is refused
+    and scale and is scored by the evaluation pairs' Bradley–Terry loss; the judge objective (verdicts) is refused
     before any trial runs."""
     import optuna
 
@@ -168,6 +168,6 @@ def test_a_sweep_searches_a_reward_models_fields_by_its_eval_loss_and_refuses_th
     assert cli_main(["sweep", *common, "--study", "reward", "--objective", "eval_loss"]) == 0
     (trial,) = optuna.load_study(study_name="reward", storage=sweep.storage_from_url(storage, heartbeat_interval=None)).trials
     assert trial.state.name == "COMPLETE" and trial.value > 0
-    assert set(trial.params) == {"learning_rate", "lora_r", "lora_dropout"}
+    assert set(trial.params) == {"learning_rate", "lora_r", "lora_alpha"}
     used = yaml.safe_load((tmp_path / "s" / "trial-0000" / "judgetrain_recipe.yaml").read_text())
     assert used["method"] == "reward" and used["lora_r"] == trial.params["lora_r"]
