@@ -109,6 +109,8 @@ class PrismConfig(WorkBuildArgs):
     def __post_init__(self) -> None:
         settle_source(self, "procedures", DEFAULT_SYNTHETIC)
         self.layouts, self.modes = comma_list(self.layouts), comma_list(self.modes)
+        if self.modes == ["both"]:  # as --help offers it: every mode
+            self.modes = list(MODES)
         self.perturbations = comma_list(self.perturbations)
         self.splits = Fractions(self.splits)
 

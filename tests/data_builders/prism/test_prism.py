@@ -457,13 +457,15 @@ def test_semantic_outliers_need_two_categories(tmp_path):
 
 
 def test_options_are_checked_together(tmp_path):
-    cfg = prism.PrismConfig(out=tmp_path, procedures=Path("m.jsonl"), synthetic=3, layouts=("P9",), modes=("both",),
+    cfg = prism.PrismConfig(out=tmp_path, procedures=Path("m.jsonl"), synthetic=3, layouts=("P9",), modes=("all",),
                             perturbations=("flip",), nonconsecutive_swaps=-1, splits={"train": 0.5, "dev": 0.2})
     with pytest.raises(BuildError) as e:
         cfg.check()
     msg = str(e.value)
     for needle in ("give only one source", "--layouts", "--modes", "--perturbations", "--nonconsecutive-swaps", "unknown split", "sum to 1"):
         assert needle in msg
+    # `both`, as --help offers it, is every mode
+    assert prism.PrismConfig(out=tmp_path, synthetic=3, modes=("both",)).modes == ["pairwise", "pointwise"]
 
 
 # --------------------------------------------------------------------------- the synthetic source and the CLI
