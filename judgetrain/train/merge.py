@@ -3,7 +3,8 @@
 `judgetrain merge ADAPTER --out DIR` loads the base model named in the
 adapter's config (or `--base`), applies the adapter with PEFT, folds it in
 with `merge_and_unload()` and saves model (safetensors) and processor, so the
-folder loads like any checkpoint (`judgetrain.models.load_model_and_processor`).
+folder loads like any checkpoint (`judgetrain.models.load_model_and_processor`; a reward
+model's, with its scalar head, by `judgetrain.models.load_reward_model`).
 A base recorded as a relative folder (`quickstart/models/qwen3-vl`) is read from
 the working directory; from anywhere else `--base` names it.
 
@@ -150,14 +151,16 @@ def _merge(adapter: Path, out: Path, base: str, dtype: str, overwrite: bool, rec
     """:func:`merge_adapter` once ``out`` is this process's to write."""
     from judgetrain.identity import git_state
     from judgetrain.io import atomic_folder, write_json
-    from judgetrain.models import ModelNotFoundError, load_model_and_processor
+    from judgetrain.models import ModelNotFoundError, is_reward_adapter, load_model_and_processor
     from judgetrain.models.adapters import BaseModelNotFoundError, load_adapter, missing_base_hint
 
     identity = merge_identity(adapter, base, dtype)
     if _out_holds(out, identity, overwrite):
         return out
     try:
-        model, processor = load_model_and_processor(base, dtype=dtype)
+        # a reward model's adapter merges into the decoder with its scalar head (judgetrain.models.reward)
+        head = "reward" if is_reward_adapter(adapter) else "generate"
+        model, processor = load_model_and_processor(base, dtype=dtype, head=head)
     except ModelNotFoundError as e:
         if not recorded:
             raise

@@ -171,3 +171,19 @@ def test_a_sweep_searches_a_reward_models_fields_by_its_eval_loss_and_refuses_th
     assert set(trial.params) == {"learning_rate", "lora_r", "lora_alpha"}
     used = yaml.safe_load((tmp_path / "s" / "trial-0000" / "judgetrain_recipe.yaml").read_text())
     assert used["method"] == "reward" and used["lora_r"] == trial.params["lora_r"]
+
+
+def test_judgetrain_merge_folds_a_reward_models_lora_in_and_keeps_its_head(tmp_path, trained, pointwise):
+    """A reward run merges into a checkpoint of the reward class (the head saved with the decoder, not the
+    generative language-model head), which load_reward_model loads and which scores as the adapter does."""
+    from judgetrain.models import load_reward_model
+    from judgetrain.train.merge import merge_adapter
+
+    out, _ = trained
+    merged = merge_adapter(out, tmp_path / "merged")
+    weights = load_file(merged / "model.safetensors")
+    assert f"{REWARD_HEAD}.weight" in weights and not any(k.startswith("lm_head") for k in weights)
+    test = records.load(pointwise)["train"].select(range(4))
+    a = reward_scores(*load_reward_model(merged), test, progress=False)
+    b = reward_scores(*load_reward_model(out), test, progress=False)
+    torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5)
