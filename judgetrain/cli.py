@@ -36,6 +36,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("eval", "report"): "judgetrain.eval.core.rebuild",
     ("eval", "compare"): "judgetrain.eval.core.compare",
     ("eval", "view"): "judgetrain.eval.view.command",
+    ("score",): "judgetrain.rank.command",
     ("slurm",): "judgetrain.cluster.command",
 }
 GROUPS = {"build": "build a dataset of task records", "eval": "evaluate models, rebuild reports, compare runs"}

@@ -83,6 +83,7 @@ PLANS: dict[str, tuple[tuple[str, ...], bool]] = {
     "quickstart": (("quickstart",), True),
     "train": (("train",), True),
     "merge": (("merge",), True),
+    "score": (("score",), True),
     "sweep": (("sweep",), True),
     "eval-timecatch": (("eval timecatch",), True),
     "eval-judge-then-bias": (("eval judge", "eval bias"), True),

@@ -32,7 +32,8 @@ LAYERS = (
     ("training", ("judgetrain.train", "judgetrain.consistency", "judgetrain.grpo", "judgetrain.reward")),
     ("sweeps", ("judgetrain.sweep",)),
     # `judgetrain slurm eval …` loads the evaluation's command by name, as the CLI's registry does
-    ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart", "judgetrain.cluster.command")),
+    ("front ends", ("judgetrain.cli", "judgetrain.__main__", "judgetrain.quickstart", "judgetrain.cluster.command",
+                    "judgetrain.rank")),
 )
 APART = ("judgetrain.data_builders", "judgetrain.eval")  # one layer, and neither imports the other
 # inside data_builders/ and eval/: what every protocol shares, lowest first, below the protocols
