@@ -101,6 +101,11 @@ def check_reward_model(path: str | os.PathLike[str]) -> None:
         return
     if (folder / "adapter_config.json").is_file():
         why = "its adapter_config.json is a generative judge's (task_type is not SEQ_CLS); score it with `judgetrain eval judge`"
+    elif _merged_reward_model(folder):
+        why = (
+            "it is a merged reward model (`judgetrain merge`): pass the run folder it was merged from, or load it in "
+            "Python with judgetrain.models.load_reward_model"
+        )
     elif folder.is_dir():
         why = "it holds no adapter_config.json"
     else:
@@ -109,6 +114,19 @@ def check_reward_model(path: str | os.PathLike[str]) -> None:
         f"--reward-model {path}: not a trained reward model ({why}). Train one with a `method: reward` recipe, "
         "e.g. `judgetrain train recipes/tiny/qwen3vl-prism-reward.yaml`, and pass its output folder"
     )
+
+
+def _merged_reward_model(folder: Path) -> bool:
+    import json
+
+    config = folder / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(str(a).endswith("RewardModel") for a in architectures)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,11 @@ def test_a_folder_that_is_no_reward_model_is_refused_with_the_way_to_make_one(ma
     generative = tmp_path / "judge"
     generative.mkdir()
     (generative / "adapter_config.json").write_text(json.dumps({"task_type": "CAUSAL_LM", "peft_type": "LORA"}))
-    for folder, why in [(generative, "generative judge's"), (tmp_path / "nothing", "no such folder")]:
+    merged = tmp_path / "merged"  # what `judgetrain merge` makes of a reward run
+    merged.mkdir()
+    (merged / "config.json").write_text(json.dumps({"architectures": ["Qwen3VLRewardModel"], "model_type": "qwen3_vl"}))
+    for folder, why in [(generative, "generative judge's"), (tmp_path / "nothing", "no such folder"),
+                        (merged, "merged reward model")]:
         assert cli.main(["score", "--reward-model", str(folder), "--sequences", str(manifest), "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert why in err and "method: reward" in err
