@@ -148,7 +148,7 @@ def test_a_grpo_recipes_problems_are_each_named_with_the_fix(tiny, twins):
                      "arguments; change the fields it names)"]
     found = problems(tiny, twins, "--steps_per_generation", "4")
     assert any(p.startswith("steps_per_generation: 4 steps a generation batch, but an optimizer step accumulates 2") for p in found)
-    assert problems(tiny, twins, "--method", "ppo") == ["--method: 'ppo' is not a training method; use sft or grpo"]
+    assert problems(tiny, twins, "--method", "ppo") == ["--method: 'ppo' is not a training method; use sft, grpo or reward"]
     assert problems(tiny, twins, "--rewards", "correct", "--consistency_weight", "null", "--steps_per_generation", "4") == []
 
 
