@@ -53,7 +53,7 @@ class GRPOArguments:
 
     method: str = arg(
         "grpo",
-        "sft or grpo: grpo here (this recipe's training arguments are TRL's GRPOConfig with judgetrain's rewards).",
+        "sft, grpo or reward: grpo here (this recipe's training arguments are TRL's GRPOConfig with judgetrain's rewards).",
         identity=True,
     )
     rewards: list[str] = arg(
