@@ -3,7 +3,9 @@ chronological-ordering probe (paper 002 F.1, G), scored or with rationales.
 
 :mod:`.command` runs it (:func:`evaluate`, :func:`judge_metrics`, the CLI); :mod:`.metrics`
 computes the cells, :mod:`.ordering` the probe's ordering metrics, :mod:`.explain` the
-explanation metrics (BLEU, ROUGE, METEOR, MiniLM cosine), :mod:`.report` the report.
+explanation metrics (BLEU, ROUGE, METEOR, MiniLM cosine), :mod:`.report` the report;
+:mod:`.reward` runs a reward model (``--mode reward``) and :mod:`.reward_metrics` computes its pair accuracy,
+symmetry check and agreement with a generative judge.
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -63,6 +65,17 @@ __getattr__, __dir__, __all__ = attach(
             "score_distribution",
         ],
         "ordering": ["exact_match", "kendall_tau", "ordering_metrics", "position_accuracy"],
+        "reward": ["RewardScorer", "load_reward_scorer", "reward_rows", "run_reward"],
+        "reward_metrics": [
+            "PERTURBATION_KINDS",
+            "RELATIVE_TOLERANCE",
+            "agreement_cell",
+            "check_tolerance",
+            "compute_reward_metrics",
+            "judge_pair_rows",
+            "pair_cell",
+            "symmetry_check",
+        ],
         "report": ["cells", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution"],
     },
 )

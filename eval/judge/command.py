@@ -105,10 +105,12 @@ from judgetrain.config import make_parser as make_config_parser
 from ..core.args import EvalArgs, parse_batch_size
 from ..core.markdown import fmt, pct, rate
 from ..core.prefill import run_prefill, scorer_loader
+from ..core.reward_pairs import REWARD_MODE
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
 from ..core.sharded import process_state, run_sharded
 from .metrics import MIRAGE_DOMAINS, SUBSETS, compute_judge_metrics
 from .report import report
+from .reward import reward_mode_problems
 
 if TYPE_CHECKING:
     from judgetrain.scoring import BatchSize
@@ -375,9 +377,10 @@ class JudgeEvalConfig(EvalArgs):
         "score",
         "score: constrained A/B or 1-5 scoring over each record's choices (records without choices, "
         "the ordering probe, are generated); rationale: generate, parse, count invalid answers and "
-        "score the explanations",
+        "score the explanations; reward (the default for a reward model): one reward per pointwise record, "
+        "gold-vs-negative pair accuracy",
         identity=True,
-        metavar="{" + ",".join(MODES) + "}",
+        metavar="{" + ",".join((*MODES, REWARD_MODE)) + "}",
     )
     tasks: list[str] = arg(list(JUDGE_TASKS), "tasks to evaluate, from " + ",".join(JUDGE_TASKS) + " (space- or comma-separated)")
     layouts: list[str] | None = arg(None, "layouts to evaluate, e.g. P0,P6 (space- or comma-separated; default: all)")
@@ -389,6 +392,9 @@ class JudgeEvalConfig(EvalArgs):
         "generation budget per item (rationale mode, and the ordering probe in either mode)",
         identity=True,
     )
+    agree_with: Path | None = arg(
+        None, "reward mode: a generative judge's eval judge run on the pairwise records of the same data, to agree with"
+    )
 
     def __post_init__(self) -> None:
         common = self.common_problems()  # listed after this command's own
@@ -397,8 +403,9 @@ class JudgeEvalConfig(EvalArgs):
         self.tasks = comma_list(self.tasks)
         self.layouts = comma_list(self.layouts) or None
         self.subsets = comma_list(self.subsets) or None
-        if self.mode not in MODES:
-            problems.append(f"mode: {self.mode!r} is not a judge mode; choose {' or '.join(MODES)}")
+        problems += reward_mode_problems(self)
+        if self.mode not in (*MODES, REWARD_MODE):
+            problems.append(f"mode: {self.mode!r} is not a judge mode; choose {', '.join((*MODES, REWARD_MODE))}")
         unknown = [t for t in self.tasks if t not in JUDGE_TASKS]
         if unknown:
             problems.append(f"tasks: unknown {unknown}; judge tasks are {', '.join(JUDGE_TASKS)}")
@@ -449,6 +456,10 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
     """
     state = process_state("judgetrain.eval.judge")
     ds, idx, order = _select(cfg)
+    if cfg.mode == REWARD_MODE:
+        from .reward import run_reward
+
+        return run_reward(cfg, state, ds, idx, order, evaluation=EVALUATION, subset=subset_of)
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
     info = run_info(
         EVALUATION,
@@ -516,7 +527,12 @@ def make_parser():
 
 def main(cfg: JudgeEvalConfig) -> int:
     result = run(cfg)
-    if result["metrics"] is not None:
+    if result["metrics"] is not None and "reward" in result["metrics"]:
+        from .reward import print_reward_summary
+
+        print_reward_summary(result["metrics"])
+        print(f"Predictions, metrics and report in {result['out']}", flush=True)
+    elif result["metrics"] is not None:
         _print_summary(result)
     return 0
 

@@ -3,7 +3,9 @@
 ``judgetrain eval compare`` puts side by side (:func:`cells`, with the counts behind them,
 :func:`cell_counts`). The metrics are :mod:`judgetrain.eval.judge.metrics`. Every rate is printed in
 % with its Wilson 95% interval and n (:func:`judgetrain.eval.core.markdown.rate`); macro P/R/F1 in
-% too; Pearson r, MAE, RMSE and the explanation scores in their own units.
+% too; Pearson r, MAE, RMSE and the explanation scores in their own units. A reward-model run
+(``--mode reward``) gets its own report: pair accuracy per perturbation kind, the symmetry check
+and the agreement with a generative judge (:mod:`judgetrain.eval.judge.reward_metrics`).
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -21,8 +23,10 @@ from judgetrain.plotting import pyplot, save_figure
 
 from ..core.figures import wilson_yerr
 from ..core.markdown import RATE_NOTE, display_name, figures_markdown, fmt, pct, rate, rows_markdown, run_header
+from ..core.reward_pairs import REWARD_MODE
 from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .metrics import SCORES, compute_judge_metrics
+from .reward_metrics import compute_reward_metrics, judge_pair_rows
 
 __all__ = ["cell_counts", "cells", "pairwise_layouts_figure", "plot_pairwise_layouts", "plot_score_distribution", "report"]
 
@@ -150,6 +154,8 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     its ``predictions.jsonl`` (``run.json`` names the model and the command). Returns the metrics."""
     run_dir = Path(run_dir)
     rows, info = read_run(run_dir, f"run `judgetrain eval judge --out {run_dir} …` first")
+    if info.get("mode") == REWARD_MODE:
+        return _reward_report(run_dir, rows, info)
     metrics: dict[str, Any] = {
         "run": {
             k: info.get(k)
@@ -182,6 +188,115 @@ def report(run_dir: str | os.PathLike) -> dict[str, Any]:
     write_json(run_dir / METRICS, metrics)
     write_text(run_dir / REPORT, _markdown(run_dir, metrics, info, rows, figures))
     return metrics
+
+
+def _reward_report(run_dir: Path, rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`report` of a reward-model run (:mod:`judgetrain.eval.judge.reward_metrics`)."""
+    agree_with = info.get("agree_with")
+    judge = judge_pair_rows(agree_with, info) if agree_with else None
+    metrics: dict[str, Any] = {
+        "run": {k: info.get(k) for k in ("model", "adapter", "data", "split", "mode", "agree_with", "limit", "world_size")},
+        "items": items_count(rows, info),
+        "n": len(rows),
+        "reward": compute_reward_metrics(rows, judge_rows=judge),
+    }
+    metrics = no_nan(metrics)
+    write_json(run_dir / METRICS, metrics)
+    rw = metrics["reward"]
+    md = [
+        f"# Reward-model evaluation: {display_name(info, rows)}\n\n",
+        run_header(
+            info,
+            rows,
+            f"mode: reward; sequences scored: {len(rows)} of the {metrics['items']['selected']} the run selects; "
+            f"gold-vs-negative pairs: {rw['n_pairs']}",
+        ),
+        _reward_pairs_markdown(rw),
+        _symmetry_markdown(rw["symmetry"]),
+    ]
+    if rw["agreement"] is not None:
+        md.append(_agreement_markdown(rw["agreement"], str(agree_with)))
+    md.append(f"\n## Reproduce\n\n```bash\n{info.get('command', '')}\n")
+    md.append(f"judgetrain eval report {shlex.quote(str(run_dir))}   # metrics and report from {PREDICTIONS}\n```\n")
+    write_text(run_dir / REPORT, "".join(md))
+    return metrics
+
+
+def _pair_cells(c: Mapping[str, Any]) -> list[str]:
+    return [rate(c["accuracy"], c["ci95"], c["n"]), rate(c["tie_rate"], c["tie_ci95"], c["n"]), str(c["n"])]
+
+
+def _reward_pairs_markdown(rw: Mapping[str, Any]) -> str:
+    """The pair-accuracy section: per perturbation kind (and all), per layout when several, the mean rewards."""
+    md = ["\n## Pair accuracy: each gold sequence against each of its perturbations\n\n"]
+    md.append(
+        "Acc: share of pairs whose gold sequence gets a strictly higher reward than the perturbed one; a tie (equal "
+        f"rewards) is not won and is counted apart (tie rate). {RATE_NOTE}\n\n"
+    )
+    kinds = [[k, *_pair_cells(c)] for k, c in [*rw["by_perturbation"].items(), ("all", rw["all"])]]
+    md.append(rows_markdown(("perturbation", "Acc", "tie rate", "pairs"), kinds))
+    if len(rw["by_layout"]) > 1:
+        md.append(
+            "\n"
+            + rows_markdown(("layout", "Acc", "tie rate", "pairs"), [[k, *_pair_cells(c)] for k, c in rw["by_layout"].items()])
+        )
+    mean = rw["mean_reward"]
+    md.append(f"\nMean reward: gold sequences {fmt(mean['gold'])}, perturbed sequences {fmt(mean['negative'])}.\n")
+    if rw["n_unpaired"]:
+        md.append(
+            f"\n{rw['n_unpaired']} scored sequence(s) are in no pair yet: their gold sequence's record has no prediction "
+            "(the run stopped before its end; rerun its command to resume it).\n"
+        )
+    return "".join(md)
+
+
+def _symmetry_markdown(s: Mapping[str, Any]) -> str:
+    """The symmetry check: why a reward model has no position bias, and the check that its scorer keeps it so."""
+    verdict = {True: "**passed**", False: "**FAILED**", None: "not run (no sequence was re-scored)"}[s["passed"]]
+    return (
+        "\n## Symmetry check\n\n"
+        "A reward model scores each sequence alone: there is no A/B presentation, so no position bias by "
+        "construction. What could still break that is the scorer: a reward that depends on the other sequences "
+        "of its batch (padding read as content, a batch returned out of order). The first sequence of each chunk "
+        "the run wrote was scored again in a batch of two, after another sequence (other companions, other "
+        "padding); each difference must be within its tolerance (relative to max(1, |reward|), by the weights' "
+        "dtype).\n\n"
+        + rows_markdown(
+            ("re-scored", "largest difference", "its tolerance", "over tolerance", "check"),
+            [
+                [
+                    str(s["n_checked"]),
+                    fmt(s["max_abs_diff"], 8),
+                    fmt(s["worst_tolerance"], 8),
+                    str(s["n_failed"]),
+                    verdict,
+                ]
+            ],
+        )
+    )
+
+
+def _agreement_markdown(a: Mapping[str, Any], judge: str) -> str:
+    """Agreement with the generative judge on the items both scored."""
+    cells = [rate(a[k]["rate"], a[k]["ci95"], a[k]["n"]) for k in ("agree", "reward_accuracy", "judge_accuracy")]
+    return (
+        f"\n## Agreement with the generative judge\n\nJudge run: `{judge}`. On each pairwise item of the judge that "
+        "shows one of these pairs (its twin too), both prefer the same sequence; the judge's invalid answers and the "
+        "reward's ties prefer neither and are counted apart. The accuracies are on the same decided items. "
+        f"{RATE_NOTE}\n\n"
+        + rows_markdown(
+            (
+                "agreement rate",
+                "reward Acc",
+                "judge Acc",
+                "judge invalid",
+                "reward ties",
+                "judge items unmatched",
+                "pairs unjudged",
+            ),
+            [[*cells, *(str(a[k]) for k in ("n_judge_invalid", "n_reward_tie", "n_judge_unmatched", "n_pairs_unjudged"))]],
+        )
+    )
 
 
 def _markdown(
@@ -338,6 +453,10 @@ def _compare_cells(metrics: Mapping[str, Any]) -> list[tuple[str, Any, tuple[int
         out += [
             (f"pointwise Acc {subset}", c["accuracy"], acc(c)) for subset, c in [*pt["by_subset"].items(), ("all", pt["all"])]
         ]
+    rw = metrics.get("reward")
+    if rw:
+        for kind, c in [*rw["by_perturbation"].items(), ("all", rw["all"])]:
+            out.append((f"reward pair Acc {kind}", c["accuracy"], (c["correct"], c["n"])))
     o = metrics.get("ordering")
     if o:
         exact = o.get("exact")

@@ -8,7 +8,9 @@ elsewhere), ``choices`` and ``probs`` (the posterior as ``predictions.jsonl`` ho
 ``prompt`` (the text scored) with ``prompt_kind`` (``"rendered"``, or ``"messages"`` for a run
 that stored none), ``frames`` (groups ``{"label", "refs"}`` in the order the model saw them,
 each ref ``("sha256", hex)`` of an image's bytes or ``("video", path, index)``) and, for
-PhaseFusion, ``passes`` (one ``[label, posterior, pred]`` per scored pass).
+PhaseFusion, ``passes`` (one ``[label, posterior, pred]`` per scored pass). A reward-model run
+(``eval judge --mode reward``) shows one item per gold-vs-negative pair: both sequences' frames,
+both rewards and which won.
 
 TimeCatch and judge rows store ``prompt_text`` and ``frames`` since ``eval view`` exists; an older
 run's items get their frames and prompt messages from the dataset ``run.json`` names (its
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.reward_pairs import REWARD_MODE
 from ..core.runs import REPORT, read_run
 
 __all__ = ["dataset_images", "load_run", "messages_text", "posterior_summary"]
@@ -76,6 +79,56 @@ def _record_item(row: Mapping[str, Any]) -> dict[str, Any]:
         "passes": None,
         "extra": extra,
     }
+
+
+def _reward_items(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A reward-model run's items: one per (gold, negative) pair (:func:`judgetrain.eval.core.reward_pairs.reward_pairs`),
+    its id the negative's record, both sequences' frames, both rewards and which won; the posterior
+    shown is the Bradley–Terry P(gold ≻ negative) = σ(r_gold − r_negative) and its complement."""
+    from ..core.reward_pairs import bt_probability, reward_pairs
+
+    pairs, _ = reward_pairs(rows)
+    by_id = {r["id"]: r for r in rows}
+    items = []
+    for p in pairs:
+        gold, neg = by_id[p["gold"]], by_id[p["id"]]
+        prob = bt_probability(p["reward_gold"], p["reward_negative"])
+        won = p["winner"] if p["winner"] != "tie" else None
+        top, margin = posterior_summary([prob, 1 - prob], ["gold", "negative"].index(won) if won else None)
+        frames = None
+        if gold.get("frames") is not None and neg.get("frames") is not None:
+            frames = [
+                {"label": f"gold sequence ({gold['id']})", "refs": [("sha256", h) for h in gold["frames"]]},
+                {"label": f"perturbed: {neg.get('variant')} ({neg['id']})", "refs": [("sha256", h) for h in neg["frames"]]},
+            ]
+        items.append(
+            {
+                "id": p["id"],
+                "task": "reward pair",
+                "source": p["source"],
+                "gold": "gold",
+                "pred": p["winner"],
+                "correct": p["winner"] == "gold",
+                "top": top,
+                "margin": margin,
+                "flipped": None,
+                "choices": ["gold", "negative"],
+                "probs": [prob, 1 - prob],
+                "prompt": neg.get("prompt_text"),
+                "prompt_kind": "rendered" if neg.get("prompt_text") is not None else None,
+                "frames": frames,
+                "passes": None,
+                "extra": {
+                    "perturbation": p["perturbation"],
+                    "layout": p["layout"],
+                    "reward (gold)": f"{p['reward_gold']:.6f}",
+                    "reward (negative)": f"{p['reward_negative']:.6f}",
+                    "won": p["winner"],
+                    "gold record": gold["id"],
+                },
+            }
+        )
+    return items
 
 
 def _from_dataset(items: list[dict[str, Any]], info: Mapping[str, Any], warn: list[str]) -> None:
@@ -189,6 +242,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     warnings: list[str] = []
     if evaluation == "phasefusion":
         items = _phasefusion_items(rows)
+    elif info.get("mode") == REWARD_MODE:
+        items = _reward_items(rows)
+        _from_dataset(items, info, warnings)
     else:
         items = [_record_item(r) for r in rows]
         _from_dataset(items, info, warnings)
