@@ -187,3 +187,26 @@ def test_judgetrain_merge_folds_a_reward_models_lora_in_and_keeps_its_head(tmp_p
     a = reward_scores(*load_reward_model(merged), test, progress=False)
     b = reward_scores(*load_reward_model(out), test, progress=False)
     torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5)
+
+
+REWARD_RECIPES = sorted(p.relative_to(REPO) for p in (REPO / "recipes").rglob("*.yaml")
+                        if "spaces" not in p.parts and yaml.safe_load(p.read_text()).get("method") == "reward")
+
+
+@pytest.mark.parametrize("recipe", REWARD_RECIPES, ids=[str(r) for r in REWARD_RECIPES])
+def test_every_reward_recipe_dry_runs_on_the_tiny_model_of_its_family(recipe, tmp_path, tiny_model, pointwise):
+    """Each shipped reward recipe (its own LoRA, margin and centring) trains a step on PRISM pointwise pairs with the
+    tiny checkpoint of the family it names."""
+    from judgetrain.models import get_family
+
+    config = yaml.safe_load((REPO / recipe).read_text())
+    assert config["method"] == "reward" and config["tasks"] == ["pointwise"]
+    run = setup(["--config", str(REPO / recipe), "--model_name_or_path", str(tiny_model(get_family(config["family"]).name)),
+                 "--datasets", str(pointwise), "--output_dir", str(tmp_path / "o"), "--dtype", "float32",
+                 "--report_to", "none", "--bf16", "false", "--max_steps", "1",
+                 "--per_device_train_batch_size", "1", "--effective_batch_size", "2", "--save_strategy", "no",
+                 "--eval_strategy", "no", "--eval_split", "null"])
+    assert run.model_args.lora_r == config["lora_r"]
+    assert run.training_args.margin_per_score_point == config["margin_per_score_point"]
+    run.trainer.train()
+    assert run.trainer.state.global_step == 1
