@@ -26,7 +26,7 @@ def failure_reason(rc: int, log: Path) -> str:
         return f"killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "") + f"; log: {log}"
     if "OutOfMemoryError" in tail or "CUDA out of memory" in tail:
         return f"out of GPU memory; log: {log}"
-    error = _training_error(tail)
+    error = _training_error(tail) or _exception(tail)
     if error:  # the training process's own message, not the launcher's CalledProcessError after it
         return f"exited with code {rc}: {error}; log: {log}"
     last = [line for line in tail.splitlines() if line.strip()][-1:] or [""]
@@ -46,6 +46,21 @@ def _training_error(tail: str) -> str | None:
             break
         block.append(line)
     return "\n".join(block)[:2000]
+
+
+# the last line of a traceback: the exception and its message (`IndexError: too many indices …`)
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)(?::\s.*)?$")
+
+
+def _exception(tail: str) -> str | None:
+    """The training process's last exception line, not the launcher's ``CalledProcessError`` after it (whose
+    message repeats the trial's own command, parameters and folder, so no two trials' would match), or None."""
+    found = [
+        line.strip()
+        for line in tail.splitlines()
+        if _EXCEPTION.match(line.strip()) and not line.strip().startswith("subprocess.CalledProcessError")
+    ]
+    return found[-1][:300] if found else None
 
 
 def job_failure_reason(job_id: str, state, log: Path) -> str | None:

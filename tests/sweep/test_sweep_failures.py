@@ -78,6 +78,28 @@ def test_failure_reason_is_the_training_error_not_the_launchers_traceback(tmp_pa
     assert failure_key(reason3, out3) == failure_key(reason4, out4) != failure_key(reason3.replace("run.json", "x"), out3)
 
 
+def test_a_crash_is_keyed_by_its_exception_not_the_launchers_command_with_the_trials_parameters(tmp_path):
+    """A training process that dies of an exception (no `error:` message) leaves a traceback, then accelerate's
+    CalledProcessError repeating the trial's command: its sampled parameters and folder. Two trials of one crash
+    share a key (so --stop_after_failures stops the sweep); another exception does not."""
+    keys, reasons = [], []
+    for n, lr, exc in ((3, "0.0014", "IndexError: too many indices for tensor of dimension 1"),
+                       (4, "8.6e-05", "IndexError: too many indices for tensor of dimension 1"),
+                       (5, "2.7e-05", "KeyError: 'pixel_values'")):
+        out = tmp_path / f"trial-{n:04d}"
+        out.mkdir()
+        (out / "train.log").write_text(
+            "Traceback (most recent call last):\n  File \"judgetrain/train/run.py\", line 1\n"
+            f"{exc}\n"
+            "Traceback (most recent call last):\n  File \"accelerate/commands/launch.py\", line 1\n"
+            f"subprocess.CalledProcessError: Command '[..., '--learning_rate', '{lr}', '--output_dir', '{out}']' returned "
+            "non-zero exit status 1.\n")
+        reasons.append(failure_reason(1, out / "train.log"))
+        keys.append(failure_key(reasons[-1], out))
+    assert reasons[0].startswith("exited with code 1: IndexError: too many indices for tensor of dimension 1; log: ")
+    assert keys[0] == keys[1] != keys[2]
+
+
 def test_identical_failures_in_a_row_stop_only_at_the_limit():
     study = optuna.create_study()
 
