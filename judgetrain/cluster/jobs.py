@@ -9,6 +9,7 @@ README: "`judgetrain sweep --slurm`, SLURM".
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -52,14 +53,16 @@ def require_slurm(*commands: str) -> None:
         )
 
 
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     require_slurm(cmd[0])
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env} if env else None)
 
 
-def submit(script: Path) -> str:
-    """Submit ``script`` with ``sbatch --parsable``; the job id."""
-    proc = _run(["sbatch", "--parsable", str(script)])
+def submit(script: Path, env: dict[str, str] | None = None) -> str:
+    """Submit ``script`` with ``sbatch --parsable``; the job id. ``env`` joins the environment
+    sbatch hands to the job (its default ``--export=ALL``; SLURM keeps it for a requeue), so a
+    secret in it is never written into the script."""
+    proc = _run(["sbatch", "--parsable", str(script)], env)
     if proc.returncode != 0:
         raise ClusterError(
             f"sbatch {script} failed: {proc.stderr.strip() or proc.stdout.strip()} "

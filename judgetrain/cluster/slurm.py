@@ -28,6 +28,7 @@ __all__ = [
     "SlurmArgs",
     "accelerate_executable",
     "check_slurm",
+    "exit_record",
     "keep_accelerate_config",
     "processes",
     "rank_log",
@@ -58,6 +59,11 @@ class SlurmArgs:
     cpus_per_node: int | None = arg(None, "SLURM: CPU cores of the job on each node (#SBATCH --cpus-per-task)")
     job_name: str | None = arg(None, "SLURM: job name (None: the run folder's name)")
     sbatch_options: str | None = arg(None, 'SLURM: further sbatch options, one string ("--qos=high --constraint=h200")')
+    signal_before_end: int = arg(
+        300,
+        "SLURM: seconds before the time limit at which the job is signalled (#SBATCH --signal=B:USR1@N) to save a "
+        "checkpoint at the next step and requeue itself; 0: no signal",
+    )
 
 
 _DEFAULTS = {f.name: f.default for f in fields(SlurmArgs)}
@@ -72,7 +78,7 @@ def slurm_problems(args: SlurmArgs, slurm: bool) -> list[str]:
         ]
     problems = [
         f"{name}: {getattr(args, name)}; give at least {low}"
-        for name, low in (("nodes", 1), ("gpus_per_node", 0))
+        for name, low in (("nodes", 1), ("gpus_per_node", 0), ("signal_before_end", 0))
         if getattr(args, name) < low
     ]
     if args.cpus_per_node is not None and args.cpus_per_node < 1:
@@ -91,6 +97,12 @@ def accelerate_executable() -> str:
     return str(found) if found.is_file() else "accelerate"
 
 
+def exit_record(run_dir: Path, job_id: str) -> Path:
+    """Where the job's script records how the job ended (``RUN/slurm/JOBID.exit``, JSON: ``state``,
+    ``exit_code``, ``restarts``), the answer once SLURM has forgotten the job (past ``MinJobAge``)."""
+    return Path(run_dir) / LOG_FOLDER / f"{job_id}.exit"
+
+
 def rank_log(run_dir: Path, job_name: str, job_id: str, rank: int = 0) -> Path:
     """Where node ``rank`` of job ``job_id`` writes its output (srun's ``%x-%j-%t.log``)."""
     return Path(run_dir) / LOG_FOLDER / f"{job_name}-{job_id}-{rank}.log"
@@ -104,6 +116,8 @@ def _sbatch_lines(args: SlurmArgs, job_name: str, logs: Path, workdir: Path) -> 
     options += [f"--{name}={getattr(args, key)}" for name, key in named if getattr(args, key) is not None]
     # a preempted or failed node puts the job back in the queue; its rerun resumes (appending to the same logs)
     options += ["--requeue", "--open-mode=append", f"--chdir={workdir}", f"--output={logs / '%x-%j.log'}"]
+    if args.signal_before_end:  # the script's trap: checkpoint at the next step, then requeue (sbatch_script)
+        options.append(f"--signal=B:USR1@{args.signal_before_end}")
     options += shlex.split(args.sbatch_options or "")
     return [f"#SBATCH {o}" for o in options]
 
@@ -149,6 +163,7 @@ def sbatch_script(
         ' rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT"',
     ]
     launch = [
+        'trap "" USR1;',  # the launcher ignores the stop signal its training processes handle (inherited, kept by exec)
         f"exec {shlex.quote(accelerate_executable())} launch",
         '--num_machines "$SLURM_NNODES" --machine_rank "$SLURM_NODEID"',
         '--main_process_ip "$MAIN_PROCESS_IP" --main_process_port "$MAIN_PROCESS_PORT"',
@@ -167,8 +182,39 @@ def sbatch_script(
             "-c",
         ]
     )
-    lines.append(f"{srun} {_quoted_command(launch)}")
+    lines += [*_STOP_TRAP, f"{srun} {_quoted_command(launch)} &", *_wait_then_requeue_or_record(logs)]
     return "\n".join(lines) + "\n"
+
+
+# SIGUSR1 to the script (SLURM before the time limit: #SBATCH --signal=B:USR1@N; by hand: scancel --batch
+# --signal=USR1 JOB) goes on to every process of the srun step; the training processes save a checkpoint at
+# their next step and stop (judgetrain.train.stop_signal), then the script requeues the job
+_STOP_TRAP = [
+    "REQUEUE=0",
+    'trap \'echo "job $SLURM_JOB_ID: SIGUSR1: a checkpoint at the next step, then the job requeues itself"; '
+    'REQUEUE=1; kill -USR1 "$SRUN_PID" 2>/dev/null || true\' USR1',
+    "SRUN_PID=",
+]
+
+
+def _wait_then_requeue_or_record(logs: Path) -> list[str]:
+    """The script's end: wait for srun through trapped signals; requeue after a stop signal,
+    else record how the job ended (:func:`exit_record`) and exit with srun's code."""
+    record = shlex.quote(str(logs)) + '/"$SLURM_JOB_ID".exit'
+    return [
+        "SRUN_PID=$!",
+        'while true; do set +e; wait "$SRUN_PID"; RC=$?; set -e; kill -0 "$SRUN_PID" 2>/dev/null || break; done',
+        'set +e; wait "$SRUN_PID"; RC=$?; set -e  # its own code, also when a trap interrupted the last wait',
+        'if [ "$REQUEUE" = 1 ]; then',
+        '  echo "job $SLURM_JOB_ID: training stopped (code $RC); requeueing: the next run resumes from the checkpoint"',
+        '  scontrol requeue "$SLURM_JOB_ID"',
+        "  exit 0",
+        "fi",
+        '[ "$RC" = 0 ] && STATE=COMPLETED || STATE=FAILED',
+        f'printf \'{{"state": "%s", "exit_code": %d, "restarts": %d}}\\n\' "$STATE" "$RC" "${{SLURM_RESTART_COUNT:-0}}" '
+        f"> {record}.tmp && mv -f {record}.tmp {record}",
+        'exit "$RC"',
+    ]
 
 
 def write_script(run_dir: Path, text: str) -> Path:

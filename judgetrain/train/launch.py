@@ -41,6 +41,8 @@ from .args import ConfigError
 from .recipe_fields import recipe_help
 
 MODULE = "judgetrain.train"
+# how long a launcher that got SIGTERM waits for its training processes to save a checkpoint and exit
+SHUTDOWN_SECONDS = 300
 
 
 # --------------------------------------------------------------------------- parsing
@@ -187,7 +189,16 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
 
 
 def _failed(returncode: int) -> int:
-    """A one-line note for a training process that failed (its own error is above)."""
+    """A one-line note for a training process that failed (its own error is above), or that
+    stopped on a signal after saving a checkpoint (:mod:`judgetrain.train.stop_signal`)."""
+    stopped = {128 + int(s): s.name for s in (signal.SIGTERM, signal.SIGUSR1)}
+    if returncode in stopped:
+        print(
+            f"the training process stopped on {stopped[returncode]} after saving a checkpoint (above); the same command "
+            "with --resume_from_checkpoint auto goes on from it",
+            file=sys.stderr,
+        )
+        return returncode
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -262,6 +273,8 @@ def main(cfg: TrainCommand) -> int:
     from judgetrain.compat.accelerate import launch as accelerate_launch
 
     argv = command(launch, overrides)
+    # several processes: torchrun hands a SIGTERM on to them and waits this long for their checkpoint (default 30 s)
+    os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_SECONDS))
     print("launching: accelerate launch " + shlex.join(argv), flush=True)
     try:
         accelerate_launch(argv)

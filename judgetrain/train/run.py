@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgetrain import config
 from judgetrain.io import write_text
@@ -48,6 +48,9 @@ from .parser import env_world_size, parse
 from .resume import steps_from_arguments
 from .run_folder import AlreadyTrained, prepare_output_dir, record_finish, record_settings
 from .settings import Facts, Settings, derive
+
+if TYPE_CHECKING:
+    from .stop_signal import SaveOnSignal, StopRequests
 
 __all__ = ["CallbackFactory", "Run", "main", "script", "setup", "setup_cpu_distributed", "train_and_save"]
 
@@ -336,11 +339,13 @@ def _log_trainable(trainer) -> None:
         logger.info("trainable parameters: %d of %d (%.2f%%)", trainable, total, 100 * trainable / max(total, 1))
 
 
-def train_and_save(run: Run) -> Path:
+def train_and_save(run: Run, requests: StopRequests | None = None) -> Path | None:
     """train (resuming when asked) → save adapter, processor, recipe, state, loss curve, model card.
     The adapter records its base as ``adapters.stored_base`` says (a relative folder as the
     recipe gives it); a resume continues the checkpoint's wandb run; the model card is
-    judgetrain's, also where TRL's checkpoints and the Trainer's ``push_to_hub`` write one."""
+    judgetrain's, also where TRL's checkpoints and the Trainer's ``push_to_hub`` write one.
+    A stop signal (``requests``, :mod:`judgetrain.train.stop_signal`; installed here when
+    None) saves a checkpoint at the next step and returns None, writing nothing else."""
     import yaml
 
     from judgetrain.models.adapters import stored_base
@@ -367,7 +372,18 @@ def train_and_save(run: Run) -> Path:
         wandb_run_config(run.model_args, run.data_args, run.family, run.data_info, training_args),
         resume if isinstance(resume, str) else None,
     )
-    trainer.train(resume_from_checkpoint=resume)
+    from .stop_signal import SaveOnSignal, StopRequests
+
+    stop = SaveOnSignal(requests or StopRequests().install(), trainer.accelerator)
+    trainer.add_callback(stop)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    finally:
+        if requests is None:
+            stop.requests.restore()
+    if stop.stopped_at is not None:
+        _stopped(trainer, stop, wandb_run is not None)
+        return None
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         run.processor.save_pretrained(str(out))
@@ -390,8 +406,41 @@ def train_and_save(run: Run) -> Path:
     return out
 
 
+def _stopped(trainer, stop: SaveOnSignal, wandb_open: bool) -> None:
+    """Say where a run stopped by a signal saved its checkpoint and how it goes on; tell wandb
+    the run is preempted (it resumes in the same wandb run)."""
+    import signal as signals
+
+    from .stop_signal import stop_exit_code
+
+    if trainer.accelerator.is_main_process:
+        name = signals.Signals(stop.signum).name if stop.signum else "a signal"
+        folder = Path(trainer.args.output_dir) / f"checkpoint-{stop.stopped_at}"
+        print(
+            f"Training stopped by {name} at step {stop.stopped_at}; checkpoint saved in {folder}. Run the same command "
+            "with --resume_from_checkpoint auto to go on (a SLURM job requeues itself)",
+            flush=True,
+        )
+    if wandb_open:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.run.mark_preempting()
+        wandb.finish(exit_code=stop_exit_code(stop.signum or 15))
+
+
 def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    from .stop_signal import StopRequests
+
+    requests = StopRequests().install()  # from the start: a signal while the model loads is not lost
+    try:
+        return _main(argv, callbacks, requests)
+    finally:
+        requests.restore()
+
+
+def _main(argv: list[str] | None, callbacks: Sequence[CallbackFactory], requests: StopRequests) -> int:
     if os.environ.get("RANK", "0") == "0":  # before the slow part: importing TRL and torch, loading the model, the data
         print(
             "judgetrain train: reading the recipe, then loading the model and checking the records (about a minute on "
@@ -409,13 +458,15 @@ def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] 
             dist.barrier()
             dist.destroy_process_group()
         return 0
-    train_and_save(run)
+    saved = train_and_save(run, requests)
     # Every rank waits until the main one has written its files, then the
     # group is torn down together: a rank that tears down (or exits) while
     # another still holds the gloo group makes the latter abort with SIGABRT.
     run.trainer.accelerator.wait_for_everyone()
     run.trainer.end()  # finish trackers and destroy the process group
-    return 0
+    from .stop_signal import stop_exit_code
+
+    return 0 if saved is not None else stop_exit_code(requests.signum or 15)
 
 
 def _family_of(model):

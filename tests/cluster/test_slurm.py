@@ -47,7 +47,7 @@ def recipe(tmp_path_factory, tiny_model):
 
 def srun_line(script: str) -> str:
     """The script's last command, ``srun … bash -c '…'`` (over several lines)."""
-    return script[script.index("\nsrun ") + 1:]
+    return script[script.index("\nsrun ") + 1:script.index(" &\nSRUN_PID=$!")]
 
 
 def launch_line(script: str, **env: str) -> list[str]:
@@ -73,7 +73,7 @@ def test_two_nodes_of_eight_gpus_start_one_accelerate_launch_per_node_from_slurm
         "#SBATCH --job-name=judge-8b", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
         "#SBATCH --partition=h200", "#SBATCH --time=24:00:00", "#SBATCH --account=lab", "#SBATCH --requeue",
         "#SBATCH --open-mode=append", f"#SBATCH --chdir={tmp_path}", f"#SBATCH --output={logs}/%x-%j.log",
-        "#SBATCH --qos=high"]
+        "#SBATCH --signal=B:USR1@300", "#SBATCH --qos=high"]
     assert "export WANDB_JOB_TYPE='trial run'" in script.splitlines()
     assert f"--output={logs}/%x-%j-%t.log" in srun_line(script)  # one log per node (rank)
     # node 1 of 2: its rank and node 0's address come from SLURM's environment, evaluated on the node

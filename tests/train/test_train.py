@@ -367,35 +367,92 @@ def test_a_resume_logs_and_saves_as_its_arguments_say_and_the_recipe_records(tmp
     assert json.loads((out / "trainer_state.json").read_text())["logging_steps"] == 1
 
 
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, data):
+def interrupted_args(tiny_models, data, out, *extra):
+    """The recipe of the interruption tests: 8 steps, a checkpoint every 2, a learning rate that moves the adapter."""
+    return args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "8", "--save_steps", "2", "--save_total_limit", "10",
+                    "--learning_rate", "5e-3", *extra)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_models, data):
+    """The adapter of the interruption tests' recipe trained without interruption."""
+    from safetensors.torch import load_file
+
+    full = tmp_path_factory.mktemp("uninterrupted") / "full"
+    subprocess.run([sys.executable, "-m", "judgetrain.train", *interrupted_args(tiny_models, data, full)], check=True,
+                   capture_output=True, timeout=600)
+    assert json.loads((full / "trainer_state.json").read_text())["global_step"] == 8
+    return load_file(full / "adapter_model.safetensors")
+
+
+def assert_same_adapter(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+
+
+def wait_for_checkpoint(proc, folder: Path, step: int) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (folder / f"checkpoint-{step}" / "judgetrain_checkpoint_complete.json").exists():
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "training finished before it could be interrupted"
+
+
+def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_models, data, uninterrupted):
     from safetensors.torch import load_file
 
     def cmd(out, *extra):
-        return [sys.executable, "-m", "judgetrain.train", *args_for("qwen3-vl", tiny_models, data, out, "--max_steps", "8",
-                "--save_steps", "2", "--save_total_limit", "10", "--learning_rate", "5e-3", *extra)]
+        return [sys.executable, "-m", "judgetrain.train", *interrupted_args(tiny_models, data, out, *extra)]
 
-    full = tmp_path / "full"
-    subprocess.run(cmd(full), check=True, capture_output=True, timeout=600)
     killed = tmp_path / "killed"
     proc = subprocess.Popen(cmd(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        if (killed / "checkpoint-4" / "judgetrain_checkpoint_complete.json").exists():
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "training finished before it could be killed"
+    wait_for_checkpoint(proc, killed, 4)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "adapter_model.safetensors").exists()
     done = subprocess.run(cmd(killed, "--resume_from_checkpoint", "auto"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resume_from_checkpoint auto: " + str(killed / "checkpoint-") in done.stderr
-    state = json.loads((killed / "trainer_state.json").read_text())
-    assert state["global_step"] == json.loads((full / "trainer_state.json").read_text())["global_step"] == 8
-    a, b = load_file(full / "adapter_model.safetensors"), load_file(killed / "adapter_model.safetensors")
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5)
+    assert json.loads((killed / "trainer_state.json").read_text())["global_step"] == 8
+    assert_same_adapter(uninterrupted, load_file(killed / "adapter_model.safetensors"))
+
+
+def test_sigterm_to_judgetrain_train_saves_a_checkpoint_at_that_step_and_the_resume_is_the_uninterrupted_run(
+        tmp_path, tiny_models, data, uninterrupted):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "stopped"
+    cmd = [str(Path(sys.executable).with_name("judgetrain")), "train", *interrupted_args(tiny_models, data, out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_checkpoint(proc, out, 2)
+    proc.send_signal(signal.SIGTERM)  # to the launcher, as `kill PID` does: it hands the signal on to training
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 143, log[-3000:]
+    stopped = re.search(r"Training stopped by SIGTERM at step (\d+); checkpoint saved in (\S+)\.", log)
+    assert stopped, log[-3000:]
+    step = int(stopped.group(1))
+    assert 2 < step < 8 and Path(stopped.group(2)) == out / f"checkpoint-{step}"  # the step it was at, not the last save
+    assert (out / f"checkpoint-{step}" / "judgetrain_checkpoint_complete.json").is_file()
+    assert not (out / "adapter_model.safetensors").exists()  # not a finished run
+    done = subprocess.run(cmd + ["--resume_from_checkpoint", "auto"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resume_from_checkpoint auto: {out / f'checkpoint-{step}'}" in done.stdout + done.stderr
+    assert_same_adapter(uninterrupted, load_file(out / "adapter_model.safetensors"))
+
+
+def test_sigusr1_to_a_training_process_stops_it_at_the_next_step_with_a_checkpoint(tmp_path, tiny_models, data):
+    out = tmp_path / "usr1"
+    proc = subprocess.Popen([sys.executable, "-m", "judgetrain.train", *interrupted_args(tiny_models, data, out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_checkpoint(proc, out, 2)
+    proc.send_signal(signal.SIGUSR1)  # SLURM's warning before the time limit, handed on by the job's script
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 138, log[-3000:]
+    step = int(re.search(r"Training stopped by SIGUSR1 at step (\d+);", log).group(1))
+    assert (out / f"checkpoint-{step}" / "judgetrain_checkpoint_complete.json").is_file()
+    assert json.loads((out / f"checkpoint-{step}" / "trainer_state.json").read_text())["global_step"] == step
 
 
 def test_offline_wandb_keeps_the_history_of_a_run_killed_and_resumed(tmp_path, tiny_models, data):
