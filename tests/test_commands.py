@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 import torch
 
 from judgetrain import cli, config
@@ -80,6 +81,19 @@ def test_launch_options_reach_accelerate(spelling):
     assert Path(parsed.config_file).name == "zero3.yaml" and parsed.module and parsed.training_script == "judgetrain.train"
     assert parsed.training_script_args == ["--config", str(RECIPE), "--lora_r", "4"]
     assert accelerate_configs.world_size(cfg) == 16
+
+
+def test_a_launch_repeated_reuses_one_resolved_config_and_leaves_no_folder_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the system temp folder, as TMPDIR sets it
+    first = accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(accelerate_config="zero3", num_processes=2))
+    again = accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(accelerate_config="zero3", num_processes=2))
+    assert first == again and Path(first[1]).parent.parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir()] == [Path(first[1]).parent.name]
+    assert len(list(Path(first[1]).parent.iterdir())) == 1 and Path(first[1]).parent.stat().st_mode & 0o077 == 0
+    ds = yaml.safe_load(Path(first[1]).read_text())["deepspeed_config"]["deepspeed_config_file"]
+    assert Path(ds).is_absolute() and Path(ds).is_file()
 
 
 def test_machine_rank_zero_and_unset_options():

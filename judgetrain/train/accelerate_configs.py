@@ -88,6 +88,25 @@ def find_accelerate_config(name_or_path: str) -> Path:
     )
 
 
+def _kept_resolved(name: str, text: str) -> Path:
+    """``text`` (a config with its DeepSpeed path made absolute) as a file named by its content
+    in one folder of this user's under the system temp folder: a launch repeated any number of
+    times reuses one file instead of leaving a folder behind each time."""
+    import hashlib
+    import os
+
+    from judgetrain.io import write_text
+
+    folder = Path(tempfile.gettempdir()) / f"judgetrain-accelerate-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        raise ConfigError([f"accelerate_config: {folder} belongs to another user; remove it, or set TMPDIR to a folder of yours"])
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{name}"
+    if not path.is_file() or path.read_text() != text:
+        write_text(path, text)
+    return path
+
+
 def resolve_accelerate_config(name_or_path: str) -> Path:
     """A config file as given, or one of the shipped ones by name; its
     ``deepspeed_config_file`` made absolute so the launch works from any folder."""
@@ -107,9 +126,7 @@ def resolve_accelerate_config(name_or_path: str) -> Path:
             raise ConfigError(
                 [f"accelerate_config: {path}: deepspeed_config_file {ds!r} not found next to it or in the current folder"]
             )
-        tmp = Path(tempfile.mkdtemp(prefix="judgetrain-accelerate-")) / path.name
-        tmp.write_text(yaml.safe_dump(config))
-        return tmp
+        return _kept_resolved(path.name, yaml.safe_dump(config))
     return path
 
 
