@@ -13,6 +13,7 @@ README: "`judgetrain sweep --slurm`, SLURM".
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from dataclasses import dataclass, fields
@@ -30,9 +31,14 @@ __all__ = [
     "check_slurm",
     "exit_record",
     "keep_accelerate_config",
+    "keep_file",
+    "keep_recipe",
     "processes",
     "rank_log",
+    "resources",
+    "sbatch_lines",
     "sbatch_script",
+    "setup_lines",
     "slurm_problems",
     "write_script",
 ]
@@ -56,7 +62,24 @@ class SlurmArgs:
     partition: str | None = arg(None, "SLURM: partition (#SBATCH --partition; None: the cluster's default)")
     time: str | None = arg(None, "SLURM: time limit as sbatch writes it (24:00:00, 2-00:00:00; None: the partition's)")
     account: str | None = arg(None, "SLURM: account to charge (#SBATCH --account)")
-    cpus_per_node: int | None = arg(None, "SLURM: CPU cores of the job on each node (#SBATCH --cpus-per-task)")
+    cpus_per_node: int | None = arg(
+        None,
+        "SLURM: CPU cores of the job on each node (#SBATCH --cpus-per-task); None: --cpus_per_gpu × --gpus_per_node, "
+        "SLURM's default (1) without GPUs",
+    )
+    cpus_per_gpu: int = arg(8, "SLURM: CPU cores per GPU (its process and data loader workers) when --cpus_per_node is not given")
+    mem: str | None = arg(
+        None,
+        "SLURM: memory of the job on each node as sbatch writes it (#SBATCH --mem=500G; 0: all of each node's "
+        "memory); None: --mem_per_gpu per GPU, the cluster's default without GPUs",
+    )
+    mem_per_gpu: str = arg("32G", "SLURM: memory per GPU when --mem is not given (#SBATCH --mem-per-gpu)")
+    exclusive: bool = arg(False, "SLURM: the job's nodes are not shared with other jobs (#SBATCH --exclusive)")
+    setup: str | None = arg(
+        None,
+        "SLURM: a shell snippet copied into the script after its #SBATCH lines, run on node 0 before the launch "
+        "(module load cuda/12.4, source venv/bin/activate, export NCCL_…); as it is when the script is written",
+    )
     job_name: str | None = arg(None, "SLURM: job name (None: the run folder's name)")
     sbatch_options: str | None = arg(None, 'SLURM: further sbatch options, one string ("--qos=high --constraint=h200")')
     signal_before_end: int = arg(
@@ -83,6 +106,15 @@ def slurm_problems(args: SlurmArgs, slurm: bool) -> list[str]:
     ]
     if args.cpus_per_node is not None and args.cpus_per_node < 1:
         problems.append(f"cpus_per_node: {args.cpus_per_node}; give at least 1 (or leave it out)")
+    if args.cpus_per_gpu < 1:
+        problems.append(f"cpus_per_gpu: {args.cpus_per_gpu}; give at least 1")
+    problems += [
+        f"{name}: {value!r}; give a size as sbatch writes it: a number with K, M, G or T (500G; 0 for --mem: all of it)"
+        for name, value in (("mem", args.mem), ("mem_per_gpu", args.mem_per_gpu))
+        if value is not None and not re.fullmatch(r"\d+[KMGT]?", value)
+    ]
+    if args.setup is not None and not Path(args.setup).is_file():
+        problems.append(f"setup: {args.setup}: no such file; give a shell snippet (module load …) or leave it out")
     return problems
 
 
@@ -108,18 +140,46 @@ def rank_log(run_dir: Path, job_name: str, job_id: str, rank: int = 0) -> Path:
     return Path(run_dir) / LOG_FOLDER / f"{job_name}-{job_id}-{rank}.log"
 
 
-def _sbatch_lines(args: SlurmArgs, job_name: str, logs: Path, workdir: Path) -> list[str]:
-    options = [f"--job-name={job_name}", f"--nodes={args.nodes}", "--ntasks-per-node=1"]
+def resources(args: SlurmArgs) -> list[str]:
+    """The sbatch options of what each node gives the job: GPUs, CPUs (``--cpus_per_node``, else
+    ``--cpus_per_gpu`` per GPU), memory (``--mem``, else ``--mem_per_gpu`` per GPU), ``--exclusive``."""
+    options = []
     if args.gpus_per_node:
         options.append(f"--gpus-per-node={args.gpus_per_node}")
-    named = (("cpus-per-task", "cpus_per_node"), ("partition", "partition"), ("time", "time"), ("account", "account"))
+    cpus = args.cpus_per_node or args.gpus_per_node * args.cpus_per_gpu
+    if cpus:  # one task per node: its CPUs are all the job's CPUs on the node
+        options.append(f"--cpus-per-task={cpus}")
+    if args.mem is not None:
+        options.append(f"--mem={args.mem}")
+    elif args.gpus_per_node:
+        options.append(f"--mem-per-gpu={args.mem_per_gpu}")
+    return options + (["--exclusive"] if args.exclusive else [])
+
+
+def setup_lines(args: SlurmArgs) -> list[str]:
+    """The ``--setup`` snippet's lines as the script runs them (read now: the script holds them)."""
+    if not args.setup:
+        return []
+    text = Path(args.setup).read_text()
+    return ["", f"# set-up: {Path(args.setup).resolve()} as it was when this script was written", *text.splitlines()]
+
+
+def _sbatch_lines(args: SlurmArgs, job_name: str, logs: Path, workdir: Path) -> list[str]:
+    options = [f"--job-name={job_name}", f"--nodes={args.nodes}", "--ntasks-per-node=1", *resources(args)]
+    named = (("partition", "partition"), ("time", "time"), ("account", "account"))
     options += [f"--{name}={getattr(args, key)}" for name, key in named if getattr(args, key) is not None]
     # a preempted or failed node puts the job back in the queue; its rerun resumes (appending to the same logs)
     options += ["--requeue", "--open-mode=append", f"--chdir={workdir}", f"--output={logs / '%x-%j.log'}"]
     if args.signal_before_end:  # the script's trap: checkpoint at the next step, then requeue (sbatch_script)
         options.append(f"--signal=B:USR1@{args.signal_before_end}")
     options += shlex.split(args.sbatch_options or "")
-    return [f"#SBATCH {o}" for o in options]
+    return [f"#SBATCH {o}" for o in options] + setup_lines(args)  # set-up after the last #SBATCH line
+
+
+def sbatch_lines(args: SlurmArgs, *, job_name: str, run_dir: Path, workdir: Path) -> list[str]:
+    """The ``#SBATCH`` lines of a job of ``args``' resources named ``job_name``, its log in
+    ``run_dir/slurm/``, started in ``workdir`` (a script of another body: a sweep's job array)."""
+    return _sbatch_lines(args, job_name, Path(run_dir).resolve() / LOG_FOLDER, Path(workdir).resolve())
 
 
 def _quoted_command(lines: list[str]) -> str:
@@ -218,12 +278,39 @@ def _wait_then_requeue_or_record(logs: Path) -> list[str]:
 
 
 def write_script(run_dir: Path, text: str) -> Path:
-    """Keep ``text`` as ``run_dir/slurm/job.sbatch`` (atomically, executable); its path."""
+    """Keep ``text`` as ``run_dir/slurm/job.sbatch`` (atomically, mode 0644: sbatch reads it, and
+    SLURM keeps its own copy for a requeue); its path. It holds no secret: those go in sbatch's
+    environment (:func:`~judgetrain.cluster.jobs.submit`)."""
     path = Path(run_dir).resolve() / LOG_FOLDER / SCRIPT
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)
-    path.chmod(0o755)
+    path.chmod(0o644)
     return path
+
+
+def keep_file(run_dir: Path, name: str, text: str, source: Path) -> Path:
+    """Keep ``text`` (``source``'s content, perhaps with its paths made the copies') as
+    ``run_dir/slurm/NAME``, the file the job reads at every start, requeues included; its path.
+    A copy already there with other content is refused: a queued or requeued job of this run
+    reads it, and a run resumed with other settings than it was trained with fails."""
+    kept = Path(run_dir).resolve() / LOG_FOLDER / name
+    if kept.is_file() and kept.read_text() != text:
+        raise ConfigError(
+            [
+                f"{kept}: this run's SLURM job reads this copy of {source}, which has changed since; a requeued job "
+                "would train with the new one. Give the changed recipe a new --output_dir, or delete "
+                f"{kept} once no job of this run is queued or running (squeue --me)"
+            ]
+        )
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    write_text(kept, text)
+    return kept
+
+
+def keep_recipe(recipe: Path, run_dir: Path, name: str = "recipe.yaml") -> Path:
+    """The recipe (or an evaluation's ``--config``) kept as ``run_dir/slurm/NAME``
+    (:func:`keep_file`); the path the job's command names."""
+    return keep_file(run_dir, name, Path(recipe).read_text(), Path(recipe).resolve())
 
 
 def check_slurm(args: SlurmArgs, slurm: bool) -> None:
@@ -235,12 +322,21 @@ def check_slurm(args: SlurmArgs, slurm: bool) -> None:
 
 def keep_accelerate_config(options: list[str], run_dir: Path) -> list[str]:
     """``options`` with the file of ``--config_file`` (perhaps a temporary copy on this machine)
-    kept beside the script as ``slurm/accelerate.yaml``, which every node of the job reads."""
+    kept beside the script as ``slurm/accelerate.yaml``, which every node of the job reads, and
+    the DeepSpeed JSON it names kept beside it (``slurm/deepspeed.json``), named by the copy."""
+    import yaml
+
     options = list(options)
     if "--config_file" in options:
         i = options.index("--config_file") + 1
-        kept = Path(run_dir).resolve() / LOG_FOLDER / "accelerate.yaml"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        write_text(kept, Path(options[i]).read_text())
-        options[i] = str(kept)
+        source = Path(options[i])
+        text = source.read_text()
+        config = yaml.safe_load(text) or {}
+        ds = (config.get("deepspeed_config") or {}).get("deepspeed_config_file")
+        if ds:
+            ds_path = Path(ds) if Path(ds).is_absolute() else source.parent / ds
+            kept_ds = keep_file(run_dir, "deepspeed.json", ds_path.read_text(), ds_path.resolve())
+            config["deepspeed_config"]["deepspeed_config_file"] = str(kept_ds)
+            text = yaml.safe_dump(config, sort_keys=False)
+        options[i] = str(keep_file(run_dir, "accelerate.yaml", text, source.resolve()))
     return options

@@ -75,6 +75,16 @@ class SweepConfig(SlurmArgs):
         "each trial its own SLURM job (sbatch; --nodes, --gpus_per_node, --partition, --time, …), "
         "waited for; give a storage every node reaches (postgresql://…)",
     )
+    array: int = arg(
+        0,
+        "with --slurm: submit the sweep as one SLURM job array of --trials tasks, this many running at once, each "
+        "task a controller that trains one trial on its node (nothing stays on the login node); 0: one job a trial, "
+        "waited for by this controller",
+        minimum=0,
+    )
+    trials_here: int | None = arg(
+        None, "trials this controller starts before it ends (a job array's task: 1); None: until the study is full", minimum=1
+    )
     poll: float = arg(
         5.0,
         "seconds between looks at the study: for the values a running trial reports (printed as they "
@@ -170,6 +180,8 @@ class SweepConfig(SlurmArgs):
         check_slurm(self, self.slurm)
         if self.parallel < 1:
             raise SweepError(f"--parallel {self.parallel}: give at least 1")
+        if self.array and not self.slurm:
+            raise SweepError(f"--array {self.array}: a SLURM job array; add --slurm")
         if self.slurm:
             require_slurm()
         self._check_overrides()

@@ -116,7 +116,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study.optimize(
             trial_objective(cfg, console),
-            n_trials=None,
+            n_trials=cfg.trials_here,  # None: until hold_size stops it (the study is full)
             n_jobs=cfg.parallel,
             catch=(TrialFailed,),
             callbacks=[retry_failed, hold_size],
@@ -182,5 +182,10 @@ def main(cfg: SweepConfig) -> int:
             sys.stdout.write(text)
         return 0
     cfg.check()
+    if cfg.array:
+        from .array import submit_array
+
+        submit_array(cfg)
+        return 0
     run_sweep(cfg)
     return 0
