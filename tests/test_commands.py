@@ -89,9 +89,11 @@ def test_a_launch_repeated_reuses_one_resolved_config_and_leaves_no_folder_behin
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the system temp folder, as TMPDIR sets it
     first = accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(accelerate_config="zero3", num_processes=2))
     again = accelerate_configs.accelerate_args(accelerate_configs.LaunchArgs(accelerate_config="zero3", num_processes=2))
-    assert first == again and Path(first[1]).parent.parent == tmp_path
-    assert [p.name for p in tmp_path.iterdir()] == [Path(first[1]).parent.name]
-    assert len(list(Path(first[1]).parent.iterdir())) == 1 and Path(first[1]).parent.stat().st_mode & 0o077 == 0
+    kept = Path(first[1])
+    assert first == again and kept.name == "zero3.yaml" and kept.parent.parent.parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir()] == [kept.parent.parent.name]
+    assert [p.name for p in kept.parent.parent.iterdir()] == [kept.parent.name]
+    assert kept.parent.parent.stat().st_mode & 0o077 == 0
     ds = yaml.safe_load(Path(first[1]).read_text())["deepspeed_config"]["deepspeed_config_file"]
     assert Path(ds).is_absolute() and Path(ds).is_file()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from judgetrain.config import ConfigError, arg
 
 from .jobs import submit_script
-from .slurm import SlurmArgs, check_slurm, processes, sbatch_script, write_script
+from .slurm import SlurmArgs, check_slurm, keep_recipe, processes, sbatch_script, write_script
 
 __all__ = ["EVALUATIONS", "SlurmEvalCommand", "eval_job", "main", "make_parser"]
 
@@ -74,6 +74,8 @@ def eval_job(cfg: SlurmEvalCommand) -> Path:
     command = importlib.import_module(f"{package}.command")  # by name, as the CLI's registry loads a command
     (evaluation, *_) = config.parse(command.make_parser(), args, help_hint=f"`judgetrain eval {words[1]} --help`")
     run_dir = Path(evaluation.out).resolve()
+    if cfg.eval_config:  # the job reads the copy made now, also when requeued after the file was edited
+        args[-1] = str(keep_recipe(Path(cfg.eval_config), run_dir, "eval.yaml"))
     n = processes(cfg)
     options = ["--num_processes", str(n)] + (["--multi_gpu"] if n > 1 else [])
     text = sbatch_script(

@@ -113,6 +113,11 @@ def slurm_problems(args: SlurmArgs, slurm: bool) -> list[str]:
         for name, value in (("mem", args.mem), ("mem_per_gpu", args.mem_per_gpu))
         if value is not None and not re.fullmatch(r"\d+[KMGT]?", value)
     ]
+    if "--export" in (args.sbatch_options or ""):
+        problems.append(
+            "sbatch_options: --export: the job needs the submitting environment (a sweep's storage reaches its trials "
+            "through it); leave --export out and set variables in --setup"
+        )
     if args.setup is not None and not Path(args.setup).is_file():
         problems.append(f"setup: {args.setup}: no such file; give a shell snippet (module load …) or leave it out")
     return problems
@@ -177,7 +182,7 @@ def _sbatch_lines(args: SlurmArgs, job_name: str, logs: Path, workdir: Path) -> 
 
 
 def sbatch_lines(args: SlurmArgs, *, job_name: str, run_dir: Path, workdir: Path) -> list[str]:
-    """The ``#SBATCH`` lines of a job of ``args``' resources named ``job_name``, its log in
+    """The ``#SBATCH`` lines (and the ``--setup`` lines after them) of a job of ``args``' resources named ``job_name``, its log in
     ``run_dir/slurm/``, started in ``workdir`` (a script of another body: a sweep's job array)."""
     return _sbatch_lines(args, job_name, Path(run_dir).resolve() / LOG_FOLDER, Path(workdir).resolve())
 
@@ -298,7 +303,7 @@ def keep_file(run_dir: Path, name: str, text: str, source: Path) -> Path:
         raise ConfigError(
             [
                 f"{kept}: this run's SLURM job reads this copy of {source}, which has changed since; a requeued job "
-                "would train with the new one. Give the changed recipe a new --output_dir, or delete "
+                "would run with the new one. Give the changed run a new --output_dir (an evaluation: --out), or delete "
                 f"{kept} once no job of this run is queued or running (squeue --me)"
             ]
         )

@@ -21,11 +21,13 @@ def run_slurm_trial(
 ) -> tuple[int, Path, str | None]:
     """Train one trial as a SLURM job of ``cfg``'s resources (a sweep's config): ``accelerate
     launch -m judgetrain.sweep --config RECIPE TRIAL_ARGS --resume_from_checkpoint auto`` on
-    every node, ``env`` (the trial's identity) exported, the script kept as
-    ``out/slurm/job.sbatch``. Waits for the job (``check`` every ``cfg.poll`` seconds), through
-    requeues. Its exit code, node 0's log, and why it failed when SLURM ended it (None else)."""
+    every node, ``env`` (the trial's identity, the study's storage URL) handed to the job by
+    sbatch's environment (never written to a file), the script kept as ``out/slurm/job.sbatch``
+    and the files it reads copied beside it (the recipe, the accelerate config, its DeepSpeed
+    JSON). Waits for the job (``check`` every ``cfg.poll`` seconds), through requeues. Its exit code, node 0's log, and why it failed when SLURM ended it (None else)."""
     from judgetrain.cluster import (
         keep_accelerate_config,
+        keep_recipe,
         processes,
         rank_log,
         sbatch_script,
@@ -39,7 +41,7 @@ def run_slurm_trial(
 
     launch = SimpleNamespace(accelerate_config=cfg.accelerate_config, num_processes=cfg.num_processes or processes(cfg))
     options = keep_accelerate_config(accelerate_args(launch), out)
-    module_args = ["--config", str(Path(cfg.recipe).resolve()), *trial_args]
+    module_args = ["--config", str(keep_recipe(Path(cfg.recipe), out)), *trial_args]
     if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in trial_args):
         module_args += ["--resume_from_checkpoint", "auto"]
     script = write_script(
@@ -51,10 +53,9 @@ def run_slurm_trial(
             launch_options=options,
             module="judgetrain.sweep",
             module_args=module_args,
-            env=env,
         ),
     )
-    job = submit(script)
+    job = submit(script, env=env)  # SLURM keeps the environment for a requeue; no secret in the script
     jobs = [*trial.user_attrs.get("slurm_jobs", []), job]  # a retried trial's earlier jobs stay listed
     trial.set_user_attr("slurm_job", job)
     trial.set_user_attr("slurm_jobs", jobs)

@@ -101,7 +101,8 @@ def _kept_resolved(name: str, text: str) -> Path:
     folder.mkdir(mode=0o700, exist_ok=True)
     if folder.stat().st_uid != os.getuid():
         raise ConfigError([f"accelerate_config: {folder} belongs to another user; remove it, or set TMPDIR to a folder of yours"])
-    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{name}"
+    path = folder / hashlib.sha256(text.encode()).hexdigest()[:16] / name  # the name stays the config's
+    path.parent.mkdir(exist_ok=True)
     if not path.is_file() or path.read_text() != text:
         write_text(path, text)
     return path

@@ -223,8 +223,9 @@ def slurm_args(cfg: TrainCommand) -> SlurmArgs:
 def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Path:
     """Check the launch as on ``slurm.nodes`` machines, then write its sbatch script into the run
     folder: ``accelerate launch`` on every node, ``--resume_from_checkpoint auto`` (unless
-    given), so that a requeued job resumes. The script's path."""
-    from judgetrain.cluster import keep_accelerate_config, processes, sbatch_script, write_script
+    given), so that a requeued job resumes. The job reads only copies made now (the recipe, the
+    accelerate config and its DeepSpeed JSON, in ``RUN/slurm/``). The script's path."""
+    from judgetrain.cluster import keep_accelerate_config, keep_recipe, processes, sbatch_script, write_script
 
     from .accelerate_configs import accelerate_args
 
@@ -241,7 +242,7 @@ def slurm_job(launch: LaunchArgs, overrides: list[str], slurm: SlurmArgs) -> Pat
     run_dir = Path(targs.output_dir).resolve()
     options = keep_accelerate_config(accelerate_args(replace(launch, main_process_port=None)), run_dir)
     assert launch.recipe is not None, "check() refuses a launch without a recipe"
-    module_args = ["--config", str(launch.recipe.resolve()), *overrides]
+    module_args = ["--config", str(keep_recipe(launch.recipe, run_dir)), *overrides]
     if not any(a.split("=", 1)[0] == "--resume_from_checkpoint" for a in overrides):
         module_args += ["--resume_from_checkpoint", "auto"]
     text = sbatch_script(

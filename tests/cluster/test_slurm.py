@@ -71,6 +71,7 @@ def test_two_nodes_of_eight_gpus_start_one_accelerate_launch_per_node_from_slurm
     logs = tmp_path / "run" / "slurm"
     assert [line for line in script.splitlines() if line.startswith("#SBATCH")] == [
         "#SBATCH --job-name=judge-8b", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
+        "#SBATCH --cpus-per-task=64", "#SBATCH --mem-per-gpu=32G",  # 8 CPUs and 32G per GPU, by default
         "#SBATCH --partition=h200", "#SBATCH --time=24:00:00", "#SBATCH --account=lab", "#SBATCH --requeue",
         "#SBATCH --open-mode=append", f"#SBATCH --chdir={tmp_path}", f"#SBATCH --output={logs}/%x-%j.log",
         "#SBATCH --signal=B:USR1@300", "#SBATCH --qos=high"]
@@ -110,7 +111,9 @@ def test_train_slurm_writes_the_launch_of_the_recipe_into_the_run_folder(tmp_pat
     assert argv[argv.index("--config_file") + 1] == str(kept) and argv[argv.index("--num_processes") + 1] == "16"
     ds = yaml.safe_load(kept.read_text())["deepspeed_config"]["deepspeed_config_file"]
     assert Path(ds).is_absolute() and Path(ds).is_file()
-    assert argv[argv.index("-m"):] == ["-m", "judgetrain.train", "--config", str(recipe), "--effective_batch_size", "32",
+    kept_recipe = run / "slurm" / "recipe.yaml"  # the job reads the recipe as it was at submission
+    assert kept_recipe.read_text() == recipe.read_text()
+    assert argv[argv.index("-m"):] == ["-m", "judgetrain.train", "--config", str(kept_recipe), "--effective_batch_size", "32",
                                        "--output_dir", "runs/big", "--resume_from_checkpoint", "auto"]
 
 
