@@ -5,7 +5,20 @@ submit, watch and cancel it (:mod:`judgetrain.cluster.jobs`), and ``judgetrain s
 README: "`judgetrain sweep --slurm`, SLURM".
 """
 
-from .jobs import ENDED, ClusterError, JobState, cancel, job_state, require_slurm, submit, submit_script, wait_for_job
+from .jobs import (
+    ENDED,
+    PATIENCE,
+    ClusterError,
+    ControllerUnavailable,
+    JobState,
+    cancel,
+    forgotten_job_state,
+    job_state,
+    require_slurm,
+    submit,
+    submit_script,
+    wait_for_job,
+)
 from .slurm import (
     LOG_FOLDER,
     PORT_BASE,
@@ -32,13 +45,16 @@ __all__ = [
     "LOG_FOLDER",
     "PORT_BASE",
     "SCRIPT",
+    "PATIENCE",
     "ClusterError",
+    "ControllerUnavailable",
     "JobState",
     "SlurmArgs",
     "accelerate_executable",
     "cancel",
     "check_slurm",
     "exit_record",
+    "forgotten_job_state",
     "job_state",
     "keep_accelerate_config",
     "keep_file",

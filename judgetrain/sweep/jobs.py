@@ -59,7 +59,7 @@ def run_slurm_trial(
     jobs = [*trial.user_attrs.get("slurm_jobs", []), job]  # a retried trial's earlier jobs stay listed
     trial.set_user_attr("slurm_job", job)
     trial.set_user_attr("slurm_jobs", jobs)
-    state = wait_for_job(job, cfg.poll, check)
+    state = wait_for_job(job, cfg.poll, check, run_dir=out)
     log = rank_log(out, cfg.job_name or name, job)
     trial.set_user_attr("slurm_restarts", state.restarts)
     return (state.exit_code if state.exit_code is not None else 1), log, job_failure_reason(job, state, log)

@@ -1,0 +1,83 @@
+"""A job's state when SLURM's controller stalls and after SLURM has forgotten the job, on the real
+one-node cluster (conftest; slow): a 30 s `kill -STOP` of slurmctld while a job runs is waited
+through (the job is not cancelled and ends COMPLETED), and a job past `MinJobAge` (SLURM's
+accounting disabled, as on the test cluster) is answered by the exit record its script left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from judgetrain.cluster import JobState, exit_record, forgotten_job_state, job_state, submit, wait_for_job
+
+pytestmark = pytest.mark.slow
+
+
+def job_script(run_dir: Path, seconds: int, code: int = 0) -> Path:
+    """A job that sleeps, then records how it ended as judgetrain's scripts do, and exits ``code``."""
+    (run_dir / "slurm").mkdir(parents=True, exist_ok=True)
+    record = exit_record(run_dir, "$SLURM_JOB_ID")
+    state = "COMPLETED" if code == 0 else "FAILED"
+    script = run_dir / "slurm" / "job.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --output={run_dir}/slurm/%j.log\nsleep {seconds}\n"
+        f"printf '{{\"state\": \"{state}\", \"exit_code\": {code}, \"restarts\": 0}}' > {record}\nexit {code}\n")
+    return script
+
+
+def controller_pid(conf: Path) -> int:
+    return int((conf.parent / "slurmctld.pid").read_text().strip())
+
+
+def test_a_30_second_controller_stall_is_waited_through(tmp_path, slurm_cluster, capfd):
+    job = submit(job_script(tmp_path, 15))
+    pid = controller_pid(slurm_cluster)
+    got: dict = {}
+    waiter = threading.Thread(target=lambda: got.update(state=wait_for_job(job, 1, run_dir=tmp_path)))
+    waiter.start()
+    while job_state(job).state != "RUNNING":
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(30)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    waiter.join(timeout=180)
+    assert not waiter.is_alive()
+    assert got["state"] == JobState("COMPLETED", 0, 0)
+    assert "SLURM's controller does not answer" in capfd.readouterr().err
+
+
+def test_a_job_slurm_has_forgotten_is_answered_by_its_exit_record(tmp_path, slurm_cluster):
+    conf = slurm_cluster
+    text = conf.read_text()
+    conf.write_text(text.replace("MinJobAge=900", "MinJobAge=2"))
+    subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+    try:
+        done, failed = submit(job_script(tmp_path / "ok", 1)), submit(job_script(tmp_path / "bad", 1, code=3))
+
+        def forgotten(job: str) -> bool:
+            return "Invalid job id" in subprocess.run(["scontrol", "show", "job", job], capture_output=True,
+                                                      text=True).stderr
+        deadline = time.monotonic() + 240
+        while not (forgotten(done) and forgotten(failed)):
+            assert time.monotonic() < deadline, "SLURM kept the ended jobs past MinJobAge"
+            time.sleep(1)
+    finally:
+        conf.write_text(text)
+        subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+    sacct = subprocess.run(["sacct", "-j", done], capture_output=True, text=True)
+    assert sacct.returncode != 0 or not sacct.stdout.strip() or "disabled" in sacct.stderr  # no accounting here
+    assert job_state(done, tmp_path / "ok") == JobState("COMPLETED", 0, 0)
+    assert job_state(failed, tmp_path / "bad") == JobState("FAILED", 3, 0)
+    assert job_state(done) == JobState("UNKNOWN")  # without its run folder, nothing says
+    assert json.loads(exit_record(tmp_path / "ok", done).read_text())["state"] == "COMPLETED"
+    assert forgotten_job_state(done, tmp_path / "nowhere") == JobState("UNKNOWN")
