@@ -61,6 +61,9 @@ def make_parser(method: str = "sft"):
     return config.make_parser((ModelArguments, DataArguments, ConsistencyConfig), prog=_prog(), ranges=TRAINING_RANGES)
 
 
+DEFAULT_DDP_TIMEOUT = 1800  # TrainingArguments.ddp_timeout's default (seconds)
+
+
 def recipe_method(argv: list[str]) -> str:
     """The ``method`` a recipe and its overrides ask for (the flag wins; ``sft`` when neither
     says): which training arguments the rest is read into. ``ConfigError`` for a method judgetrain
@@ -73,6 +76,21 @@ def recipe_method(argv: list[str]) -> str:
         where = "--method" if _explicit("method", rest, {}) is not None else f"{path}: method"
         raise ConfigError([f"{where}: {method!r} is not a training method; use {config.one_of(METHODS)}"])
     return method
+
+
+def recipe_ddp_timeout(argv: list[str]) -> int:
+    """The collective timeout in seconds a recipe and its overrides ask for (``ddp_timeout``, the
+    flag wins; TrainingArguments' default when neither says), read before the recipe is parsed:
+    the process group judgetrain sets up on CPUs exists before the training arguments do. A
+    value that is not a number is left to the full parse to refuse."""
+    rest, path = config.split_config_flag(argv)
+    recipe = config.read_config_file(path) if path is not None else {}
+    value = _explicit("ddp_timeout", rest, recipe)
+    value = _explicit("ddp-timeout", rest, {}) if value is None else value
+    try:
+        return int(value) if value is not None else DEFAULT_DDP_TIMEOUT
+    except (TypeError, ValueError):
+        return DEFAULT_DDP_TIMEOUT
 
 
 def bf16_capable() -> bool:

@@ -44,7 +44,7 @@ from .outputs import (
     write_model_card,
 )
 from .packing import PackedData, prepare_packing
-from .parser import env_world_size, parse
+from .parser import env_world_size, parse, recipe_ddp_timeout
 from .resume import steps_from_arguments
 from .run_folder import AlreadyTrained, prepare_output_dir, record_finish, record_settings
 from .settings import Facts, Settings, derive
@@ -62,7 +62,7 @@ CallbackFactory = Callable[[Any, Any, Any], Any]
 # --------------------------------------------------------------------------- distributed set-up on CPU
 
 
-def setup_cpu_distributed() -> bool:
+def setup_cpu_distributed(timeout_seconds: int | None = None) -> bool:
     """On a machine without CUDA, launched with several processes: initialise
     torch.distributed with gloo before anything else touches it (DeepSpeed
     would otherwise pick a backend CPUs lack, and each rank would think it is
@@ -73,7 +73,11 @@ def setup_cpu_distributed() -> bool:
     distributed type ``MULTI_CPU``): a gloo group under any other state is
     distributed type ``NO``, so the Trainer never wraps the model in DDP while
     the data loader still gives each rank its own share of every batch, and
-    the ranks train apart on half the data each."""
+    the ranks train apart on half the data each. ``timeout_seconds`` (the recipe's
+    ``ddp_timeout``) bounds every collective: a rank that hangs (a stopped or wedged machine)
+    ends the others' wait with an error after that long, as the Trainer's own group does."""
+    from datetime import timedelta
+
     import torch
 
     if torch.cuda.is_available() or env_world_size() <= 1:
@@ -82,7 +86,8 @@ def setup_cpu_distributed() -> bool:
 
     # DeepSpeed's own init (what accelerate does when ACCELERATE_USE_DEEPSPEED is set) needs cpu=False
     deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() in ("1", "y", "yes", "t", "true", "on")
-    PartialState(cpu=not deepspeed, backend="gloo")
+    timeout = timedelta(seconds=timeout_seconds) if timeout_seconds else None
+    PartialState(cpu=not deepspeed, backend="gloo", **({"timeout": timeout} if timeout else {}))
     return True
 
 
@@ -322,7 +327,7 @@ def _configure(argv: list[str]) -> tuple[Any, DataArguments, Any, dict, bool]:
     refuse, overwrite or resume the same run) and reporting set up; what ``run.json`` records
     (with the folder's verdict on resuming); and whether the Trainer reuses a process group
     set up here."""
-    cpu_distributed = setup_cpu_distributed()
+    cpu_distributed = setup_cpu_distributed(recipe_ddp_timeout(argv))
     model_args, data_args, training_args = parse(argv, configured_state=cpu_distributed)
     problems = check_config(model_args, data_args, training_args, env_world_size())
     if problems:

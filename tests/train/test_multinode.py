@@ -22,6 +22,7 @@ first use, cached in TORCH_EXTENSIONS_DIR).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -249,3 +250,38 @@ def test_consistency_tuning_on_two_nodes_equals_one_process(tmp_path, tiny_model
         a, b = ([h[key] for h in history[name] if key in h] for name in ("two", "one"))
         assert len(a) == 2
         torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=1e-5, msg=key)
+
+
+def test_a_hung_node_ends_the_job_within_the_recipes_ddp_timeout(tmp_path, tiny, timecatch_build):
+    """Node 1 stopped (SIGSTOP to every process of it: a wedged machine, not a dead one) once
+    checkpoint-1 is complete: node 0's next collective gives up after `ddp_timeout` (20 s here)
+    and its launcher exits non-zero, instead of holding the job for gloo's own 10 minutes."""
+    import psutil
+
+    timeout = 20
+    command = probe_launch(tiny, timecatch_build[0], tmp_path, "--save_steps", "1", "--ddp_timeout", str(timeout))
+    nodes = start_nodes(command, clean_env(ACCELERATE_USE_CPU="1", PROBE_STEP_PAUSE="1"), tmp_path / "logs")
+    complete = tmp_path / "out" / "checkpoint-1" / "judgetrain_checkpoint_complete.json"
+    hung = []
+    try:
+        deadline = time.monotonic() + 600
+        while not complete.is_file() and time.monotonic() < deadline and all(n.poll() is None for n in nodes):
+            time.sleep(0.02)
+        assert complete.is_file() and all(n.poll() is None for n in nodes), \
+            (tmp_path / "logs" / "node0.log").read_text()[-3000:]
+        root = psutil.Process(nodes[1].pid)
+        hung = [root, *root.children(recursive=True)]
+        for p in hung:
+            p.suspend()
+        stopped = time.monotonic()
+        code = nodes[0].wait(timeout=timeout + 120)
+        took = time.monotonic() - stopped
+    finally:
+        for p in hung:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+                p.resume()
+        for n in nodes:
+            if n.poll() is None:
+                kill_node(n)
+    assert code != 0 and took < timeout + 60, (took, (tmp_path / "logs" / "node0.log").read_text()[-3000:])
