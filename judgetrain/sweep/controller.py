@@ -71,7 +71,7 @@ from .failures import FailureStreak
 from .objective import TrialFailed, trial_objective
 from .results import best_recipe, print_summary, wandb_summary
 from .space import SweepError
-from .study import fail_orphans, finished_trials, open_study, wait_for_room
+from .study import fail_orphans, finished_trials, open_study, retry_trial, wait_for_room
 
 __all__ = ["main", "make_parser", "run_sweep"]
 
@@ -79,7 +79,6 @@ __all__ = ["main", "make_parser", "run_sweep"]
 def run_sweep(cfg: SweepConfig) -> Any:
     """Run trials until the study holds ``cfg.trials`` finished (complete or pruned) ones."""
     import optuna
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
     from optuna.trial import TrialState
     from rich.console import Console
 
@@ -107,7 +106,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
         def retry_failed(study, trial):
             skipped = "duplicate_of" in trial.user_attrs or "surplus" in trial.user_attrs
             if trial.state == TrialState.FAIL and cfg.retries and not skipped:
-                RetryHeartbeatStaleTrialCallback(max_retry=cfg.retries)(study, trial)
+                retry_trial(study, trial, cfg.retries)
 
         def hold_size(study, trial):
             if streak(trial) or not wait_for_room(study, cfg, console):

@@ -20,7 +20,7 @@ from .definition import check_definition
 from .space import SweepError, make_pruner
 from .storage import storage_from_url, study_lock
 
-__all__ = ["fail_orphans", "finished_trials", "open_study", "study_room", "wait_for_room"]
+__all__ = ["PER_RUN", "fail_orphans", "finished_trials", "open_study", "retry_trial", "study_room", "wait_for_room"]
 
 
 def open_study(cfg: SweepConfig):
@@ -103,12 +103,29 @@ def wait_for_room(study, cfg: SweepConfig, console) -> bool:
         fail_orphans(study, cfg.retries)
 
 
+# what one run of a trial left in its attributes: its retry starts without them
+PER_RUN = ("fail_reason", "fail_key", "slurm_job", "slurm_restarts", "controller", "seconds", "steps", "metrics")
+
+
+def retry_trial(study, trial, retries: int) -> None:
+    """Queue ``trial`` (FAILed) again with its parameters, ``retries`` times at most: Optuna's
+    ``RetryHeartbeatStaleTrialCallback`` (``failed_trial`` and ``retry_history`` system attrs),
+    given the trial without the attributes of its failed run (:data:`PER_RUN`: its
+    ``fail_reason`` is not the retry's)."""
+    import copy
+
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    kept = copy.copy(trial)
+    kept.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in PER_RUN}
+    RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, kept)
+
+
 def fail_orphans(study, retries: int) -> list[int]:
     """FAIL (and re-queue, ``retries`` times) RUNNING trials whose controller on this host is gone,
     cancelling a trial's SLURM job; their numbers. A killed controller leaves its trials RUNNING
     forever in journal storage, and until the heartbeat grace period in RDB storage."""
     import optuna
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
     from optuna.trial import TrialState
 
     host = socket.gethostname()
@@ -129,5 +146,5 @@ def fail_orphans(study, retries: int) -> list[int]:
                 continue  # another controller got there first (tell: "Cannot tell a FAIL trial")
             failed.append(t.number)
             if retries:
-                RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, frozen)
+                retry_trial(study, frozen, retries)
     return failed

@@ -627,6 +627,7 @@ def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
     assert trials[0].state == TrialState.FAIL and "killed by SIGKILL" in trials[0].user_attrs["fail_reason"]
     retry = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[0].params
+    assert "fail_reason" not in retry[0].user_attrs  # the retry ran well: it carries no failure of its own
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 2
 
 
@@ -654,6 +655,7 @@ def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
     assert "controller pid" in trials[1].user_attrs["fail_reason"]
     assert trials[2].system_attrs["failed_trial"] == 1 and trials[2].params == trials[1].params
+    assert "fail_reason" not in trials[2].user_attrs and trials[2].user_attrs["controller"]["pid"] != ctl.pid
     assert (out / "trial-0000" / sweep.RESULT_FILE).read_bytes() == first  # the finished trial was not run again
     assert_no_repeats(load(storage, "kill-ctl"))  # the restarted controller did not replay trial 0's draw
 
