@@ -68,10 +68,10 @@ from typing import Any
 
 from .config import SweepConfig
 from .failures import FailureStreak
-from .objective import TrialFailed, trial_objective
+from .objective import TrialFailed, adopt_trials, trial_objective
 from .results import best_recipe, print_summary, wandb_summary
 from .space import SweepError
-from .study import fail_orphans, finished_trials, open_study, retry_trial, wait_for_room
+from .study import fail_orphans, finished_trials, job_lives, open_study, orphans, retry_trial, wait_for_room
 
 __all__ = ["main", "make_parser", "run_sweep"]
 
@@ -88,10 +88,12 @@ def run_sweep(cfg: SweepConfig) -> Any:
     cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
     study = open_study(cfg)  # refuses a controller of other settings before anything is written
     cfg.trials_dir.mkdir(parents=True, exist_ok=True)
-    orphans = fail_orphans(study, cfg.retries)
-    if orphans:
+    adopted = [t for t in orphans(study) if job_lives(t)]  # a killed controller's SLURM jobs that still run
+    adoptions = adopt_trials(cfg, study, adopted, console)
+    orphans_failed = fail_orphans(study, cfg.retries, keep=frozenset(t.number for t in adopted))
+    if orphans_failed:
         console.print(
-            f"trials {orphans} were RUNNING under a controller that died: marked failed"
+            f"trials {orphans_failed} were RUNNING under a controller that died: marked failed"
             + (", queued again" if cfg.retries else "")
         )
     for params in cfg.enqueued:
@@ -120,6 +122,8 @@ def run_sweep(cfg: SweepConfig) -> Any:
             catch=(TrialFailed,),
             callbacks=[retry_failed, hold_size],
         )
+    for thread in adoptions:  # taken-over trials whose jobs still run: their outcome belongs to this sweep
+        thread.join()
     print_summary(study, cfg, console)
     if streak.stopped:
         raise SweepError(

@@ -14,13 +14,15 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from judgetrain.compat.optuna import reopen_trial, trial_id
+
 from .config import SweepConfig
 from .failures import failure_key, failure_reason
 from .launch import train_trial, trial_overrides
 from .progress import TrialProgress, escape, format_params
 from .space import RESULT_FILE, SweepError
 
-__all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "skip_reason", "trial_objective"]
+__all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "adopt_trials", "skip_reason", "trial_objective"]
 
 
 class TrialFailed(RuntimeError):
@@ -127,3 +129,55 @@ def _read_result(out: Path) -> dict | None:
     if not path.is_file():
         return None
     return json.loads(path.read_text())
+
+
+def adopt_trials(cfg: SweepConfig, study, trials: list, console) -> list:
+    """Take over ``trials``, RUNNING trials of a controller that died whose SLURM jobs still run:
+    each becomes this controller's (its ``controller`` attribute, its heartbeat) and is waited
+    for in a thread of its own, then told as the objective tells a trial it ran (its
+    ``sweep_result.json``; a failure retried ``--retries`` times): the job's work is neither lost
+    nor trained again. The threads, to join before the summary."""
+    import threading
+
+    threads = []
+    for frozen in trials:
+        trial = reopen_trial(study, trial_id(frozen))
+        trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
+        console.print(
+            f"[bold]trial #{frozen.number}[/]: its controller died; SLURM job {frozen.user_attrs['slurm_job']} still "
+            "runs for it: this controller takes it over"
+        )
+        thread = threading.Thread(target=_finish_adopted, args=(cfg, study, trial, frozen, console), daemon=True)
+        thread.start()
+        threads.append(thread)
+    return threads
+
+
+def _finish_adopted(cfg: SweepConfig, study, trial, frozen, console) -> None:
+    """Wait for an adopted trial's job (beating its heartbeat), then tell the study its outcome."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from judgetrain.cluster import rank_log, wait_for_job
+
+    from .failures import job_failure_reason
+    from .storage import storage_from_url
+    from .study import retry_trial
+
+    storage = storage_from_url(cfg.storage, heartbeat_interval=cfg.heartbeat)
+    beat = getattr(storage, "record_heartbeat", None)  # RDB storage; a journal file has no heartbeat
+    job, out = frozen.user_attrs["slurm_job"], Path(frozen.user_attrs["output_dir"])
+    progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
+    state = wait_for_job(job, cfg.poll, (lambda: beat(trial_id(frozen))) if beat else (lambda: None), run_dir=out)
+    log = rank_log(out, cfg.job_name or f"{cfg.study}-trial-{frozen.number:04d}", job)
+    trial.set_user_attr("slurm_restarts", state.restarts)
+    rc = state.exit_code if state.exit_code is not None else 1
+    try:
+        values = _trial_outcome(trial, rc, out, progress, log, job_failure_reason(job, state, log))
+        study.tell(frozen.number, values)
+    except optuna.TrialPruned:
+        study.tell(frozen.number, state=TrialState.PRUNED)
+    except TrialFailed:
+        told = study.tell(frozen.number, state=TrialState.FAIL)
+        if cfg.retries:
+            retry_trial(study, told, cfg.retries)

@@ -20,7 +20,17 @@ from .definition import check_definition
 from .space import SweepError, make_pruner
 from .storage import storage_from_url, study_lock
 
-__all__ = ["PER_RUN", "fail_orphans", "finished_trials", "open_study", "retry_trial", "study_room", "wait_for_room"]
+__all__ = [
+    "PER_RUN",
+    "fail_orphans",
+    "finished_trials",
+    "job_lives",
+    "open_study",
+    "orphans",
+    "retry_trial",
+    "study_room",
+    "wait_for_room",
+]
 
 
 def open_study(cfg: SweepConfig):
@@ -121,18 +131,47 @@ def retry_trial(study, trial, retries: int) -> None:
     RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, kept)
 
 
-def fail_orphans(study, retries: int) -> list[int]:
-    """FAIL (and re-queue, ``retries`` times) RUNNING trials whose controller on this host is gone,
-    cancelling a trial's SLURM job; their numbers. A killed controller leaves its trials RUNNING
-    forever in journal storage, and until the heartbeat grace period in RDB storage."""
-    import optuna
+def orphans(study) -> list:
+    """RUNNING trials of ``study`` whose controller on this host is gone (a controller on another
+    host is the heartbeat's to judge)."""
     from optuna.trial import TrialState
 
     host = socket.gethostname()
-    failed = []
+    found = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("controller") or {}
         if owner.get("host") == host and owner.get("pid") and not process_alive(int(owner["pid"])):
+            found.append(t)
+    return found
+
+
+def job_lives(trial) -> bool:
+    """Whether ``trial``'s SLURM job is still queued or running (or SLURM's controller cannot say:
+    the job is given the benefit of the doubt), so a controller can take the trial over."""
+    from judgetrain.cluster import ControllerUnavailable, job_state
+
+    job = trial.user_attrs.get("slurm_job")
+    if not job:
+        return False
+    try:
+        state = job_state(job)
+    except ControllerUnavailable:
+        return True
+    return not state.ended and state.state != "UNKNOWN"
+
+
+def fail_orphans(study, retries: int, keep: frozenset[int] = frozenset()) -> list[int]:
+    """FAIL (and re-queue, ``retries`` times) RUNNING trials whose controller on this host is gone
+    (:func:`orphans`) but those numbered in ``keep`` (taken over), cancelling a trial's SLURM
+    job; their numbers. A killed controller leaves its trials RUNNING forever in journal
+    storage, and until the heartbeat grace period in RDB storage."""
+    import optuna
+    from optuna.trial import TrialState
+
+    failed = []
+    for t in orphans(study):
+        if t.number not in keep:
+            owner = t.user_attrs["controller"]
             if t.user_attrs.get("slurm_job"):  # its job would train on for nobody
                 from judgetrain.cluster import cancel
 
