@@ -41,6 +41,10 @@ class ReportToArgs:
         return [f"report_to: {', '.join(map(repr, unknown))}; evaluations report to {one_of(REPORT_TO)}"] if unknown else []
 
 
+# an evaluation writes no checkpoint: a peer silent this long is hung, not busy
+EVAL_COLLECTIVE_TIMEOUT = 600
+
+
 @dataclass(kw_only=True)
 class EvalArgs(ReportToArgs):
     """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes."""
@@ -70,6 +74,12 @@ class EvalArgs(ReportToArgs):
         'when another process is writing --out, wait until it has finished instead of stopping at once (README, "Run folders")',
     )
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
+    collective_timeout: int = arg(
+        EVAL_COLLECTIVE_TIMEOUT,
+        "several processes: seconds a process waits for the others at a collective (the merge, a barrier) before the "
+        "run stops with an error; a hung machine ends the job after this long (training's ddp_timeout is 1800)",
+        minimum=1,
+    )
 
     def common_problems(self) -> list[str]:
         """Normalise the shared fields and return their problems (each evaluation's

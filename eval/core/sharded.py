@@ -116,17 +116,20 @@ def _drop_unfinished(out: Path, finished: Callable[[list[dict[str, Any]]], set[s
             write_rows(path, kept)
 
 
-def process_state(module: str):
+def process_state(module: str, timeout_seconds: int | None = None):
     """accelerate's process state. ``PartialState`` alone reads no ``ACCELERATE_USE_CPU``
     (only ``AcceleratorState`` does), so without ``cpu=True`` two CPU processes would
     each believe they run alone and write the same file. ``module`` (``-m`` name) goes
-    into the message that says how to launch on CPU."""
+    into the message that says how to launch on CPU. ``timeout_seconds`` (the evaluation's
+    ``--collective_timeout``) bounds every collective of the process group."""
+    from datetime import timedelta
+
     import torch
     from accelerate import PartialState
     from accelerate.utils import parse_flag_from_env
 
     cpu = parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available()
-    state = PartialState(cpu=cpu)
+    state = PartialState(cpu=cpu, **({"timeout": timedelta(seconds=timeout_seconds)} if timeout_seconds else {}))
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched != state.num_processes:
         raise RuntimeError(

@@ -454,7 +454,7 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
     recorded in ``run.json`` and its identity. Returns ``{"out", "n_items", "n_scored",
     "world_size", "metrics"}`` (``metrics`` on the main process only).
     """
-    state = process_state("judgetrain.eval.judge")
+    state = process_state("judgetrain.eval.judge", cfg.collective_timeout)
     ds, idx, order = _select(cfg)
     if cfg.mode == REWARD_MODE:
         from .reward import run_reward

@@ -263,7 +263,7 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     from ..core.sharded import process_state, run_sharded
     from .report import report
 
-    state = process_state("judgetrain.eval.phasefusion")
+    state = process_state("judgetrain.eval.phasefusion", cfg.collective_timeout)
     questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
     idx = list(range(len(questions) if cfg.limit is None else min(cfg.limit, len(questions))))
     order = [q.id for q in questions]

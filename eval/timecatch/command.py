@@ -185,7 +185,7 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     "world_size", "metrics"}`` (``n_scored``: items this process scored in
     this call; ``metrics`` on the main process only).
     """
-    state = process_state("judgetrain.eval.timecatch")
+    state = process_state("judgetrain.eval.timecatch", cfg.collective_timeout)
     human_table = load_human(cfg.human) if cfg.human else None
     splits = records.load(cfg.data)
     chosen = _choose_split(cfg, list(splits), state.is_main_process)
