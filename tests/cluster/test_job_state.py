@@ -43,7 +43,9 @@ def test_a_30_second_controller_stall_is_waited_through(tmp_path, slurm_cluster,
     got: dict = {}
     waiter = threading.Thread(target=lambda: got.update(state=wait_for_job(job, 1, run_dir=tmp_path)))
     waiter.start()
+    deadline = time.monotonic() + 120
     while job_state(job).state != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job} did not start within 120 s"
         time.sleep(0.2)
     os.kill(pid, signal.SIGSTOP)
     try:
