@@ -10,7 +10,7 @@ from typing import Any
 
 from .versions import UpstreamChanged
 
-__all__ = ["reopen_trial", "trial_id"]
+__all__ = ["reopen_trial", "requeue_failed", "trial_id"]
 
 LIBRARY = "optuna"
 
@@ -44,3 +44,26 @@ def reopen_trial(study: Any, trial_id: int) -> Any:
             "let a sweep trial's training process report to the trial its controller asked for",
         )
     return Trial(study, trial_id)
+
+
+def requeue_failed(study: Any, trial: Any, max_retry: int, drop_user_attrs: tuple[str, ...] = ()) -> None:
+    """Queue the FAILed ``trial`` (a ``FrozenTrial``) again with its parameters, ``max_retry``
+    times at most, as Optuna's ``RetryHeartbeatStaleTrialCallback`` does (experimental: the
+    ``failed_trial`` and ``retry_history`` system attrs), without the user attrs named in
+    ``drop_user_attrs`` (the callback copies every one). Relies on the callback reading the
+    trial's ``user_attrs``, which a copy of the trial may set."""
+    import copy
+    import warnings
+
+    try:
+        from optuna.exceptions import ExperimentalWarning
+        from optuna.storages import RetryHeartbeatStaleTrialCallback
+    except ImportError as e:
+        raise UpstreamChanged(
+            LIBRARY, "optuna.storages.RetryHeartbeatStaleTrialCallback", "queue a failed sweep trial again", str(e)
+        ) from None
+    kept = copy.copy(trial)
+    kept.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in drop_user_attrs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, kept)

@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Literal, cast
 
-from judgetrain.compat.optuna import reopen_trial, trial_id
+from judgetrain.compat.optuna import reopen_trial, requeue_failed, trial_id
 from judgetrain.writer import process_alive
 
 from .config import SweepConfig
@@ -118,17 +118,9 @@ PER_RUN = ("fail_reason", "fail_key", "slurm_job", "slurm_restarts", "controller
 
 
 def retry_trial(study, trial, retries: int) -> None:
-    """Queue ``trial`` (FAILed) again with its parameters, ``retries`` times at most: Optuna's
-    ``RetryHeartbeatStaleTrialCallback`` (``failed_trial`` and ``retry_history`` system attrs),
-    given the trial without the attributes of its failed run (:data:`PER_RUN`: its
-    ``fail_reason`` is not the retry's)."""
-    import copy
-
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
-
-    kept = copy.copy(trial)
-    kept.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in PER_RUN}
-    RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, kept)
+    """Queue ``trial`` (FAILed) again with its parameters, ``retries`` times at most, without the
+    attributes of its failed run (:data:`PER_RUN`: its ``fail_reason`` is not the retry's)."""
+    requeue_failed(study, trial, retries, PER_RUN)
 
 
 def orphans(study) -> list:

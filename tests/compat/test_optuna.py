@@ -75,6 +75,27 @@ def test_an_orphaned_trial_is_failed_and_queued_again_from_another_study_object(
         controller.tell(asked.number, state=TrialState.FAIL)
 
 
+def test_a_failed_trial_is_requeued_with_its_parameters_and_without_the_attributes_named(tmp_path):
+    """What judgetrain.sweep.study.retry_trial relies on: RetryHeartbeatStaleTrialCallback given a copy of
+    the FrozenTrial whose user_attrs were replaced queues those attrs, the parameters and Optuna's retry
+    system attrs, and stops after max_retry."""
+    controller, _ = _studies(tmp_path)
+    asked = controller.ask({"lora_r": optuna.distributions.CategoricalDistribution([4, 8])})
+    asked.set_user_attr("fail_reason", "boom")
+    asked.set_user_attr("overrides", ["--lora_r", "4"])
+    frozen = controller.tell(asked.number, state=TrialState.FAIL)
+    with relied_on("RetryHeartbeatStaleTrialCallback reads the (copied) trial's user_attrs"):
+        compat.requeue_failed(controller, frozen, 1, ("fail_reason",))
+        retry = controller.trials[1]
+        assert retry.state == TrialState.WAITING and retry.params == asked.params
+        assert retry.user_attrs == {"overrides": ["--lora_r", "4"]} and retry.system_attrs["failed_trial"] == 0
+        assert frozen.user_attrs["fail_reason"] == "boom"  # the failed trial itself keeps its reason
+    again = controller.tell(controller.ask().number, state=TrialState.FAIL)  # ask() takes the queued retry
+    assert again.number == 1
+    compat.requeue_failed(controller, again, 1, ("fail_reason",))  # a retry's retry: over max_retry 1
+    assert len(controller.trials) == 2
+
+
 def test_a_trial_without_a_storage_id_is_named():
     class Renamed:
         number = 0
