@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from judgetrain.cluster import LOG_FOLDER, SlurmArgs, sbatch_lines
+from judgetrain.cluster import LOG_FOLDER, SlurmArgs, keep_recipe, sbatch_lines
 
 from .config import SweepConfig
 from .space import SweepError
@@ -54,18 +53,10 @@ def array_problems(cfg: SweepConfig) -> list[str]:
     return problems
 
 
-def _kept(path: Path | None, folder: Path) -> str | None:
-    """``path`` copied into ``folder`` (the copy the tasks read); the copy's path."""
-    if path is None:
-        return None
-    copy = folder / f"{path.stem}.submitted{path.suffix}"
-    shutil.copyfile(path, copy)
-    return str(copy)
-
-
-def task_config(cfg: SweepConfig, folder: Path) -> dict[str, Any]:
+def task_config(cfg: SweepConfig, run_dir: Path) -> dict[str, Any]:
     """The sweep's options as a task's controller reads them (``--config sweep.yaml``): those
-    given, without the array's own and the storage, with the files copied into ``folder``."""
+    given, without the array's own and the storage, with the files kept in ``run_dir/slurm/``
+    (:func:`~judgetrain.cluster.keep_recipe`: a changed copy is refused)."""
     doc: dict[str, Any] = {}
     for f in dataclasses.fields(SweepConfig):
         value = getattr(cfg, f.name)
@@ -73,12 +64,14 @@ def task_config(cfg: SweepConfig, folder: Path) -> dict[str, Any]:
         if f.name in _NOT_TASKS or f.name == "study_name" or value == default:
             continue
         doc[f.name] = str(value) if isinstance(value, Path) else value
-    doc.update(recipe=_kept(cfg.recipe_file, folder), space=_kept(cfg.space, folder), study=cfg.study)
+    doc.update(recipe=str(keep_recipe(cfg.recipe_file, run_dir)), study=cfg.study)
+    if cfg.space is not None:
+        doc["space"] = str(keep_recipe(cfg.space, run_dir, "space.yaml"))
     doc["out"] = str(cfg.trials_dir.resolve())
     if cfg.num_processes is None and cfg.gpus_per_node:  # the task's trial: one process per GPU of its node
         doc["num_processes"] = cfg.gpus_per_node
     if cfg.enqueue is not None:
-        doc["enqueue"] = _kept(cfg.enqueue, folder)
+        doc["enqueue"] = str(keep_recipe(cfg.enqueue, run_dir, "enqueue.yaml"))
     return doc
 
 
@@ -94,7 +87,7 @@ def write_array_job(cfg: SweepConfig) -> Path:
     folder = cfg.trials_dir.resolve() / LOG_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     options = folder / ARRAY_CONFIG
-    write_text(options, yaml.safe_dump(task_config(cfg, folder), sort_keys=False))
+    write_text(options, yaml.safe_dump(task_config(cfg, cfg.trials_dir), sort_keys=False))
     one_node = dataclasses.replace(
         cfg, signal_before_end=0, sbatch_options=f"{cfg.sbatch_options or ''} --array=0-{cfg.trials - 1}%{cfg.array}".strip()
     )
