@@ -191,7 +191,9 @@ def check(launch: LaunchArgs, overrides: list[str]) -> tuple:
 def _failed(returncode: int) -> int:
     """A one-line note for a training process that failed (its own error is above), or that
     stopped on a signal after saving a checkpoint (:mod:`judgetrain.train.stop_signal`)."""
-    stopped = {128 + int(s): s.name for s in (signal.SIGTERM, signal.SIGUSR1)}
+    from .stop_signal import STOP_SIGNALS, stop_exit_code
+
+    stopped = {stop_exit_code(s): s.name for s in STOP_SIGNALS}
     if returncode in stopped:
         print(
             f"the training process stopped on {stopped[returncode]} after saving a checkpoint (above); the same command "
