@@ -137,6 +137,31 @@ def prism_build(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_prism_recipe(tmp_path_factory, tiny_model):
+    """``tiny_prism_recipe(folder)``: the tiny PRISM pairwise recipe written as ``folder/recipe.yaml``
+    (the caller's file, which it may edit), pointed at this session's qwen3-vl model and at one
+    12-item PRISM set built once for the session."""
+    import yaml
+
+    from judgetrain.data_builders import prism
+
+    data = tmp_path_factory.mktemp("prism-recipe") / "prism"
+    prism.build(prism.PrismConfig(out=data, synthetic=12, seed=3, layouts=("P0",), modes=("pairwise",), synthetic_size=64,
+                                  progress=False))
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-prism-pairwise-lora.yaml"
+
+    def write(folder: Path) -> Path:
+        doc = yaml.safe_load(recipe.read_text())
+        doc.update(model_name_or_path=str(tiny_model("qwen3-vl")), datasets=[str(data)], max_eval_samples=8)
+        path = Path(folder) / "recipe.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    return write
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     """Three short physics clips and a hand-written video-MCQ manifest (DESIGN.md fields), for the

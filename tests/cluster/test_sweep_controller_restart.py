@@ -13,30 +13,19 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 from optuna.trial import TrialState
 
 from judgetrain.cluster import job_state
 
 REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipes" / "tiny" / "qwen3vl-prism-pairwise-lora.yaml"
 SPACE = REPO / "recipes" / "spaces" / "tiny.yaml"
 BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
-def restart_recipe(tmp_path_factory, tiny_model):
-    from judgetrain.data_builders import prism
-
-    root = tmp_path_factory.mktemp("restart-recipe")
-    data = root / "prism"
-    prism.build(prism.PrismConfig(out=data, synthetic=12, seed=3, layouts=("P0",), modes=("pairwise",), synthetic_size=64,
-                                  progress=False))
-    doc = yaml.safe_load(RECIPE.read_text())
-    doc.update(model_name_or_path=str(tiny_model("qwen3-vl")), datasets=[str(data)], max_eval_samples=8)
-    path = root / "recipe.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+def restart_recipe(tmp_path_factory, tiny_prism_recipe):
+    """The tiny PRISM recipe pointed at this session's model and a 12-item PRISM set (tests/conftest.py)."""
+    return tiny_prism_recipe(tmp_path_factory.mktemp("restart-recipe"))
 
 
 def wait_for(cond, timeout: float, what: str):
