@@ -45,7 +45,7 @@ EPILOG = """examples:
   judgetrain quickstart                                  # tiny models + a synthetic TimeCatch set, offline
   judgetrain train --config recipes/tiny/qwen3vl-timecatch-lora.yaml --accelerate_config zero3   # on the quickstart's set
   judgetrain merge runs/tiny-qwen3vl-timecatch --out runs/merged
-  judgetrain eval timecatch --model runs/merged --data quickstart/timecatch --split validation --limit 40 --out results/merged
+  judgetrain eval timecatch --model runs/merged --data quickstart/timecatch --split validation --sample 40 --out results/merged
   judgetrain eval report results/merged
 
 every command takes --config FILE.yaml (its fields as keys; flags win) and lists every field in --help.

@@ -1,7 +1,7 @@
 """What every evaluation shares: the fields its config inherits (:mod:`.args`), the prefill it
 scores after (:mod:`.prefill`), the run folder
 and its identity (:mod:`.runs`), the multi-process run loop (:mod:`.sharded`), accuracy
-(:mod:`.metrics`), the statistics (:mod:`.stats`), report markdown (:mod:`.markdown`), and the
+(:mod:`.metrics`), ``--sample``'s stratified sample (:mod:`.sample`), the statistics (:mod:`.stats`), report markdown (:mod:`.markdown`), and the
 registry of evaluations (:mod:`.registry`) behind ``judgetrain eval report``
 (:mod:`.rebuild`) and ``judgetrain eval compare`` (:mod:`.compare`), and a finished run
 logged to wandb (:mod:`.wandb_report`).
@@ -43,6 +43,7 @@ __getattr__, __dir__, __all__ = attach(
             "selected",
             "write_run_info",
         ],
+        "sample": ["SAMPLE_STRATA", "sample_identity", "sampled", "stratified_order"],
         "sharded": ["AUTO_CHUNK_CUDA", "merge_rank_files", "process_state", "rank_file", "run_as_module", "run_sharded"],
         "stats": [
             "EQUIVALENCE_MARGIN",

@@ -67,7 +67,13 @@ class EvalArgs(ReportToArgs):
         identity=True,
     )
     batch_size: str = arg("auto", "items per forward pass, or 'auto'")
-    limit: int | None = arg(None, "evaluate only the first N selected items (a larger N later extends the run)")
+    limit: int | None = arg(None, "evaluate only the first N selected items, in dataset order (a larger N later extends the run)")
+    sample: int | None = arg(
+        None,
+        "evaluate a seeded sample of N selected items, every stratum (task × source × perturbation × layout) "
+        "in it before any twice, then in proportion: a smoke test of the whole set (a larger N later extends the run)",
+    )
+    sample_seed: int = arg(0, "seed of --sample (recorded in the run identity with the strata)")
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
     wait: bool = arg(
         False,
@@ -97,6 +103,12 @@ class EvalArgs(ReportToArgs):
         problems += self.report_to_problems()
         if self.limit is not None and self.limit < 1:
             problems.append(f"limit: {self.limit}; must be at least 1 (leave it out to evaluate every selected item)")
+        if self.sample is not None and self.sample < 1:
+            problems.append(f"sample: {self.sample}; must be at least 1 (leave it out to evaluate every selected item)")
+        if self.sample is not None and self.limit is not None:
+            problems.append(
+                f"limit: {self.limit} and sample: {self.sample}; give one (--limit: the first N items, --sample: a stratified sample)"
+            )
         try:
             parse_batch_size(self.batch_size)
         except ValueError as e:

@@ -346,12 +346,15 @@ def run_info(
     world_size: int = 1,
     command: str | None = None,
     prefill: Any = None,
+    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``run.json`` for a run of ``evaluation`` configured by dataclass ``cfg`` over the
     items ``items`` (ids, in order) of the data identified by ``data`` (content hashes).
     ``prefill`` (a :class:`~judgetrain.eval.core.prefill.RunPrefill`): the text scored after,
     recorded as ``prefill`` (in place of the ``--prefill`` setting) with ``prefill_from``, and
-    in the identity, so a run with another prefill is never resumed into this one."""
+    in the identity, so a run with another prefill is never resumed into this one. ``sampling``
+    (:func:`~judgetrain.eval.core.sample.sample_identity`): a ``--sample`` run's seed and strata, in the
+    identity (N is not: a larger one extends the run, as ``--limit`` does)."""
     from judgetrain import config
 
     identity = {**config_identity(cfg, world_size), "data": dict(data)}
@@ -360,6 +363,8 @@ def run_info(
     used = {} if prefill is None else {"prefill": prefill.text, "prefill_from": prefill.source}
     if prefill is not None:
         identity["prefill"] = prefill.text
+    if sampling is not None:
+        identity["sample"] = dict(sampling)
     git = git_state()
     return {
         "evaluation": evaluation,

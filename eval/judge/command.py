@@ -107,6 +107,7 @@ from ..core.markdown import fmt, pct, rate
 from ..core.prefill import run_prefill, scorer_loader
 from ..core.reward_pairs import REWARD_MODE
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
+from ..core.sample import SAMPLE_STRATA, sample_identity, sampled
 from ..core.sharded import process_state, run_sharded
 from .metrics import MIRAGE_DOMAINS, SUBSETS, compute_judge_metrics
 from .report import report
@@ -271,11 +272,15 @@ def select(
     layouts: Sequence[str] | None = None,
     subsets: Sequence[str] | None = None,
     limit: int | None = None,
+    sample: int | None = None,
+    sample_seed: int = 0,
 ) -> list[int]:
     """Indices of ``dataset`` rows (a ``datasets.Dataset`` of task records) of the given
-    tasks / layouts / subsets (``None``: all), in dataset order, the first ``limit``."""
+    tasks / layouts / subsets (``None``: all), in dataset order: the first ``limit``, or the
+    ``sample`` of :func:`~judgetrain.eval.core.sample.sampled` (stratified by task × source ×
+    perturbation × layout, seeded by ``sample_seed``)."""
     cols = dataset.select_columns(["task", "layout", "perturbation", "source", "meta"])
-    idx = []
+    idx, strata = [], []
     for i, r in enumerate(cols):
         if tasks is not None and r["task"] not in tasks:
             continue
@@ -284,6 +289,9 @@ def select(
         if subsets is not None and subset_of(r, json.loads(r["meta"] or "{}")) not in subsets:
             continue
         idx.append(i)
+        strata.append(tuple(r[k] for k in SAMPLE_STRATA))
+    if sample is not None:
+        return sampled(idx, strata, sample, sample_seed)
     return idx[:limit] if limit is not None else idx
 
 
@@ -420,11 +428,19 @@ class JudgeEvalConfig(EvalArgs):
 
 def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
     """The split's records, the indices ``cfg`` selects and every id in dataset order."""
-    ds_all = records.load(cfg.data)
+    ds_all = records.load(cfg.data, builders=("prism", "mirage", "ordering-probe"))
     if cfg.split not in ds_all:
         raise EvalInputError(f"{cfg.data} has no split {cfg.split!r}; its splits are {sorted(ds_all)} (pass --split)")
     ds = ds_all[cfg.split]
-    idx = select(ds, tasks=cfg.tasks, layouts=cfg.layouts, subsets=cfg.subsets, limit=cfg.limit)
+    idx = select(
+        ds,
+        tasks=cfg.tasks,
+        layouts=cfg.layouts,
+        subsets=cfg.subsets,
+        limit=cfg.limit,
+        sample=cfg.sample,
+        sample_seed=cfg.sample_seed,
+    )
     if not idx:
         present = dict(Counter(list(ds["task"])))
         raise EvalInputError(
@@ -468,6 +484,7 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
         items=[order[i] for i in idx],
         world_size=state.num_processes,
         prefill=prefill,
+        sampling=sample_identity(cfg),
     )
     info["data"] = str(cfg.data.resolve())
 
@@ -514,8 +531,8 @@ def make_parser():
         "examples:\n"
         "  python -m judgetrain.models.tiny --out quickstart/models --family llava-onevision --family qwen2.5-vl\n"
         "  judgetrain build prism --out data/prism-judge --synthetic 12 --layouts P0,P6\n"
-        "  judgetrain eval judge --model quickstart/models/llava-onevision --data data/prism-judge --split test --limit 16 --out results/ov\n"
-        "  judgetrain eval judge --model quickstart/models/qwen2.5-vl --data data/prism-judge --split test --limit 16 --out results/q25\n"
+        "  judgetrain eval judge --model quickstart/models/llava-onevision --data data/prism-judge --split test --sample 16 --out results/ov\n"
+        "  judgetrain eval judge --model quickstart/models/qwen2.5-vl --data data/prism-judge --split test --sample 16 --out results/q25\n"
         "  judgetrain eval report results/ov                       # recompute metrics, report and figures\n"
         "  judgetrain eval bias results/ov                         # positional / first-option bias of the run\n"
         "  judgetrain eval compare results/ov results/q25          # accuracy / F1 per subset side by side\n"

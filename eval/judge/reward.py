@@ -29,6 +29,7 @@ from ..core.args import parse_batch_size
 from ..core.markdown import fmt, rate
 from ..core.reward_pairs import REWARD_MODE
 from ..core.runs import RUN_INFO, EvalInputError, dataset_identity, run_info
+from ..core.sample import sample_identity
 from ..core.sharded import run_sharded
 from .reward_metrics import check_tolerance, judge_pair_rows
 
@@ -181,7 +182,16 @@ def reward_rows(
     return rows
 
 
-def check_records(ds: Any, idx: Sequence[int], data: Path, split: str, limit: int | None, subsets: Sequence[str] | None) -> None:
+def check_records(
+    ds: Any,
+    idx: Sequence[int],
+    data: Path,
+    split: str,
+    limit: int | None,
+    subsets: Sequence[str] | None,
+    *,
+    sample: int | None = None,
+) -> None:
     """Refuse a selection a reward run cannot pair, naming the fix: records that are not pointwise,
     or pointwise records that are no gold sequence with its perturbations."""
     from judgetrain.pairs import PairError, sequence_pairs
@@ -198,6 +208,8 @@ def check_records(ds: Any, idx: Sequence[int], data: Path, split: str, limit: in
         pairs = sequence_pairs(cols["task"], cols["source"], cols["layout"], cols["perturbation"], cols["meta"], cols["id"])
     except PairError as e:
         cut = [f"--limit {limit} may cut a gold sequence off from its perturbations: raise it or leave it out"] if limit else []
+        if sample:
+            cut.append(f"--sample {sample} draws records one by one and may leave a gold sequence out: use --subsets instead")
         if subsets and "PRISM-Coherent" not in subsets:
             cut.append("--subsets leaves the gold sequences (PRISM-Coherent) out: add PRISM-Coherent")
         raise EvalInputError(f"{data} [{split}]: {e}" + "".join(f" ({c})" for c in cut)) from None
@@ -213,13 +225,14 @@ def run_reward(
     as a run of ``evaluation``, each row's subset named by ``subset(record, meta)``."""
     from .report import report
 
-    check_records(ds, idx, cfg.data, cfg.split, cfg.limit, cfg.subsets)
+    check_records(ds, idx, cfg.data, cfg.split, cfg.limit, cfg.subsets, sample=cfg.sample)
     info = run_info(
         evaluation,
         cfg,
         data=dataset_identity(cfg.data, [cfg.split]),
         items=[order[i] for i in idx],
         world_size=state.num_processes,
+        sampling=sample_identity(cfg),
     )
     info["data"] = str(cfg.data.resolve())
     if cfg.agree_with is not None:  # refused now, not after scoring: not a judge's run, or on other data

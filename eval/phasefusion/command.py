@@ -24,6 +24,7 @@ from judgetrain.video import SAMPLERS
 from ..core.args import EvalArgs, parse_batch_size
 from ..core.prefill import RunPrefill, run_prefill
 from ..core.runs import run_info
+from ..core.sample import sample_identity, sampled
 from .views import NAMED_ARMS, parse_arms, parse_origins
 
 __all__ = ["DEFAULT_ARMS", "PhaseFusionConfig", "evaluate", "finished_questions", "main", "make_parser", "media_identity", "run"]
@@ -266,12 +267,16 @@ def run(cfg: PhaseFusionConfig) -> dict[str, Any]:
     state = process_state("judgetrain.eval.phasefusion", cfg.collective_timeout)
     questions = load_manifest(cfg.manifest)  # a bad manifest fails here, naming file:line: field
     idx = list(range(len(questions) if cfg.limit is None else min(cfg.limit, len(questions))))
+    if cfg.sample is not None:  # each benchmark and answer letter in the sample before any twice
+        idx = sampled(idx, [(questions[i].benchmark, questions[i].answer) for i in idx], cfg.sample, cfg.sample_seed)
     order = [q.id for q in questions]
     # the manifest's bytes and the videos' (each question's rows come from one video's content): a manifest or a
     # video rewritten in place is other data, never mixed with its old predictions
     data = {"sha256": sha256_file(cfg.manifest), "media": media_identity(cfg.manifest, [questions[i] for i in idx])}
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
-    info = run_info(EVALUATION, cfg, data=data, items=order[: len(idx)], world_size=state.num_processes, prefill=prefill)
+    sampling = sample_identity(cfg, ("benchmark", "answer"))
+    items = [order[i] for i in idx]
+    info = run_info(EVALUATION, cfg, data=data, items=items, world_size=state.num_processes, prefill=prefill, sampling=sampling)
     info["manifest"] = str(cfg.manifest.resolve())
     shard = _Questions(cfg, prefill)
     # `eval report --rerun-of` stays; with no model loaded in this call, what the first run learnt of the device stays
@@ -321,10 +326,10 @@ def make_parser():
         "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl\n"
         "  judgetrain build video-mcq --out data/vmcq-4 --synthetic 4\n"
         "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
-        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --limit 2 --out results/pf-q3\n"
+        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --sample 2 --out results/pf-q3\n"
         "  judgetrain eval report results/pf-q3     # metrics, report and plots again, from predictions.jsonl\n"
         "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
-        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --limit 2 --out results/pf-q3-again\n"
+        "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --sample 2 --out results/pf-q3-again\n"
         "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n"
         '\nthe paper\'s setting (Table 1) on a real checkpoint: README, "`judgetrain eval phasefusion`".\n',
     )

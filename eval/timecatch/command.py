@@ -48,6 +48,7 @@ from judgetrain.config import make_parser as make_config_parser
 from ..core.args import EvalArgs, parse_batch_size
 from ..core.prefill import run_prefill, scorer_loader
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
+from ..core.sample import SAMPLE_STRATA, sample_identity, sampled
 from ..core.sharded import process_state, run_sharded
 from .human import load_human
 from .metrics import TIMECATCH_TASKS
@@ -130,18 +131,21 @@ def held_out_split(splits: Sequence[str], data: Path | str = "the data") -> str:
     )
 
 
-def _select(ds: Any, data: Path, split: str, tasks: list[str], limit: int | None):
+def _select(ds: Any, data: Path, split: str, cfg: TimeCatchEvalConfig):
     if split not in ds:
         raise EvalInputError(f"{data} has no split {split!r}; its splits are {sorted(ds)} (pass --split)")
     ds = ds[split]
-    meta_cols = ds.select_columns(["id", "task"])
-    order = [r["id"] for r in meta_cols]
-    wanted = set(tasks)
-    idx = [i for i, r in enumerate(meta_cols) if r["task"] in wanted]
+    meta_rows = list(ds.select_columns(["id", *SAMPLE_STRATA]))
+    order = [r["id"] for r in meta_rows]
+    wanted = set(cfg.tasks)
+    idx = [i for i, r in enumerate(meta_rows) if r["task"] in wanted]
     if not idx:  # refused here, before the run folder is touched
-        raise EvalInputError(_nothing_selected(data, split, tasks, Counter(r["task"] for r in meta_cols)))
-    if limit is not None:
-        idx = idx[:limit]
+        raise EvalInputError(_nothing_selected(data, split, cfg.tasks, Counter(r["task"] for r in meta_rows)))
+    if cfg.sample is not None:
+        strata = [tuple(meta_rows[i][k] for k in SAMPLE_STRATA) for i in idx]
+        idx = sampled(idx, strata, cfg.sample, cfg.sample_seed)
+    elif cfg.limit is not None:
+        idx = idx[: cfg.limit]
     return ds, idx, order
 
 
@@ -187,11 +191,11 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     """
     state = process_state("judgetrain.eval.timecatch", cfg.collective_timeout)
     human_table = load_human(cfg.human) if cfg.human else None
-    splits = records.load(cfg.data)
+    splits = records.load(cfg.data, builders=("timecatch",))
     chosen = _choose_split(cfg, list(splits), state.is_main_process)
     split = cfg.split
     assert split is not None  # _choose_split sets it when --split was left out
-    ds, idx, order = _select(splits, cfg.data, split, cfg.tasks, cfg.limit)
+    ds, idx, order = _select(splits, cfg.data, split, cfg)
     prefill = run_prefill(cfg.model, cfg.adapter, cfg.prefill)  # a reasoning checkpoint's, unless --prefill
     info = run_info(
         EVALUATION,
@@ -200,6 +204,7 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
         items=[order[i] for i in idx],
         world_size=state.num_processes,
         prefill=prefill,
+        sampling=sample_identity(cfg),
     )
     info["data"] = str(cfg.data.resolve())
     info["split_chosen"] = chosen
@@ -263,12 +268,12 @@ def make_parser():
         "examples:\n"
         "  judgetrain quickstart        # first: tiny models, a TimeCatch set and a LoRA run under quickstart/\n"
         "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --data quickstart/timecatch --split validation \\\n"
-        "      --limit 20 --out results/qw3\n"
+        "      --sample 20 --out results/qw3\n"
         "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --adapter quickstart/runs/tiny-qwen3vl-timecatch \\\n"
-        "      --data quickstart/timecatch --limit 20 --out results/qw3-lora   # split: test, else validation\n"
-        '  judgetrain eval timecatch --config eval.yaml --limit 20   # YAML keys are the fields below (README, "Configuration files")\n'
+        "      --data quickstart/timecatch --sample 20 --out results/qw3-lora   # split: test, else validation\n"
+        '  judgetrain eval timecatch --config eval.yaml --sample 20   # YAML keys are the fields below (README, "Configuration files")\n'
         "  accelerate launch --num_processes 2 -m judgetrain.eval.timecatch --model quickstart/models/qwen3-vl \\\n"
-        "      --data quickstart/timecatch --limit 20 --out results/qw3-2proc   # data-parallel, one shard per process\n"
+        "      --data quickstart/timecatch --sample 20 --out results/qw3-2proc   # data-parallel, one shard per process\n"
         "  judgetrain eval report results/qw3        # recompute metrics, report and figures\n"
         "\na real model: --model Qwen/Qwen3-VL-2B-Instruct (a hub id or a local folder).\n",
     )
