@@ -415,14 +415,18 @@ def save(
     return info
 
 
-def read_build_info(path: str | os.PathLike) -> dict:
+def read_build_info(path: str | os.PathLike, *, builders: Sequence[str] = ()) -> dict:
     """The ``build.json`` of a saved dataset; raises IncompleteDatasetError
-    when the folder holds no complete build."""
+    when the folder holds no complete build. ``builders``: the ``judgetrain build`` commands
+    whose folders the caller reads (``("prism", "mirage")``), named in the error for a missing
+    folder; by default every builder."""
     path = Path(path)
     build = path / BUILD_FILE
     if not path.is_dir():
+        names = list(builders) or ["timecatch", "prism", "mirage", "ordering-probe"]
+        how = " or ".join(f"`judgetrain build {b} --out {path}`" for b in names)
         raise IncompleteDatasetError(
-            f"{path}: no such dataset folder. Build one, e.g. `judgetrain build timecatch --out {path}`."
+            f"{path}: no such dataset folder. Build one first: {how} (each command's --help has an offline example)."
         )
     if not build.is_file():
         raise IncompleteDatasetError(
@@ -432,10 +436,11 @@ def read_build_info(path: str | os.PathLike) -> dict:
     return json.loads(build.read_text())
 
 
-def load(path: str | os.PathLike, *, verify: bool = False) -> datasets.DatasetDict:
+def load(path: str | os.PathLike, *, verify: bool = False, builders: Sequence[str] = ()) -> datasets.DatasetDict:
     """Load a dataset written by :func:`save`. With ``verify=True`` every
-    split's content hash is recomputed and compared to ``build.json``."""
-    info = read_build_info(path)
+    split's content hash is recomputed and compared to ``build.json``; ``builders``: as
+    :func:`read_build_info` takes it."""
+    info = read_build_info(path, builders=builders)
     expected = info.get("splits", {})
     try:
         dataset = datasets.load_from_disk(str(path))
