@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -53,11 +54,23 @@ every command takes --config FILE.yaml (its fields as keys; flags win) and lists
 
 
 def _summary(module: str) -> str:
-    """First docstring line of ``module`` without importing it (importing every
-    command would load torch and the training stack just to print help)."""
+    """The first sentence of ``module``'s docstring as plain text, read without importing it
+    (importing every command would load torch and the training stack just to print help):
+    a leading ``judgetrain NAME``: dropped, reStructuredText roles and literals unwrapped."""
     spec = importlib.util.find_spec(module)
     doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) if spec and spec.origin else None
-    return doc.strip().splitlines()[0] if doc else ""
+    if not doc:
+        return ""
+    text = " ".join(doc.strip().split("\n\n")[0].split())
+    text = re.sub(r"^``judgetrain [^`]*``:\s*", "", text)
+    text = re.sub(r":[a-z]+:`~?\.?([^`]*)`", r"\1", text).replace("``", "")
+    depth = 0
+    for i, ch in enumerate(text):  # the first full stop outside parentheses ("(paper 002 App. G)" stays whole)
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] == " "):
+            text = text[: i + 1]
+            break
+    return text[:1].upper() + text[1:]
 
 
 def _usage(prefix: tuple[str, ...] = ()) -> str:
@@ -132,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     words, rest = find_command(argv)
     from judgetrain.errors import UserError
+    from judgetrain.noise import quiet_libraries
+
+    quiet_libraries()
 
     try:
         return _run(words, rest)

@@ -396,7 +396,9 @@ def run_as_module(module: str) -> None:
 
     from judgetrain import config
     from judgetrain.errors import UserError
+    from judgetrain.noise import quiet_libraries
 
+    quiet_libraries()
     mod = importlib.import_module(module)
     try:
         code = mod.main(*config.parse(mod.make_parser(), sys.argv[1:]))

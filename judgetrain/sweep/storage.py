@@ -10,6 +10,7 @@ README: "`judgetrain sweep`, `judgetrain dashboard`".
 from __future__ import annotations
 
 import hashlib
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,11 @@ def storage_from_url(url: str, *, heartbeat_interval: int | None = 60, retries: 
     if heartbeat_interval:
         from optuna.storages import RetryHeartbeatStaleTrialCallback
 
+        # a deliberate use (the heartbeat fails a dead controller's trials): Optuna's note that the argument is
+        # experimental is for whoever chose it, here, not the user of the sweep
+        warnings.filterwarnings(
+            "ignore", r"Argument ``(heartbeat_interval|grace_period)`` is an experimental", optuna.exceptions.ExperimentalWarning
+        )
         kwargs.update(
             heartbeat_interval=heartbeat_interval,
             grace_period=2 * heartbeat_interval,

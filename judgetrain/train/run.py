@@ -436,7 +436,11 @@ def _stopped(trainer, stop: SaveOnSignal, wandb_open: bool) -> None:
 
 def main(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory] = ()) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    from judgetrain.noise import quiet_libraries
+
     from .stop_signal import StopRequests
+
+    quiet_libraries()
 
     requests = StopRequests().install()  # from the start: a signal while the model loads is not lost
     try:

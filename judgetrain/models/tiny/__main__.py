@@ -4,6 +4,10 @@ README: "Models".
 
 import sys
 
-from judgetrain.models.tiny.builder import main
+from judgetrain.noise import quiet_libraries
+
+quiet_libraries()  # before transformers loads
+
+from judgetrain.models.tiny.builder import main  # noqa: E402
 
 sys.exit(main())
