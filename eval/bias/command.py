@@ -1,4 +1,6 @@
-"""``judgetrain eval bias RUN [RUN …]``: its config (:class:`BiasConfig`), ``make_parser`` and
+"""Positional, first-option and letter bias of judge and TimeCatch runs (paper 002 C.3, F.3).
+
+``judgetrain eval bias RUN [RUN …]``: its config (:class:`BiasConfig`), ``make_parser`` and
 ``main``, which runs :func:`.report.bias` (holding the writer lock of the folder it writes,
 :mod:`judgetrain.writer`) and prints each run's headline numbers.
 README: "`judgetrain eval judge`, `eval bias`".

@@ -1,4 +1,6 @@
-"""``judgetrain eval phasefusion``: the video multiple-choice protocol of paper 001, as a command.
+"""PhaseFusion evaluation: video multiple-choice questions over phase-offset frame grids and option orderings (paper 001).
+
+``judgetrain eval phasefusion`` as a command.
 
 Its typed configuration (:class:`PhaseFusionConfig`), the resumable run loop over a
 manifest's questions (:func:`run`, :func:`evaluate`) and the CLI (:func:`make_parser`,

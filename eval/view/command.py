@@ -1,4 +1,6 @@
-"""Browse evaluation runs item by item: ``judgetrain eval view RUN [RUN …] [--out DIR]``.
+"""Browse evaluation runs item by item in a static site: reports, figures, each item's frames and answers.
+
+``judgetrain eval view RUN [RUN …] [--out DIR]``.
 
 Writes one static page set (:func:`judgetrain.eval.view.page.write_view`) that opens from disk
 or from any plain web server, with no network: the runs' reports and figures, a table of
