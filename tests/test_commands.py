@@ -144,6 +144,17 @@ def test_no_command_help_imports_torch_or_the_trainer():
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-3000:]
 
 
+@pytest.mark.parametrize("words", [("eval", "judge"), ("eval", "timecatch"), ("eval", "phasefusion"), ("eval", "bias")])
+def test_evaluation_help_loads_no_dataset_library(words):
+    """An evaluation's --help is read before a first run: it does not load datasets (0.6 s warm,
+    seconds on a cold disk), which only scoring needs."""
+    code = (f"import contextlib, io, sys\nfrom judgetrain.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    try:\n        main([*{list(words)!r}, '--help'])\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('datasets', 'torch', 'matplotlib') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-3000:]
+
+
 def test_train_help_lists_every_recipe_field(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["train", "--config", str(RECIPE), "--help"])

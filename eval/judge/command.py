@@ -98,7 +98,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetrain import records
 from judgetrain.config import ConfigError, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 
@@ -428,6 +427,8 @@ class JudgeEvalConfig(EvalArgs):
 
 def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
     """The split's records, the indices ``cfg`` selects and every id in dataset order."""
+    from judgetrain import records  # datasets: not loaded for --help
+
     ds_all = records.load(cfg.data, builders=("prism", "mirage", "ordering-probe"))
     if cfg.split not in ds_all:
         raise EvalInputError(f"{cfg.data} has no split {cfg.split!r}; its splits are {sorted(ds_all)} (pass --split)")
@@ -480,6 +481,7 @@ def run(cfg: JudgeEvalConfig) -> dict[str, Any]:
         sampling=sample_identity(cfg),
     )
     info["data"] = str(cfg.data.resolve())
+    from judgetrain import records
 
     position = {rid: i for i, rid in enumerate(order)}
 

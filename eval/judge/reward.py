@@ -23,8 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judgetrain import records
-
 from ..core.args import parse_batch_size
 from ..core.markdown import fmt, rate
 from ..core.reward_pairs import REWARD_MODE
@@ -238,6 +236,7 @@ def run_reward(
     if cfg.agree_with is not None:  # refused now, not after scoring: not a judge's run, or on other data
         judge_pair_rows(cfg.agree_with, info)
     position = {rid: i for i, rid in enumerate(order)}
+    from judgetrain import records  # datasets: not loaded for --help
 
     def score(scorer: RewardScorer, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = reward_rows(scorer, items, model=cfg.model, adapter=cfg.adapter, subset=subset)

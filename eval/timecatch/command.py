@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgetrain import records
 from judgetrain.config import ConfigError, arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 
@@ -165,6 +164,8 @@ def _nothing_selected(data: Path, split: str, tasks: list[str], present: Counter
 
 
 def _builder(data: Path) -> str | None:
+    from judgetrain import records
+
     try:
         return str(records.read_build_info(data).get("builder") or "") or None
     except (OSError, ValueError):
@@ -191,6 +192,8 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     """
     state = process_state("judgetrain.eval.timecatch", cfg.collective_timeout)
     human_table = load_human(cfg.human) if cfg.human else None
+    from judgetrain import records  # datasets: not loaded for --help
+
     splits = records.load(cfg.data, builders=("timecatch",))
     chosen = _choose_split(cfg, list(splits), state.is_main_process)
     split = cfg.split
