@@ -20,6 +20,7 @@ from .config import SweepConfig
 from .failures import failure_key, failure_reason
 from .launch import train_trial, trial_overrides
 from .progress import TrialProgress, escape, format_params
+from .results import recipe_with_overrides
 from .space import RESULT_FILE, SweepError
 
 __all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "adopt_trials", "skip_reason", "trial_objective"]
@@ -86,6 +87,8 @@ def trial_objective(cfg: SweepConfig, console):
         overrides = trial_overrides(cfg, values)
         trial.set_user_attr("output_dir", str(out))
         trial.set_user_attr("overrides", overrides)
+        # the same, typed as the trainer's parser reads them: what `sweep best` writes, without loading that parser
+        trial.set_user_attr("recipe_overrides", recipe_with_overrides({}, overrides))
         progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
         progress.started(values, out)
         rc, log, reason = train_trial(cfg, trial, overrides, out, progress)

@@ -197,7 +197,9 @@ def best_recipe(storage: str, study_name: str, trial_number: int | None = None, 
             + [a for k, v in best.params.items() for a in (f"--{k}", flag_value(v))]
             + list(study.user_attrs.get("extra") or [])
         )
-    recipe = recipe_with_overrides(load_yaml(study.user_attrs["recipe_yaml"], f"study {study_name}'s recipe") or {}, overrides)
+    recipe = load_yaml(study.user_attrs["recipe_yaml"], f"study {study_name}'s recipe") or {}
+    typed = best.user_attrs.get("recipe_overrides")  # a trial of an older study: typed here, by the trainer's parser
+    recipe = {**recipe, **typed} if typed is not None else recipe_with_overrides(recipe, overrides)
     name = f"{study_name}-trial-{best.number:04d}"
     recipe["output_dir"] = f"runs/{name}"
     recipe["run_name"] = name

@@ -41,8 +41,9 @@ def prism_data(tmp_path_factory):
     from judgetrain.data_builders import prism
 
     out = tmp_path_factory.mktemp("prism") / "ds"
-    prism.build(prism.PrismConfig(out=out, synthetic=12, seed=3, layouts=("P0",), modes=("pairwise",), synthetic_size=64,
-                                  progress=False))
+    prism.build(
+        prism.PrismConfig(out=out, synthetic=12, seed=3, layouts=("P0",), modes=("pairwise",), synthetic_size=64, progress=False)
+    )
     return out
 
 
@@ -74,11 +75,17 @@ def write_space(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_spaces_fit_their_recipes():
-    for space, recipe in [("paper002", "llava-ov-7b/prism-pairwise-lora.yaml"), ("lora-wide", "llava-ov-7b/prism-pairwise-lora.yaml"),
-                          ("tiny", "tiny/qwen3vl-prism-pairwise-lora.yaml"), ("grpo", "tiny/qwen3vl-prism-grpo.yaml"),
-                          ("grpo", "qwen3vl-8b/prism-pairwise-grpo.yaml")]:
+    for space, recipe in [
+        ("paper002", "llava-ov-7b/prism-pairwise-lora.yaml"),
+        ("lora-wide", "llava-ov-7b/prism-pairwise-lora.yaml"),
+        ("tiny", "tiny/qwen3vl-prism-pairwise-lora.yaml"),
+        ("grpo", "tiny/qwen3vl-prism-grpo.yaml"),
+        ("grpo", "qwen3vl-8b/prism-pairwise-grpo.yaml"),
+    ]:
         # bf16 off: the GPU recipes parse on this CPU-only machine only so
-        sweep.SearchSpace.load(REPO / "recipes" / "spaces" / f"{space}.yaml").validate(REPO / "recipes" / recipe, ["--bf16", "false"])
+        sweep.SearchSpace.load(REPO / "recipes" / "spaces" / f"{space}.yaml").validate(
+            REPO / "recipes" / recipe, ["--bf16", "false"]
+        )
     paper = {p.name: p for p in sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml").params}
     # paper 002 B.1
     assert paper["lora_r"].choices == (16, 32, 64, 128) and paper["lora_alpha"].choices == (16, 32, 64, 128)
@@ -89,24 +96,37 @@ def test_shipped_spaces_fit_their_recipes():
     assert paper["per_device_train_batch_size"].choices == (4, 8, 16)
     space = sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "paper002.yaml")
     assert space.fixed == {"effective_batch_size": 128, "packing": False}
-    margs, dargs, targs = train.parse(["--config", str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
-                                              "--bf16", "false", *space.overrides({"per_device_train_batch_size": 8})])
+    margs, dargs, targs = train.parse(
+        [
+            "--config",
+            str(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml"),
+            "--bf16",
+            "false",
+            *space.overrides({"per_device_train_batch_size": 8}),
+        ]
+    )
     assert train.check_config(margs, dargs, targs, world_size=2) == []
     # the recipe's effective batch on 2 processes: 128 / (8 x 2)
     assert dargs.effective_batch_size // (targs.per_device_train_batch_size * 2) == 8
     with pytest.raises(sweep.SweepError, match=r"per_device_train_batch_size = 16: effective_batch_size: 128 is not a multiple"):
         space.validate(REPO / "recipes" / "llava-ov-7b" / "prism-pairwise-lora.yaml", ["--bf16", "false"], world_size=3)
     text = (REPO / "recipes" / "spaces" / "paper002.yaml").read_text()
-    assert all(("[paper]" in line or "[ours]" in line) for line in text.splitlines()
-               if line.strip().startswith(tuple(p.name + ":" for p in space.params)))  # every range says whose it is
+    assert all(
+        ("[paper]" in line or "[ours]" in line)
+        for line in text.splitlines()
+        if line.strip().startswith(tuple(p.name + ":" for p in space.params))
+    )  # every range says whose it is
     wide = {p.name: p for p in sweep.SearchSpace.load(REPO / "recipes" / "spaces" / "lora-wide.yaml").params}
     assert wide["learning_rate"].high == 5e-4
 
 
 def test_space_errors_name_the_field_and_the_fix(tmp_path):
-    space = write_space(tmp_path, "params:\n  lora_rank: {choices: [8, 16]}\n  learning_rate: {low: 1.0e-3, high: 1.0e-4}\n"
-                                  "  weight_decay: {low: 0, high: 0.1, log: true}\n  warmup_ratio: {low: 2e-6, high: 0.1}\n"
-                                  "  lora_dropout: {choices: []}\n")
+    space = write_space(
+        tmp_path,
+        "params:\n  lora_rank: {choices: [8, 16]}\n  learning_rate: {low: 1.0e-3, high: 1.0e-4}\n"
+        "  weight_decay: {low: 0, high: 0.1, log: true}\n  warmup_ratio: {low: 2e-6, high: 0.1}\n"
+        "  lora_dropout: {choices: []}\n",
+    )
     with pytest.raises(sweep.SweepError) as exc:
         sweep.SearchSpace.load(space)
     text = str(exc.value)
@@ -115,13 +135,16 @@ def test_space_errors_name_the_field_and_the_fix(tmp_path):
     assert "params.warmup_ratio: low and high must be numbers (write 2.0e-6" in text
     assert "params.lora_dropout.choices: give a non-empty list" in text
 
-    space = write_space(tmp_path, "params:\n  lora_rr: {choices: [8, 16]}\n  lora_r: {choices: [8, big]}\n"
-                                  "  lora_dropout: {low: 0.5, high: 1.5}\n")
+    space = write_space(
+        tmp_path, "params:\n  lora_rr: {choices: [8, 16]}\n  lora_r: {choices: [8, big]}\n  lora_dropout: {low: 0.5, high: 1.5}\n"
+    )
     with pytest.raises(sweep.SweepError) as exc:
         sweep.SearchSpace.load(space).validate(RECIPE)
     assert "'lora_rr' is not a recipe field; did you mean 'lora_r'?" in str(exc.value)
     with pytest.raises(sweep.SweepError) as exc:
-        sweep.SearchSpace.load(write_space(tmp_path, "params:\n  lora_r: {choices: [8, big]}\n  lora_dropout: {low: 0.5, high: 1.5}\n")).validate(RECIPE)
+        sweep.SearchSpace.load(
+            write_space(tmp_path, "params:\n  lora_r: {choices: [8, big]}\n  lora_dropout: {low: 0.5, high: 1.5}\n")
+        ).validate(RECIPE)
     text = str(exc.value)
     assert "params.lora_r = 'big' does not parse" in text
     assert "params.lora_dropout = 1.5: lora_dropout: 1.5 must be in [0, 1)" in text
@@ -129,9 +152,17 @@ def test_space_errors_name_the_field_and_the_fix(tmp_path):
 
 
 def test_overrides_and_objectives(tmp_path):
-    space = sweep.SearchSpace.load(write_space(tmp_path, "params:\n  lora_r: {choices: [4, 8]}\nfixed:\n  gradient_checkpointing: false\n"))
+    space = sweep.SearchSpace.load(
+        write_space(tmp_path, "params:\n  lora_r: {choices: [4, 8]}\nfixed:\n  gradient_checkpointing: false\n")
+    )
     assert space.overrides({"lora_r": 8, "learning_rate": 1e-4}) == [
-        "--gradient_checkpointing", "false", "--lora_r", "8", "--learning_rate", "0.0001"]
+        "--gradient_checkpointing",
+        "false",
+        "--lora_r",
+        "8",
+        "--learning_rate",
+        "0.0001",
+    ]
     objs = sweep.parse_objectives("judge:PRISM-Temporal/macro_f1,eval_loss", None)
     assert [(o.name, o.direction) for o in objs] == [("judge:PRISM-Temporal/macro_f1", "maximize"), ("eval_loss", "minimize")]
     assert (objs[0].subset, objs[0].metric) == ("PRISM-Temporal", "macro_f1")
@@ -156,8 +187,25 @@ TINY_SPACE = REPO / "recipes" / "spaces" / "tiny.yaml"
 
 
 def test_options_from_flags_with_overrides_for_every_trial():
-    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--trials", "6", "--startup-trials", "4",
-                       "--max_steps", "30", "--warmup_steps", "1", "--eval_steps", "10", "--accelerate-config", "ddp"])
+    cfg = parse_sweep(
+        [
+            str(TINY_RECIPE),
+            "--space",
+            str(TINY_SPACE),
+            "--trials",
+            "6",
+            "--startup-trials",
+            "4",
+            "--max_steps",
+            "30",
+            "--warmup_steps",
+            "1",
+            "--eval_steps",
+            "10",
+            "--accelerate-config",
+            "ddp",
+        ]
+    )
     assert (cfg.recipe, cfg.space, cfg.trials, cfg.startup_trials, cfg.warmup_steps) == (TINY_RECIPE, TINY_SPACE, 6, 4, 1)
     assert cfg.overrides == ["--max_steps", "30", "--eval_steps", "10"]  # every argument sweep does not know
     assert (cfg.study, cfg.out) == ("qwen3vl-prism-pairwise-lora", Path("runs/sweeps/qwen3vl-prism-pairwise-lora"))
@@ -166,14 +214,25 @@ def test_options_from_flags_with_overrides_for_every_trial():
     cmd = sweep.trial_command(cfg, cfg.search_space.overrides({"lora_r": 4}) + cfg.overrides)
     i = cmd.index("-m", 3)
     assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"] and cmd[3] == "--config_file"
-    assert cmd[i:] == ["-m", sweep.TRIAL_MODULE, "--config", str(TINY_RECIPE), *sweep.SearchSpace.load(TINY_SPACE).overrides({"lora_r": 4}),
-                       "--max_steps", "30", "--eval_steps", "10"]
+    assert cmd[i:] == [
+        "-m",
+        sweep.TRIAL_MODULE,
+        "--config",
+        str(TINY_RECIPE),
+        *sweep.SearchSpace.load(TINY_SPACE).overrides({"lora_r": 4}),
+        "--max_steps",
+        "30",
+        "--eval_steps",
+        "10",
+    ]
 
 
 def test_options_from_a_config_file_flags_win(tmp_path):
     path = tmp_path / "sweep.yaml"
-    path.write_text(f"recipe: {TINY_RECIPE}\nspace: {TINY_SPACE}\ntrials: 3\nobjective: eval_loss\npruner: none\n"
-                    "study: tiny\noverrides: {max_steps: 30, eval_steps: 10}\n")
+    path.write_text(
+        f"recipe: {TINY_RECIPE}\nspace: {TINY_SPACE}\ntrials: 3\nobjective: eval_loss\npruner: none\n"
+        "study: tiny\noverrides: {max_steps: 30, eval_steps: 10}\n"
+    )
     cfg = parse_sweep(["--config", str(path), "--trials", "4", "--report_to", "none"])
     assert (cfg.recipe, cfg.space, cfg.trials, cfg.pruner, cfg.study) == (TINY_RECIPE, TINY_SPACE, 4, "none", "tiny")
     assert [(o.name, o.direction) for o in cfg.objectives] == [("eval_loss", "minimize")]
@@ -190,19 +249,27 @@ def test_options_from_a_config_file_flags_win(tmp_path):
 
 
 def test_best_takes_the_study_as_its_second_word():
-    cfg = parse_sweep(["best", "prism-ov7b", "--storage", "sqlite:///runs/sweeps.db", "--out", "recipes/best.yaml", "--trial", "3"])
+    cfg = parse_sweep(
+        ["best", "prism-ov7b", "--storage", "sqlite:///runs/sweeps.db", "--out", "recipes/best.yaml", "--trial", "3"]
+    )
     assert cfg.is_best and (cfg.study_name, cfg.storage, cfg.out, cfg.trial) == (
-        "prism-ov7b", "sqlite:///runs/sweeps.db", Path("recipes/best.yaml"), 3)
+        "prism-ov7b",
+        "sqlite:///runs/sweeps.db",
+        Path("recipes/best.yaml"),
+        3,
+    )
 
 
 def test_option_errors_are_one_message(tmp_path, capsys):
     from judgetrain import cli
 
-    for argv, message in [([str(TINY_RECIPE)], "--space: give a search space YAML"),
-                          ([str(tmp_path / "nope.yaml"), "--space", str(TINY_SPACE)], "nope.yaml not found"),
-                          ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--objective", "f1"], "use eval_loss or judge:SUBSET/METRIC"),
-                          ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--accelerate_config", "zero33"], "did you mean 'zero3'"),
-                          (["best"], "usage: judgetrain sweep best STUDY")]:
+    for argv, message in [
+        ([str(TINY_RECIPE)], "--space: give a search space YAML"),
+        ([str(tmp_path / "nope.yaml"), "--space", str(TINY_SPACE)], "nope.yaml not found"),
+        ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--objective", "f1"], "use eval_loss or judge:SUBSET/METRIC"),
+        ([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--accelerate_config", "zero33"], "did you mean 'zero3'"),
+        (["best"], "usage: judgetrain sweep best STUDY"),
+    ]:
         assert cli.main(["sweep", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
@@ -225,7 +292,9 @@ def test_restarted_and_parallel_controllers_continue_the_sampling(tmp_path, kind
     the default seed, continue the study's sampling: no parameter set repeats (before,
     each new TPESampler(seed=42) replayed the first start-up draws)."""
     storage = journal(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}"
-    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--storage", storage, "--study", "s", "--objective", "eval_loss"])
+    cfg = parse_sweep(
+        [str(TINY_RECIPE), "--space", str(TINY_SPACE), "--storage", storage, "--study", "s", "--objective", "eval_loss"]
+    )
     first = sweep.open_study(cfg)
     _sample(first, cfg, 3)
     restarted = sweep.open_study(cfg)  # the same command again, after a kill
@@ -237,8 +306,19 @@ def test_restarted_and_parallel_controllers_continue_the_sampling(tmp_path, kind
     params = [tuple(sorted(t.params.items())) for t in load(storage, "s").trials]
     assert len(params) == 10 and len(set(params)) == 10
     # the draw is a function of (study, seed, trial number): a fresh study with the same seed draws the same sequence
-    cfg2 = parse_sweep([str(TINY_RECIPE), "--space", str(TINY_SPACE), "--storage", journal(tmp_path / "t.journal"),
-                        "--study", "s", "--objective", "eval_loss"])
+    cfg2 = parse_sweep(
+        [
+            str(TINY_RECIPE),
+            "--space",
+            str(TINY_SPACE),
+            "--storage",
+            journal(tmp_path / "t.journal"),
+            "--study",
+            "s",
+            "--objective",
+            "eval_loss",
+        ]
+    )
     _sample(sweep.open_study(cfg2), cfg2, 3)
     assert [t.params for t in load(cfg2.storage, "s").trials] == [t.params for t in load(storage, "s").trials[:3]]
     assert sweep_sampler.trial_seed("s", 42, 3) != sweep_sampler.trial_seed("s", 42, 4) != sweep_sampler.trial_seed("t", 42, 4)
@@ -260,9 +340,27 @@ def test_a_repeated_or_surplus_trial_is_skipped_not_trained(tmp_path):
     assert sweep.skip_reason(study, new, {"lora_r": 4}, size=10) == "same parameters as trial 0: skipped, never trained twice"
     assert study.get_trials()[3].user_attrs["duplicate_of"] == 0
     # trials 0 (complete) and 2 (running) come before trial 3: a study of size 2 is full
-    assert sweep.skip_reason(study, new, {"lora_r": 32}, size=2) == "2 earlier trials are finished or running (--trials 2): skipped"
+    assert (
+        sweep.skip_reason(study, new, {"lora_r": 32}, size=2) == "2 earlier trials are finished or running (--trials 2): skipped"
+    )
     assert study.get_trials()[3].user_attrs["surplus"] is True
     assert sweep.skip_reason(study, new, {"lora_r": 32}, size=3) is None
+
+
+def test_the_study_names_its_values_after_the_objectives(tmp_path):
+    """optuna-dashboard and the study's dataframe label each value by the study's metric names
+    ("Objective 0" without them)."""
+    import warnings
+
+    storage = journal(tmp_path / "s.journal")
+    space = write_space(tmp_path, "params:\n  lora_r: {choices: [4, 8]}\n")
+    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(space), "--storage", storage, "--study", "m",
+                       "--objective", "eval_loss,judge:PRISM-Temporal/macro_f1"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no warning of Optuna's reaches the user for it
+        sweep.open_study(cfg)
+    study = optuna.load_study(study_name="m", storage=sweep.storage_from_url(storage))
+    assert study.metric_names == ["eval_loss", "judge:PRISM-Temporal/macro_f1"]
 
 
 def test_study_room_counts_finished_and_running_trials_of_every_controller():
@@ -282,11 +380,32 @@ def test_best_recipe_is_exactly_what_the_winning_trial_ran(tmp_path):
     """The recipe + the sweep's --field value overrides + the space's fixed fields + the
     sampled values, with the types the trainer gives them; the header names --out."""
     storage = journal(tmp_path / "s.journal")
-    space = write_space(tmp_path, "params:\n  lora_r: {choices: [4, 8]}\n  learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}\n"
-                                  "fixed:\n  gradient_checkpointing: false\n")
-    cfg = parse_sweep([str(TINY_RECIPE), "--space", str(space), "--storage", storage, "--study", "b", "--objective", "eval_loss",
-                       "--max_steps", "4", "--model_name_or_path", str(tmp_path / "my-model"), "--report_to", "none",
-                       "--learning_rate", "3e-4"])
+    space = write_space(
+        tmp_path,
+        "params:\n  lora_r: {choices: [4, 8]}\n  learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}\n"
+        "fixed:\n  gradient_checkpointing: false\n",
+    )
+    cfg = parse_sweep(
+        [
+            str(TINY_RECIPE),
+            "--space",
+            str(space),
+            "--storage",
+            storage,
+            "--study",
+            "b",
+            "--objective",
+            "eval_loss",
+            "--max_steps",
+            "4",
+            "--model_name_or_path",
+            str(tmp_path / "my-model"),
+            "--report_to",
+            "none",
+            "--learning_rate",
+            "3e-4",
+        ]
+    )
     study = sweep.open_study(cfg)
     for value in (0.5, 0.25, 0.75):
         trial = study.ask()
@@ -302,17 +421,87 @@ def test_best_recipe_is_exactly_what_the_winning_trial_ran(tmp_path):
     assert doc["gradient_checkpointing"] is False and doc["lora_r"] == best.params["lora_r"]
     assert doc["learning_rate"] == 3e-4  # the sweep's override came after the sampled value, as on the trial's command line
     assert (doc["output_dir"], doc["run_name"]) == ("runs/b-trial-0001", "b-trial-0001")
-    assert {k: v for k, v in doc.items() if k not in ("max_steps", "model_name_or_path", "report_to", "gradient_checkpointing",
-                                                      "lora_r", "learning_rate", "output_dir", "run_name")} == \
-        {k: v for k, v in base.items() if k not in ("max_steps", "model_name_or_path", "report_to", "gradient_checkpointing",
-                                                    "lora_r", "learning_rate", "output_dir", "run_name")}
+    assert {
+        k: v
+        for k, v in doc.items()
+        if k
+        not in (
+            "max_steps",
+            "model_name_or_path",
+            "report_to",
+            "gradient_checkpointing",
+            "lora_r",
+            "learning_rate",
+            "output_dir",
+            "run_name",
+        )
+    } == {
+        k: v
+        for k, v in base.items()
+        if k
+        not in (
+            "max_steps",
+            "model_name_or_path",
+            "report_to",
+            "gradient_checkpointing",
+            "lora_r",
+            "learning_rate",
+            "output_dir",
+            "run_name",
+        )
+    }
     with pytest.raises(sweep.SweepError, match="override --lora_rank: not a recipe field"):
         sweep.recipe_with_overrides({}, ["--lora_rank", "4"])
 
 
+def test_best_reads_the_typed_overrides_a_trial_stored_without_loading_the_trainer(tmp_path):
+    """`sweep best` on trials that stored their overrides typed (as the objective stores them) writes the
+    recipe the trainer's parser gives, without importing transformers (seconds on a cold machine)."""
+    storage = journal(tmp_path / "s.journal")
+    space = write_space(
+        tmp_path, "params:\n  lora_r: {choices: [4, 8]}\n  learning_rate: {low: 1.0e-5, high: 1.0e-2, log: true}\n"
+    )
+    cfg = parse_sweep(
+        [
+            str(TINY_RECIPE),
+            "--space",
+            str(space),
+            "--storage",
+            storage,
+            "--study",
+            "t",
+            "--objective",
+            "eval_loss",
+            "--max_steps",
+            "4",
+            "--report_to",
+            "none",
+        ]
+    )
+    study = sweep.open_study(cfg)
+    for value in (0.5, 0.75):
+        trial = study.ask()
+        overrides = sweep.trial_overrides(cfg, cfg.search_space.suggest(trial))
+        trial.set_user_attr("overrides", overrides)
+        trial.set_user_attr("recipe_overrides", sweep.recipe_with_overrides({}, overrides))
+        study.tell(trial, value)
+    parsed, _ = sweep.best_recipe(storage, "t")  # in this process the parser is loaded: the typed attrs are what it gives
+    code = (
+        "import sys\nfrom judgetrain import cli\n"
+        f"cli.main(['sweep', 'best', 't', '--storage', {storage!r}, '--out', {str(tmp_path / 'best.yaml')!r}])\n"
+        "print(sorted(m for m in ('transformers', 'peft', 'torch') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    written = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert written == yaml.safe_load(parsed) and written["max_steps"] == 4 and isinstance(written["lora_r"], int)
+
+
 def test_sweep_help_does_not_import_the_trainer():
-    code = ("import sys\nfrom judgetrain import cli\ntry:\n    cli.main(['sweep', '--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('transformers', 'torch', 'peft', 'optuna') if m in sys.modules))")
+    code = (
+        "import sys\nfrom judgetrain import cli\ntry:\n    cli.main(['sweep', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('transformers', 'torch', 'peft', 'optuna') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "--space" in proc.stdout and proc.stdout.strip().splitlines()[-1] == "[]"
 
@@ -321,9 +510,20 @@ def test_sweep_help_does_not_import_the_trainer():
 
 
 def _trial_env(monkeypatch, storage: str, study: optuna.Study, trial: optuna.Trial, objectives, pruner=("median", 0, 0)):
-    monkeypatch.setenv(sweep.ENV, json.dumps({
-        "storage": storage, "study": study.study_name, "trial_id": trial._trial_id, "trial_number": trial.number,
-        "objectives": objectives, "controller_pid": os.getpid(), "pruner": list(pruner)}))
+    monkeypatch.setenv(
+        sweep.ENV,
+        json.dumps(
+            {
+                "storage": storage,
+                "study": study.study_name,
+                "trial_id": trial._trial_id,
+                "trial_number": trial.number,
+                "objectives": objectives,
+                "controller_pid": os.getpid(),
+                "pruner": list(pruner),
+            }
+        ),
+    )
 
 
 def test_callback_reports_every_evaluation_and_writes_the_result(tmp_path, monkeypatch, recipe):
@@ -387,11 +587,15 @@ def _free_port() -> int:
 def test_dashboard_serves_the_study(tmp_path):
     path = tmp_path / "s.journal"
     study = optuna.create_study(study_name="dash", storage=sweep.storage_from_url(journal(path)), direction="maximize")
-    study.add_trial(optuna.create_trial(value=0.75, params={"lora_r": 8},
-                                        distributions={"lora_r": optuna.distributions.CategoricalDistribution([4, 8])}))
+    study.add_trial(
+        optuna.create_trial(
+            value=0.75, params={"lora_r": 8}, distributions={"lora_r": optuna.distributions.CategoricalDistribution([4, 8])}
+        )
+    )
     port = _free_port()
-    proc = subprocess.Popen([str(BIN / "judgetrain"), "dashboard", str(path), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [str(BIN / "judgetrain"), "dashboard", str(path), "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -418,8 +622,22 @@ def test_dashboard_serves_the_study(tmp_path):
 
 
 def sweep_cmd(recipe: Path, storage: str, study: str, out: Path, *extra: str) -> list[str]:
-    return [str(BIN / "judgetrain"), "sweep", str(recipe), "--space", str(REPO / "recipes" / "spaces" / "tiny.yaml"),
-            "--storage", storage, "--study", study, "--out", str(out), "--objective", "eval_loss", *extra]
+    return [
+        str(BIN / "judgetrain"),
+        "sweep",
+        str(recipe),
+        "--space",
+        str(REPO / "recipes" / "spaces" / "tiny.yaml"),
+        "--storage",
+        storage,
+        "--study",
+        study,
+        "--out",
+        str(out),
+        "--objective",
+        "eval_loss",
+        *extra,
+    ]
 
 
 def run_ok(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -441,8 +659,24 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     doc = yaml.safe_load(recipe.read_text())
     model = doc.pop("model_name_or_path")
     recipe.write_text(yaml.safe_dump(doc))
-    printed = run_ok(sweep_cmd(recipe, storage, "e2e", out, "--trials", "6", "--enqueue", str(enqueue), "--startup-trials",
-                               "4", "--max_steps", "6", "--model_name_or_path", model)).stderr
+    printed = run_ok(
+        sweep_cmd(
+            recipe,
+            storage,
+            "e2e",
+            out,
+            "--trials",
+            "6",
+            "--enqueue",
+            str(enqueue),
+            "--startup-trials",
+            "4",
+            "--max_steps",
+            "6",
+            "--model_name_or_path",
+            model,
+        )
+    ).stderr
     study = load(storage, "e2e")
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4 + [TrialState.PRUNED] * 2
@@ -451,15 +685,19 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     assert f"trial 1 of 6 (#0): lora_r=4, lora_alpha=8, learning_rate=0.005 -> {(out / 'trial-0000').resolve()}" in printed
     for t in trials:
         label = f"trial {t.number + 1} of 6 (#{t.number})"
-        assert [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith(f"  {label} step ")] == \
-            [f"eval_loss={v:.4g}" for _, v in sorted(t.intermediate_values.items())], printed[-3000:]
+        assert [line.split(": ", 1)[1] for line in printed.splitlines() if line.startswith(f"  {label} step ")] == [
+            f"eval_loss={v:.4g}" for _, v in sorted(t.intermediate_values.items())
+        ], printed[-3000:]
         ending = "complete" if t.state == TrialState.COMPLETE else "pruned"
         assert f"  {label} {ending}: eval_loss={t.intermediate_values[max(t.intermediate_values)]:.4g} at step " in printed
     for t in trials:
         folder = out / f"trial-{t.number:04d}"
         result = json.loads((folder / sweep.RESULT_FILE).read_text())
-        evals = {h["step"]: h["eval_loss"] for h in json.loads((folder / "trainer_state.json").read_text())["log_history"]
-                 if "eval_loss" in h}
+        evals = {
+            h["step"]: h["eval_loss"]
+            for h in json.loads((folder / "trainer_state.json").read_text())["log_history"]
+            if "eval_loss" in h
+        }
         assert t.intermediate_values == pytest.approx(evals, abs=1e-6)
         assert (folder / "adapter_model.safetensors").is_file() and (folder / "judgetrain_recipe.yaml").is_file()
         if t.state == TrialState.PRUNED:
@@ -476,8 +714,11 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     assert {k: doc[k] for k in best.params} == best.params
     assert (doc["max_steps"], doc["model_name_or_path"]) == (6, model)  # the sweep's overrides are part of the winner
     margs, dargs, targs = train.parse(["--config", str(best_yaml)])
-    assert (margs.lora_r, margs.lora_alpha, targs.learning_rate) == (best.params["lora_r"], best.params["lora_alpha"],
-                                                                     best.params["learning_rate"])
+    assert (margs.lora_r, margs.lora_alpha, targs.learning_rate) == (
+        best.params["lora_r"],
+        best.params["lora_alpha"],
+        best.params["learning_rate"],
+    )
     # retrained from the written recipe alone, the winner reaches the same objective
     again = tmp_path / "retrained"
     run_ok([str(BIN / "judgetrain"), "train", str(best_yaml), "--output_dir", str(again)])
@@ -496,9 +737,15 @@ def assert_no_repeats(study: optuna.Study) -> None:
 def _two_controllers(tmp_path: Path, recipe: Path, storage: str) -> None:
     """Two controllers with the same (default) --seed, started together on one study."""
     out = tmp_path / "trials"
-    procs = [subprocess.Popen(sweep_cmd(recipe, storage, "shared", out, "--trials", "4", "--pruner", "none", "--poll", "0.5",
-                                        "--max_steps", "2"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            sweep_cmd(recipe, storage, "shared", out, "--trials", "4", "--pruner", "none", "--poll", "0.5", "--max_steps", "2"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         log = p.communicate(timeout=1200)[0]
         assert p.returncode == 0, log[-3000:]
@@ -508,8 +755,11 @@ def _two_controllers(tmp_path: Path, recipe: Path, storage: str) -> None:
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 4  # the study at its size: a controller waits rather than start a fifth trial
     # anything else was skipped before training (two controllers asking at the same moment), never trained
-    assert all(t.state == TrialState.FAIL and ("surplus" in t.user_attrs or "duplicate_of" in t.user_attrs)
-               for t in study.trials if t.state != TrialState.COMPLETE)
+    assert all(
+        t.state == TrialState.FAIL and ("surplus" in t.user_attrs or "duplicate_of" in t.user_attrs)
+        for t in study.trials
+        if t.state != TrialState.COMPLETE
+    )
     assert_no_repeats(study)
     owners = {t.user_attrs["controller"]["pid"] for t in complete}
     assert len(owners) == 2  # both controllers ran trials
@@ -521,7 +771,9 @@ def _two_controllers(tmp_path: Path, recipe: Path, storage: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["journal", "sqlite"])
 def test_two_controllers_share_a_study(tmp_path, recipe, kind):
-    _two_controllers(tmp_path, recipe, journal(tmp_path / "shared.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}")
+    _two_controllers(
+        tmp_path, recipe, journal(tmp_path / "shared.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}"
+    )
 
 
 def _open_while_locked(url: str) -> None:
@@ -553,13 +805,22 @@ def test_controllers_opening_a_fresh_sqlite_study_at_once_all_succeed(tmp_path):
     """Six processes open one empty SQLite database at the same moment (the CI failure of
     session 6: the second to stamp Optuna's alembic version hit a UNIQUE constraint)."""
     url = f"sqlite:///{tmp_path / 'race.db'}"
-    code = ("import sys, optuna; from judgetrain.sweep.storage import storage_from_url; "
-            "s = storage_from_url(sys.argv[1], heartbeat_interval=None); "
-            "optuna.create_study(study_name='race', storage=s, load_if_exists=True)")
+    code = (
+        "import sys, optuna; from judgetrain.sweep.storage import storage_from_url; "
+        "s = storage_from_url(sys.argv[1], heartbeat_interval=None); "
+        "optuna.create_study(study_name='race', storage=s, load_if_exists=True)"
+    )
     go = tmp_path / "go"
     starter = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
-    procs = [subprocess.Popen([sys.executable, "-c", starter + code.replace("; ", "\n"), url], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", starter + code.replace("; ", "\n"), url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(6)
+    ]
     time.sleep(3.0)  # every process imported and waiting, so they open the database together
     go.touch()
     for p in procs:
@@ -609,14 +870,36 @@ def _stop_group(proc: subprocess.Popen) -> None:
 @pytest.mark.slow
 def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
     storage, out = journal(tmp_path / "s.journal"), tmp_path / "trials"
-    ctl = subprocess.Popen(sweep_cmd(recipe, storage, "kill-trial", out, "--trials", "2", "--retries", "1", "--pruner", "none",
-                                     "--max_steps", "30", "--eval_steps", "10"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)
+    ctl = subprocess.Popen(
+        sweep_cmd(
+            recipe,
+            storage,
+            "kill-trial",
+            out,
+            "--trials",
+            "2",
+            "--retries",
+            "1",
+            "--pruner",
+            "none",
+            "--max_steps",
+            "30",
+            "--eval_steps",
+            "10",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         # the training process of trial 0 (not its accelerate launcher): SIGKILL it once it has trained a little
         pattern = f"-m {sweep.TRIAL_MODULE} .*{out}/trial-0000"
-        trainer = _wait_for(lambda: [p for p in _pids(pattern) if b"accelerate" not in Path(f"/proc/{p}/cmdline").read_bytes()],
-                            300, "trial 0 to start")
+        trainer = _wait_for(
+            lambda: [p for p in _pids(pattern) if b"accelerate" not in Path(f"/proc/{p}/cmdline").read_bytes()],
+            300,
+            "trial 0 to start",
+        )
         _wait_for(lambda: "{'loss'" in (out / "trial-0000" / "train.log").read_text(errors="replace"), 300, "trial 0 to train")
         os.kill(trainer[0], signal.SIGKILL)
         log = ctl.communicate(timeout=1200)[0]
@@ -636,8 +919,22 @@ def test_a_killed_trial_is_recorded_and_retried(tmp_path, recipe):
 def test_a_killed_controller_is_continued_without_losing_or_repeating_trials(tmp_path, recipe, kind):
     storage = journal(tmp_path / "s.journal") if kind == "journal" else f"sqlite:///{tmp_path / 's.db'}"
     out = tmp_path / "trials"
-    cmd = sweep_cmd(recipe, storage, "kill-ctl", out, "--trials", "3", "--retries", "1", "--pruner", "none", "--max_steps", "20",
-                    "--eval_steps", "10")
+    cmd = sweep_cmd(
+        recipe,
+        storage,
+        "kill-ctl",
+        out,
+        "--trials",
+        "3",
+        "--retries",
+        "1",
+        "--pruner",
+        "none",
+        "--max_steps",
+        "20",
+        "--eval_steps",
+        "10",
+    )
     ctl = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for(lambda: (out / "trial-0001" / "train.log").is_file(), 600, "trial 1 to start")
@@ -689,8 +986,23 @@ def test_judge_objective_is_the_judge_evaluation_of_the_trained_adapter(tmp_path
     trial = study.ask()
     _trial_env(monkeypatch, storage, study, trial, [[sweep.DEFAULT_OBJECTIVE, "maximize"]])
     out = tmp_path / "run"
-    assert sweep.trial_main(["--config", str(recipe), "--output_dir", str(out), "--max_steps", "2", "--eval_steps", "2",
-                             "--max_eval_samples", "12"]) == 0
+    assert (
+        sweep.trial_main(
+            [
+                "--config",
+                str(recipe),
+                "--output_dir",
+                str(out),
+                "--max_steps",
+                "2",
+                "--eval_steps",
+                "2",
+                "--max_eval_samples",
+                "12",
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / sweep.RESULT_FILE).read_text())
     assert result["state"] == "complete"
     validation = records.load(prism_data)["validation"].select(range(12))
