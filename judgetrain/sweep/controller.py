@@ -47,7 +47,10 @@ How it fits together (paper 002 §4D, B.1):
   storage (SQLite, PostgreSQL, MySQL) a heartbeat marks the trials of a
   controller that died as stale on any machine; on the same machine (and
   for journal files, which have no heartbeat) a rerun controller fails and
-  re-queues the RUNNING trials of dead controllers of this host at start.
+  re-queues the RUNNING trials of dead controllers of this host at start, but
+  for a ``--slurm`` trial whose job runs or has ended: it takes that trial
+  over (waits for the job, records its result) instead (:class:`~judgetrain.sweep.objective.TakeOver`).
+  ``--trials_here N``: this controller starts N trials at most, then ends.
   Finished trials are never rerun. The recipe and space are checked once, before the
   first trial, with the trainer's own checks and against the objective (``eval_loss``
   needs evaluations); ``--stop_after_failures`` trials in a row failing with the same
@@ -68,10 +71,10 @@ from typing import Any
 
 from .config import SweepConfig
 from .failures import FailureStreak
-from .objective import TrialFailed, adopt_trials, trial_objective
+from .objective import TakeOver, TrialFailed, trial_objective
 from .results import best_recipe, print_summary, wandb_summary
 from .space import SweepError
-from .study import fail_orphans, finished_trials, job_lives, open_study, orphans, retry_trial, wait_for_room
+from .study import finished_trials, open_study, retry_trial, wait_for_room
 
 __all__ = ["main", "make_parser", "run_sweep"]
 
@@ -88,9 +91,8 @@ def run_sweep(cfg: SweepConfig) -> Any:
     cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
     study = open_study(cfg)  # refuses a controller of other settings before anything is written
     cfg.trials_dir.mkdir(parents=True, exist_ok=True)
-    adopted = [t for t in orphans(study) if job_lives(t)]  # a killed controller's SLURM jobs that still run
-    adoptions = adopt_trials(cfg, study, adopted, console)
-    orphans_failed = fail_orphans(study, cfg.retries, keep=frozenset(t.number for t in adopted))
+    take_over = TakeOver(cfg, study, console)  # a killed controller's trials: their SLURM jobs' work kept
+    orphans_failed = take_over()
     if orphans_failed:
         console.print(
             f"trials {orphans_failed} were RUNNING under a controller that died: marked failed"
@@ -99,7 +101,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
     for params in cfg.enqueued:
         study.enqueue_trial(params, skip_if_exists=True)
     streak = FailureStreak(cfg.stop_after_failures)
-    if not wait_for_room(study, cfg, console):
+    if not wait_for_room(study, cfg, console, take_over):
         console.print(
             f"study {cfg.study!r} already holds {finished_trials(study)} finished trials (--trials {cfg.trials}); nothing to run"
         )
@@ -111,7 +113,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
                 retry_trial(study, trial, cfg.retries)
 
         def hold_size(study, trial):
-            if streak(trial) or not wait_for_room(study, cfg, console):
+            if streak(trial) or not wait_for_room(study, cfg, console, take_over):
                 study.stop()
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -122,7 +124,7 @@ def run_sweep(cfg: SweepConfig) -> Any:
             catch=(TrialFailed,),
             callbacks=[retry_failed, hold_size],
         )
-    for thread in adoptions:  # taken-over trials whose jobs still run: their outcome belongs to this sweep
+    for thread in take_over.threads:  # taken-over trials whose jobs still run: their outcome belongs to this sweep
         thread.join()
     print_summary(study, cfg, console)
     if streak.stopped:

@@ -23,7 +23,7 @@ from .progress import TrialProgress, escape, format_params
 from .results import recipe_with_overrides
 from .space import RESULT_FILE, SweepError
 
-__all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "adopt_trials", "skip_reason", "trial_objective"]
+__all__ = ["MAX_SKIPPED", "TrialFailed", "TrialSkipped", "TakeOver", "adopt_trials", "skip_reason", "trial_objective"]
 
 
 class TrialFailed(RuntimeError):
@@ -134,21 +134,55 @@ def _read_result(out: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
-def adopt_trials(cfg: SweepConfig, study, trials: list, console) -> list:
-    """Take over ``trials``, RUNNING trials of a controller that died whose SLURM jobs still run:
-    each becomes this controller's (its ``controller`` attribute, its heartbeat) and is waited
-    for in a thread of its own, then told as the objective tells a trial it ran (its
-    ``sweep_result.json``; a failure retried ``--retries`` times): the job's work is neither lost
-    nor trained again. The threads, to join before the summary."""
+class TakeOver:
+    """A controller's care of the RUNNING trials of dead controllers of its host
+    (:func:`~judgetrain.sweep.study.orphans`), called when it starts and while it waits for room:
+    a trial whose SLURM job is known (:func:`~judgetrain.sweep.study.orphan_job`) is taken over
+    (:func:`adopt_trials`), the others failed and queued again
+    (:func:`~judgetrain.sweep.study.fail_orphans`). ``threads``: the taken-over trials' waits,
+    to join before the summary. Safe to call from several of the controller's threads."""
+
+    def __init__(self, cfg: SweepConfig, study, console) -> None:
+        import threading
+
+        self.cfg, self.study, self.console = cfg, study, console
+        self.taken: set[int] = set()
+        self.threads: list = []
+        self.lock = threading.Lock()
+
+    def __call__(self) -> list[int]:
+        """Take over what can be taken over; the numbers of the trials failed instead."""
+        from .study import fail_orphans, orphan_job, orphans
+
+        with self.lock:
+            found = [(t, orphan_job(t)) for t in orphans(self.study) if t.number not in self.taken]
+            adopted = [(t, fate) for t, fate in found if fate]
+            self.threads += adopt_trials(self.cfg, self.study, adopted, self.console)
+            self.taken.update(t.number for t, _ in adopted)
+            return fail_orphans(self.study, self.cfg.retries, keep=frozenset(self.taken))
+
+
+def adopt_trials(cfg: SweepConfig, study, trials: list[tuple[Any, str]], console) -> list:
+    """Take over ``trials``, (trial, ``"runs"`` or ``"ended"``) pairs of RUNNING trials of a
+    controller that died and what became of their SLURM jobs: each becomes this controller's
+    (its ``controller`` attribute, its heartbeat) and is waited for in a thread of its own, then
+    told as the objective tells a trial it ran (its ``sweep_result.json``; a failure retried
+    ``--retries`` times): the job's work is neither lost nor trained again. The threads, to join
+    before the summary."""
     import threading
 
     threads = []
-    for frozen in trials:
+    for frozen, fate in trials:
         trial = reopen_trial(study, trial_id(frozen))
         trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": os.getpid()})
+        job = frozen.user_attrs["slurm_job"]
         console.print(
-            f"[bold]trial #{frozen.number}[/]: its controller died; SLURM job {frozen.user_attrs['slurm_job']} still "
-            "runs for it: this controller takes it over"
+            f"[bold]trial #{frozen.number}[/]: its controller died; "
+            + (
+                f"SLURM job {job} still runs for it: this controller takes it over"
+                if fate == "runs"
+                else f"SLURM job {job} ended meanwhile: this controller records its result"
+            )
         )
         thread = threading.Thread(target=_finish_adopted, args=(cfg, study, trial, frozen, console), daemon=True)
         thread.start()

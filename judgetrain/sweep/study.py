@@ -1,8 +1,8 @@
 """The study that every controller of a sweep shares: opening (or joining) it
 (:func:`open_study`), how full it is (:func:`study_room`: ``--trials`` is the size of the study,
 all controllers together), waiting while other controllers' trials may still fill it
-(:func:`wait_for_room`), and failing the RUNNING trials of controllers of this host that died
-(:func:`fail_orphans`).
+(:func:`wait_for_room`), and the RUNNING trials of controllers of this host that died: those whose
+SLURM job is known taken over (:func:`orphan_job`), the others failed (:func:`fail_orphans`).
 README: "`judgetrain sweep`, `judgetrain dashboard`".
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import socket
 import time
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal, cast
 
 from judgetrain.compat.optuna import reopen_trial, requeue_failed, trial_id
@@ -25,8 +27,8 @@ __all__ = [
     "PER_RUN",
     "fail_orphans",
     "finished_trials",
-    "job_lives",
     "open_study",
+    "orphan_job",
     "orphans",
     "retry_trial",
     "study_room",
@@ -97,9 +99,10 @@ def study_room(study, size: int) -> tuple[str, int, int]:
     return state, finished, running
 
 
-def wait_for_room(study, cfg: SweepConfig, console) -> bool:
+def wait_for_room(study, cfg: SweepConfig, console, tend_orphans: Callable[[], object]) -> bool:
     """True when this controller should start another trial, False when the study is full;
-    waits (failing stale and orphaned trials as it goes) while others' trials run."""
+    waits while others' trials run, failing stale trials and calling ``tend_orphans`` (the
+    RUNNING trials of dead controllers of this host: taken over or failed) as it goes."""
     from optuna.storages import fail_stale_trials
 
     announced = False
@@ -115,7 +118,7 @@ def wait_for_room(study, cfg: SweepConfig, console) -> bool:
             announced = True
         time.sleep(cfg.poll)
         fail_stale_trials(study)  # RDB storage: trials whose controller stopped beating (no-op otherwise)
-        fail_orphans(study, cfg.retries)
+        tend_orphans()
 
 
 # what one run of a trial left in its attributes: its retry starts without them
@@ -142,19 +145,23 @@ def orphans(study) -> list:
     return found
 
 
-def job_lives(trial) -> bool:
-    """Whether ``trial``'s SLURM job is still queued or running (or SLURM's controller cannot say:
-    the job is given the benefit of the doubt), so a controller can take the trial over."""
+def orphan_job(trial) -> str | None:
+    """What became of the SLURM job of ``trial`` (an orphan): ``"runs"`` while it is queued or
+    running (or SLURM's controller cannot say: the job is given the benefit of the doubt),
+    ``"ended"`` once it has ended (SLURM, its accounting, or the exit record the job left in the
+    trial's folder say so), None when the trial has no job or nobody knows it any more. A
+    controller takes the trial over unless None: it waits for a running job, and records an ended
+    job's result, instead of failing work that was done or is being done."""
     from judgetrain.cluster import ControllerUnavailable, job_state
 
-    job = trial.user_attrs.get("slurm_job")
+    job, out = trial.user_attrs.get("slurm_job"), trial.user_attrs.get("output_dir")
     if not job:
-        return False
+        return None
     try:
-        state = job_state(job)
+        state = job_state(job, Path(out) if out else None)
     except ControllerUnavailable:
-        return True
-    return not state.ended and state.state != "UNKNOWN"
+        return "runs"
+    return None if state.state == "UNKNOWN" else "ended" if state.ended else "runs"
 
 
 def fail_orphans(study, retries: int, keep: frozenset[int] = frozenset()) -> list[int]:

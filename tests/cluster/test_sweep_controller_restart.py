@@ -1,11 +1,16 @@
 """A sweep controller killed while its trial's SLURM job runs, then started again: the new
 controller takes the running job over (no cancel, no retry, no second trial) and records its
-result. Slow, on the real one-node cluster and a PostgreSQL study (conftest).
+result; a trial whose job ended while no controller ran is recorded from the job's result,
+not failed and trained again. Slow, on the real one-node cluster (and a PostgreSQL study, conftest).
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +20,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from judgetrain.cluster import job_state
+from judgetrain.cluster import job_state, submit
+from judgetrain.sweep.config import SweepConfig
+from judgetrain.sweep.objective import TakeOver
 
 REPO = Path(__file__).resolve().parents[2]
 SPACE = REPO / "recipes" / "spaces" / "tiny.yaml"
@@ -67,3 +74,36 @@ def test_a_restarted_controller_takes_over_the_running_job_of_the_one_it_replace
     assert trials[0].user_attrs["slurm_job"] == job and trials[0].user_attrs["slurm_jobs"] == [job]
     assert "fail_reason" not in trials[0].user_attrs and trials[0].user_attrs["steps"] == 4
     assert job_state(job).state == "COMPLETED"  # not cancelled
+
+
+@pytest.mark.slow
+def test_a_trial_whose_job_ended_while_no_controller_ran_is_recorded_from_its_result(tmp_path, restart_recipe, slurm_cluster):
+    from rich.console import Console
+
+    storage, out = f"sqlite:///{tmp_path / 'study.db'}", tmp_path / "trials" / "trial-0000"
+    study = optuna.create_study(study_name="ended", storage=storage, direction="minimize")
+    trial = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-5, 1e-3, log=True)})
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the controller: a pid that no longer runs
+    (out / "slurm").mkdir(parents=True)
+    result = {"state": "complete", "values": [0.25], "step": 2, "metrics": {"eval_loss": 0.25}}
+    script = out / "slurm" / "job.sbatch"  # the trial's job: writes its result as a trial does, and ends
+    script.write_text(f"#!/bin/bash\n#SBATCH --output={out}/slurm/%x-%j-%t.log\n"
+                      f"echo '{json.dumps(result)}' > {out}/sweep_result.json\n")
+    job = submit(script)
+    trial.set_user_attr("controller", {"host": socket.gethostname(), "pid": gone.pid})
+    trial.set_user_attr("slurm_job", job)
+    trial.set_user_attr("output_dir", str(out))
+    wait_for(lambda: job_state(job).state == "COMPLETED", 60, f"job {job} to complete")
+    cfg = SweepConfig(recipe=restart_recipe, space=SPACE, trials=1, storage=storage, study="ended", out=out.parent,
+                      objective="eval_loss", slurm=True, retries=1, poll=0.5)
+    console = io.StringIO()
+    take_over = TakeOver(cfg, study, Console(file=console, width=300))
+    assert take_over() == []  # nothing failed
+    for thread in take_over.threads:
+        thread.join(60)
+    trials = optuna.load_study(study_name="ended", storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE], [(t.state, t.user_attrs) for t in trials]  # no retry
+    assert trials[0].values == [0.25] and trials[0].user_attrs["slurm_job"] == job
+    assert trials[0].user_attrs["controller"]["pid"] == os.getpid() and "fail_reason" not in trials[0].user_attrs
+    assert f"SLURM job {job} ended meanwhile: this controller records its result" in console.getvalue()
