@@ -25,6 +25,11 @@ FILTERED_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
         r"`(is_)?gradient_checkpointing(_enable|_disable|_kwargs)?` is deprecated",
         "transformers 5 renamed it to activation_checkpointing; PEFT and TRL still call or set the old name",
     ),
+    (
+        UserWarning,
+        r"'pin_memory' argument is set as true but no accelerator is found",
+        "pinned batches are the Trainer's default for GPUs; on a machine without one torch skips them, harmlessly",
+    ),
 )
 
 # DeepSpeed's logger names the accelerator it falls back to when torch sees no GPU: on a machine
