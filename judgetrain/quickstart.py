@@ -27,7 +27,9 @@ class QuickstartConfig:
     clips: int = arg(24, "synthetic physics clips to build TimeCatch from", minimum=1)
     seed: int = arg(42, "seed of the tiny models, the synthetic clips and training", minimum=0, maximum=2**32 - 1)
     train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)", minimum=0)
-    eval_limit: int = arg(60, "validation records scored before and after training (0 for all)", minimum=0)
+    eval_limit: int = arg(
+        60, "validation records scored before and after training, a stratified sample (--sample; 0 for all)", minimum=0
+    )
     lpips_random_backbone: bool = arg(
         False, "use an untrained LPIPS backbone when AlexNet's ImageNet weights are not available offline"
     )
@@ -161,7 +163,7 @@ def main(cfg: QuickstartConfig) -> int:
         data,
         results / "zero-shot",
         split="validation",
-        limit=limit,
+        sample=limit,
         progress=False,
         overwrite=cfg.overwrite,
     )
@@ -176,7 +178,7 @@ def main(cfg: QuickstartConfig) -> int:
             results / "lora",
             adapter=str(run_dir),
             split="validation",
-            limit=limit,
+            sample=limit,
             progress=False,
             overwrite=cfg.overwrite,
         )
