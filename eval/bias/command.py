@@ -2,7 +2,10 @@
 
 ``judgetrain eval bias RUN [RUN …]``: its config (:class:`BiasConfig`), ``make_parser`` and
 ``main``, which runs :func:`.report.bias` (holding the writer lock of the folder it writes,
-:mod:`judgetrain.writer`) and prints each run's headline numbers.
+:mod:`judgetrain.writer`) and prints each run's headline numbers: W_avg accuracy, the presentation
+effect (:func:`.report.presentation_summary`: letter or first-option bias, whichever is significant,
+and whether one explains the other), the ordering probe's signature. A run with nothing to analyse
+stops it before anything is written (:class:`.report.NothingToAnalyseError`, exit status 2).
 README: "`judgetrain eval judge`, `eval bias`".
 """
 
@@ -15,8 +18,8 @@ from judgetrain import writer
 from judgetrain.config import arg, comma_list
 from judgetrain.config import make_parser as make_config_parser
 
-from ..core.markdown import fmt, rate
-from .report import BIAS_JSON, BIAS_REPORT, bias, first_option_rate
+from ..core.markdown import rate
+from .report import BIAS_JSON, BIAS_REPORT, bias, presentation_summary
 
 __all__ = ["BiasConfig", "main", "make_parser"]
 
@@ -57,8 +60,9 @@ def make_parser():
         BiasConfig,
         "judgetrain eval bias",
         "Positional bias of judge or TimeCatch runs from their predictions.jsonl: accuracy and macro-F1 per outlier / swap "
-        "position (PRISM Type-1) with W_avg, TimeCatch accuracy per true position, first-option bias with a binomial "
-        "test, and the ordering probe's answers-by-position signature.",
+        "position (PRISM Type-1) with W_avg, TimeCatch accuracy per true position, first-option and letter bias "
+        "(each with a binomial test, split by the letter shown first to tell them apart), and the ordering probe's "
+        "answers-by-position signature.",
         "examples:\n"
         "  judgetrain eval bias results/ov                      # writes bias.md, bias.json and PNGs into the run\n"
         "  judgetrain eval bias results/ov results/q25 --names ov,qwen2.5 --out results/bias\n"
@@ -74,18 +78,15 @@ def main(cfg: BiasConfig) -> int:
         parts = []
         for kind, block in (r.get("prism_positions") or {}).items():
             w = block["all"]["w_avg"]
-            parts.append(f"{kind} W_avg acc {rate(w['accuracy'], w.get('accuracy_ci95'), w['n_valid'])} %")
+            parts.append(f"{kind} W_avg acc % {rate(w['accuracy'], w.get('accuracy_ci95'), w['n_valid'])}")
         if r.get("first_option"):
-            f = r["first_option"]
-            parts.append(
-                f"first-option rate {first_option_rate(f, 'first_rate', 'n_valid')} % (binomial p = {fmt(f['binomial_p'], 4)})"
-            )
+            parts.append(presentation_summary(r["first_option"]))
         if r.get("ordering"):
             o = r["ordering"]
             parts.append(
-                f"ordering exact {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])} %, "
-                f"by position {rate(o['by_position_share'], o.get('by_position_share_ci95'), o['n'])} %"
+                f"ordering exact % {rate(o['exact_match'], o.get('exact_match_ci95'), o['n'])}, "
+                f"by position % {rate(o['by_position_share'], o.get('by_position_share_ci95'), o['n'])}"
             )
-        print(f"{name}: " + ("; ".join(parts) or "nothing to analyse"), flush=True)
+        print(f"{name}: " + "; ".join(parts), flush=True)  # bias() refuses a run with nothing to analyse
     print(f"Bias report in {Path(out) / BIAS_REPORT} (data in {Path(out) / BIAS_JSON})", flush=True)
     return 0

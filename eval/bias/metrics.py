@@ -1,4 +1,4 @@
-"""The analyses of ``judgetrain eval bias``: per-position accuracy, first-option bias, the ordering
+"""The analyses of ``judgetrain eval bias``: per-position accuracy, first-option and letter bias, the ordering
 probe's signature (paper 002 F.3, C.3, G), each a function of the ``predictions.jsonl`` rows of
 one judge run (:mod:`judgetrain.eval.judge`) or TimeCatch run (:mod:`judgetrain.eval.timecatch`),
 gathered by :func:`analyze`; and the accessors of their position tables that the figures and
@@ -15,7 +15,7 @@ the report share. Everything comes from the prediction rows:
   accuracy, correct of valid over all positions, so it has a Wilson interval too).
   For every run and, per run, every layout. Heatmaps (run × position,
   run·layout × position: each cell's n shown, cells of fewer than 10 valid answers
-  greyed rather than coloured, rows without data left out) and W_avg bars.
+  lighter and hatched, still in their colour, rows without data left out) and W_avg bars.
 - **Per true position, TimeCatch**: accuracy of each task on the anomalous
   records by 1-based frame of the anomaly (the noise frame, the earlier swapped
   frame) and its n-weighted mean; a heatmap.
@@ -23,17 +23,29 @@ the report share. Everything comes from the prediction rows:
   pairwise item shown both ways round, ``twin`` in the prediction rows), the share of pairs
   whose preference (gold or perturbed sequence) differs between the two presentations, with
   its Wilson interval (:func:`presentation_flips`); what GRPO's consistency reward lowers.
-- **First-option bias** (F.3: "models disproportionately select the first
-  sequence"): over valid pairwise answers whose record says which sequence was
-  shown first (``presentation`` ``gold_first`` / ``gold_second``; under P4 that
-  is B): the rate of choosing the first-shown sequence, and an exact two-sided
-  binomial test (``scipy.stats.binomtest``) of H0: P(choose the first-shown
-  sequence) = 1/2, with its Clopper–Pearson 95% interval (the exact interval of
-  that test; ``wilson95`` holds every rate's Wilson interval, which the report
-  prints with each rate and the figure draws as error bars). H0 is what an
-  order-blind judge gives when gold-first and gold-second items are equally
-  many, which the PRISM and MIRAGE builders guarantee (the counts are reported
-  beside it). Also the first-shown and letter-A rates when gold is first vs
+- **First-option bias and letter bias** (F.3: "models disproportionately select the first
+  sequence"; C.3): over valid pairwise answers whose record says which sequence was
+  shown first (``presentation`` ``gold_first`` / ``gold_second``, ``first_option`` the letter
+  shown first; under P4 that is B): the rate of choosing the first-shown sequence
+  (``first_rate``) and the rate of answering the letter A (``letter_rate``), each with its
+  count, an exact two-sided binomial test (``scipy.stats.binomtest``) of H0: rate = 1/2 and its
+  Clopper–Pearson 95% interval (the exact interval of that test; ``wilson95`` holds every rate's
+  Wilson interval, which the report prints with each rate and the figure draws as error bars).
+  H0 is what an order-blind, letter-blind judge gives when gold-first and gold-second items are
+  equally many, which the PRISM and MIRAGE builders guarantee (the counts are reported beside it).
+  The two rates are the same answers counted two ways: where A is shown first, choosing the first
+  is answering A. They come apart only across layouts that show different letters first (P4 shows
+  B first), so both are also split by the letter shown first (``*_a_first``, ``*_b_first``): a pure
+  letter preference answers A equally often whichever letter is first (its first-shown rate moves
+  with the layout: 100% where A is first, 0% where B is); a pure first-position preference chooses
+  the first-shown equally often whichever letter that is (its A rate moves with the layout). Two
+  Fisher exact tests over the letter shown first say which: ``position_given_letter_p`` (is the A
+  rate the same whichever letter is first? if so the first-option rate is explained by the letter
+  preference) and ``letter_given_position_p`` (is the first-shown rate the same whichever letter is
+  first? if so the letter rate is explained by the first-position preference); equivalently, they
+  test the ``*_balanced`` rates (the mean of the two letters' rates, what a design showing each
+  letter first equally often would give) against 1/2. :func:`presentation_verdict` names the
+  effect at level :data:`ALPHA`. Also the first-shown and letter-A rates when gold is first vs
   second, accuracy per presentation order and their gap, with Fisher's exact
   test (``scipy.stats.fisher_exact``) of presentation × correct, which holds
   without that balance. The paper names no test; these are ours.
@@ -54,14 +66,18 @@ from ..judge.metrics import classification_cell, ordering_cell
 from ..timecatch.metrics import TIMECATCH_TASKS
 
 __all__ = [
+    "ALPHA",
     "KINDS",
     "TITLES",
     "analyze",
     "first_option_bias",
     "has_data",
+    "letter_and_position",
     "position_cell",
     "position_columns",
     "position_table",
+    "presentation_flips",
+    "presentation_verdict",
     "prism_positions",
     "timecatch_positions",
     "type1_rows",
@@ -69,6 +85,7 @@ __all__ = [
 
 KINDS = {"semantic": "semantic-1", "temporal": "swap"}
 TITLES = {"semantic": "PRISM-Semantic (outlier at position)", "temporal": "PRISM-Temporal (swapped pair)"}
+ALPHA = 0.05  # the level at which presentation_verdict calls a rate significant
 
 
 def type1_rows(rows: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
@@ -177,7 +194,8 @@ def _wilson(rows: Sequence[Mapping[str, Any]], hit) -> list[float] | None:
     return ci95(sum(bool(hit(r)) for r in rows), len(rows))
 
 
-# the rates of first_option_bias, each with the rows it counts ("valid", "gf": gold first, "gs": gold second)
+# the rates of first_option_bias, each with the rows it counts ("valid", "gf": gold first, "gs": gold second,
+# "af": the sequence labelled A shown first, "bf": the one labelled B shown first (P4))
 _FIRST_RATES = (
     ("first_rate", "valid", "first"),
     ("first_rate_gold_first", "gf", "first"),
@@ -186,15 +204,111 @@ _FIRST_RATES = (
     ("a_rate_gold_second", "gs", "A"),
     ("accuracy_gold_first", "gf", "correct"),
     ("accuracy_gold_second", "gs", "correct"),
+    ("letter_rate", "valid", "A"),
+    ("first_rate_a_first", "af", "first"),
+    ("first_rate_b_first", "bf", "first"),
+    ("letter_rate_a_first", "af", "A"),
+    ("letter_rate_b_first", "bf", "A"),
 )
+_HITS = {
+    "first": lambda r: r["prediction"] == _first_shown(r),
+    "A": lambda r: r["prediction"] == "A",
+    "correct": lambda r: r["prediction"] == r["label"],
+}
+
+
+def _exact(k: int, n: int) -> tuple[float, list[float]]:
+    """Exact two-sided binomial p of ``k`` of ``n`` against 1/2 and its Clopper–Pearson 95% interval."""
+    from scipy.stats import binomtest
+
+    test = binomtest(k, n, 0.5, alternative="two-sided")
+    ci = test.proportion_ci(confidence_level=0.95, method="exact")
+    return float(test.pvalue), [float(ci.low), float(ci.high)]
+
+
+def _mean(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else (a + b) / 2
+
+
+def letter_and_position(valid: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The letter rate and the two-factor view of :func:`first_option_bias` (module docstring) over
+    valid answers whose first-shown letter is known: ``letter_rate`` (P(answer A)) with ``chose_a``,
+    its exact binomial p and Clopper–Pearson interval; per first-shown letter (``a_first``: P0–P3, P5,
+    P6; ``b_first``: P4) the first-shown and A rates, their means over the two letters
+    (``*_balanced``), and two Fisher tests over the letter shown first: ``position_given_letter_p``
+    (A rate the same whichever letter is first: no first-position preference beyond the letter one) and
+    ``letter_given_position_p`` (first-shown rate the same whichever letter is first: no letter
+    preference beyond the first-position one); ``None`` without both letters shown first."""
+    from scipy.stats import fisher_exact
+
+    chose_a = sum(r["prediction"] == "A" for r in valid)
+    p, ci = _exact(chose_a, len(valid))
+    af = [r for r in valid if _first_shown(r) == "A"]
+    bf = [r for r in valid if _first_shown(r) != "A"]
+    first_af = sum(r["prediction"] == "A" for r in af)  # chose the first-shown = answered A
+    first_bf = sum(r["prediction"] == _first_shown(r) for r in bf)
+    out: dict[str, Any] = {
+        "letter_rate": chose_a / len(valid),
+        "chose_a": chose_a,
+        "letter_rate_ci95": ci,
+        "letter_binomial_p": p,
+        "n_a_first": len(af),
+        "n_b_first": len(bf),
+        "first_rate_a_first": first_af / len(af) if af else None,
+        "first_rate_b_first": first_bf / len(bf) if bf else None,
+        "letter_rate_a_first": first_af / len(af) if af else None,
+        "letter_rate_b_first": (len(bf) - first_bf) / len(bf) if bf else None,
+    }
+    out["first_rate_balanced"] = _mean(out["first_rate_a_first"], out["first_rate_b_first"])
+    out["letter_rate_balanced"] = _mean(out["letter_rate_a_first"], out["letter_rate_b_first"])
+    out["position_given_letter_p"] = out["letter_given_position_p"] = None
+    if af and bf:
+        a_row = [first_af, len(af) - first_af]
+        out["position_given_letter_p"] = float(fisher_exact([a_row, [len(bf) - first_bf, first_bf]]).pvalue)
+        out["letter_given_position_p"] = float(fisher_exact([a_row, [first_bf, len(bf) - first_bf]]).pvalue)
+    return out
+
+
+def presentation_verdict(f: Mapping[str, Any], alpha: float = ALPHA) -> dict[str, Any]:
+    """Which presentation effect a :func:`first_option_bias` result shows, at level ``alpha``: a rate
+    is *significant* when its binomial p < ``alpha``; the first-option rate is *explained by the letter
+    preference* when the letter rate is significant too and the A rate does not depend on which letter
+    is shown first (``position_given_letter_p`` ≥ ``alpha``), and the other way round. ``verdict``:
+    ``none``, ``letter``, ``first_option``, ``both`` (each significant on its own), ``unresolved``
+    (both significant, each explained by the other: the design cannot tell them apart) or
+    ``confounded`` (significant, but one letter is always shown first: letter and position coincide)."""
+    first_sig, letter_sig = f["binomial_p"] < alpha, f["letter_binomial_p"] < alpha
+    both_shown = f["position_given_letter_p"] is not None
+    first_expl = both_shown and first_sig and letter_sig and f["position_given_letter_p"] >= alpha
+    letter_expl = both_shown and first_sig and letter_sig and f["letter_given_position_p"] >= alpha
+    if not (first_sig or letter_sig):
+        verdict = "none"
+    elif not both_shown:
+        verdict = "confounded"
+    elif first_expl and letter_expl:
+        verdict = "unresolved"
+    elif first_sig and letter_sig and not (first_expl or letter_expl):
+        verdict = "both"
+    else:
+        verdict = "letter" if letter_sig and not letter_expl else "first_option"
+    return {
+        "alpha": alpha,
+        "verdict": verdict,
+        "first_significant": first_sig,
+        "letter_significant": letter_sig,
+        "first_explained_by_letter": first_expl and not letter_expl,
+        "letter_explained_by_first": letter_expl and not first_expl,
+    }
 
 
 def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """First-option statistics (module docstring) over valid pairwise answers with a known
-    presentation order; ``None`` when there are none. ``wilson95``: the Wilson 95% interval
-    of every rate (``first_rate`` of ``n_valid``, the ``*_gold_first`` rates of ``n_gold_first``,
-    the ``*_gold_second`` ones of ``n_gold_second``)."""
-    from scipy.stats import binomtest, fisher_exact
+    """First-option and letter statistics (module docstring) over valid pairwise answers with a known
+    presentation order; ``None`` when there are none. ``wilson95``: the Wilson 95% interval of every
+    rate (``first_rate`` and ``letter_rate`` of ``n_valid``, the ``*_gold_first`` rates of
+    ``n_gold_first``, the ``*_gold_second`` ones of ``n_gold_second``, the ``*_a_first`` and
+    ``*_b_first`` ones of ``n_a_first`` and ``n_b_first``); then :func:`letter_and_position` and
+    :func:`presentation_verdict`."""
+    from scipy.stats import fisher_exact
 
     sel = [r for r in rows if r.get("task") == "pairwise" and r.get("presentation") in ("gold_first", "gold_second")]
     valid = [r for r in sel if r.get("valid", True) and r.get("prediction") is not None and _first_shown(r)]
@@ -203,8 +317,7 @@ def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
     first = [r for r in valid if r["prediction"] == _first_shown(r)]
     gf = [r for r in valid if r["presentation"] == "gold_first"]
     gs = [r for r in valid if r["presentation"] == "gold_second"]
-    test = binomtest(len(first), len(valid), 0.5, alternative="two-sided")
-    ci = test.proportion_ci(confidence_level=0.95, method="exact")
+    p, ci = _exact(len(first), len(valid))
     correct_gf = sum(r["prediction"] == r["label"] for r in gf)
     correct_gs = sum(r["prediction"] == r["label"] for r in gs)
     out: dict[str, Any] = {
@@ -214,28 +327,26 @@ def first_option_bias(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | Non
         "n_gold_second": len(gs),
         "chose_first": len(first),
         "first_rate": len(first) / len(valid),
-        "first_rate_ci95": [float(ci.low), float(ci.high)],
-        "binomial_p": float(test.pvalue),
+        "first_rate_ci95": ci,
+        "binomial_p": p,
         "excess_first": len(first) / len(valid) - 0.5,
-        "first_rate_gold_first": _rate(gf, lambda r: r["prediction"] == _first_shown(r)),
-        "first_rate_gold_second": _rate(gs, lambda r: r["prediction"] == _first_shown(r)),
-        "a_rate_gold_first": _rate(gf, lambda r: r["prediction"] == "A"),
-        "a_rate_gold_second": _rate(gs, lambda r: r["prediction"] == "A"),
+        "first_rate_gold_first": _rate(gf, _HITS["first"]),
+        "first_rate_gold_second": _rate(gs, _HITS["first"]),
+        "a_rate_gold_first": _rate(gf, _HITS["A"]),
+        "a_rate_gold_second": _rate(gs, _HITS["A"]),
         "accuracy_gold_first": correct_gf / len(gf) if gf else None,
         "accuracy_gold_second": correct_gs / len(gs) if gs else None,
         "accuracy_gap": None,
         "fisher_p": None,
     }
-    groups = {"valid": valid, "gf": gf, "gs": gs}
-    hits = {
-        "first": lambda r: r["prediction"] == _first_shown(r),
-        "A": lambda r: r["prediction"] == "A",
-        "correct": lambda r: r["prediction"] == r["label"],
-    }
-    out["wilson95"] = {key: _wilson(groups[g], hits[h]) for key, g, h in _FIRST_RATES}
+    out.update(letter_and_position(valid))
+    af = [r for r in valid if _first_shown(r) == "A"]
+    groups = {"valid": valid, "gf": gf, "gs": gs, "af": af, "bf": [r for r in valid if _first_shown(r) != "A"]}
+    out["wilson95"] = {key: _wilson(groups[g], _HITS[h]) for key, g, h in _FIRST_RATES}
     if gf and gs:
         out["accuracy_gap"] = out["accuracy_gold_first"] - out["accuracy_gold_second"]
         out["fisher_p"] = float(fisher_exact([[correct_gf, len(gf) - correct_gf], [correct_gs, len(gs) - correct_gs]]).pvalue)
+    out.update(presentation_verdict(out))
     return out
 
 

@@ -14,18 +14,30 @@ from judgetrain.io import RowAppender
 
 def _twin(key: str, label: str, prediction: str | None) -> dict:
     presentation = "gold_first" if label == "A" else "gold_second"
-    return {"id": f"{key}-{label}", "task": "pairwise", "twin": key, "label": label, "prediction": prediction,
-            "valid": prediction is not None, "correct": prediction == label, "choices": ["A", "B"], "layout": "P0",
-            "presentation": presentation, "perturbation": "swap", "position": 0, "n_frames": 8}
+    return {
+        "id": f"{key}-{label}",
+        "task": "pairwise",
+        "twin": key,
+        "label": label,
+        "prediction": prediction,
+        "valid": prediction is not None,
+        "correct": prediction == label,
+        "choices": ["A", "B"],
+        "layout": "P0",
+        "presentation": presentation,
+        "perturbation": "swap",
+        "position": 0,
+        "n_frames": 8,
+    }
 
 
 ROWS = [
-    *[_twin("always-a", lab, "A") for lab in "AB"],          # prefers gold, then the other: a flip
-    *[_twin("right", lab, lab) for lab in "AB"],             # gold both times: agrees
+    *[_twin("always-a", lab, "A") for lab in "AB"],  # prefers gold, then the other: a flip
+    *[_twin("right", lab, lab) for lab in "AB"],  # gold both times: agrees
     *[_twin("wrong", lab, "B" if lab == "A" else "A") for lab in "AB"],  # the other sequence both times: agrees
-    *[_twin("always-b", lab, "B") for lab in "AB"],          # a flip
+    *[_twin("always-b", lab, "B") for lab in "AB"],  # a flip
     *[_twin("invalid", lab, p) for lab, p in (("A", "A"), ("B", None))],  # one answer unparseable: skipped
-    _twin("alone", "A", "A"),                                # its twin not in the run: skipped
+    _twin("alone", "A", "A"),  # its twin not in the run: skipped
     {"id": "no-twin", "task": "pairwise", "label": "A", "prediction": "A", "valid": True, "choices": ["A", "B"], "layout": "P0"},
 ]
 
@@ -69,8 +81,23 @@ def test_judge_then_bias_on_a_twins_build(tmp_path, tiny_model):
     pairwise = [i for i, t in enumerate(test["task"]) if t == "pairwise"][:8]  # four twin pairs
     records.save(datasets.DatasetDict({"test": test.select(pairwise)}), tmp_path / "data", {"builder": "test-twins"})
     run = tmp_path / "run"
-    argv = ["eval", "judge", "--model", str(tiny_model("qwen3-vl")), "--data", str(tmp_path / "data"), "--split", "test",
-            "--out", str(run), "--batch-size", "4", "--max-new-tokens", "4", "--no-progress"]
+    argv = [
+        "eval",
+        "judge",
+        "--model",
+        str(tiny_model("qwen3-vl")),
+        "--data",
+        str(tmp_path / "data"),
+        "--split",
+        "test",
+        "--out",
+        str(run),
+        "--batch-size",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--no-progress",
+    ]
     with mock.patch.object(sys, "argv", ["judgetrain", *argv]):
         assert cli_main(argv) == 0
     rows = [json.loads(line) for line in (run / runs.PREDICTIONS).read_text().splitlines() if line.strip()]
