@@ -29,6 +29,7 @@ __all__ = [
     "TABLE_S2",
     "certified_selection",
     "confirmatory_family",
+    "run_row",
     "tost_reference",
 ]
 
@@ -80,8 +81,18 @@ TABLE_S2: tuple[tuple[str, str, str | None, str], ...] = (
     ),
     ("phase_lever", "Phase lever, order-averaged", None, "a gap between two models: needs two runs"),
 )
+# Table S2's rows the paper words with its own phase count (S = 3), worded with a run's S instead
+_RUN_ROWS = {"fusion_vs_own_view": "S = {phases} vs. its own single views"}
 # Table S10's rows, in its order
 LTT_SIGNALS = SIGNALS
+
+
+def run_row(key: str, phases: int | None) -> str:
+    """Table S2's row ``key`` as one run tests it: a row the paper words with its S = 3 (fusion
+    against its own single views) named with the run's ``phases``; the paper's wording otherwise
+    (``phases`` None: not known)."""
+    row = next(row for k, row, _, _ in TABLE_S2 if k == key)
+    return _RUN_ROWS[key].format(phases=phases) if key in _RUN_ROWS and phases else row
 
 
 def _ids_by_cell(col: Mapping[str, Any], order: Sequence[str]) -> dict[str, list[str]]:

@@ -1,22 +1,26 @@
 """PhaseFusion's figures, drawn from ``metrics.json`` (and, for the margin plot, per-question
 answers): accuracy against attention cost, phase / origin disagreement, and the margin's
-flips, reliability and risk–coverage. :func:`judgetrain.eval.phasefusion.report.report`
-calls them. README: "`judgetrain eval phasefusion`".
+flips, reliability and risk–coverage (:func:`margin_figure` returns that figure, whose
+artists the tests read); :func:`write_figures` draws them all into a run folder for
+:func:`judgetrain.eval.phasefusion.report.report`.
+README: "`judgetrain eval phasefusion`".
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from judgetrain.plotting import pyplot
+from judgetrain.plotting import pyplot, save_figure
 
+from .answers import collect_rows, per_question_answers
 from .signals import vote_share
 
-__all__ = ["plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement"]
+__all__ = ["margin_figure", "plot_accuracy_vs_cost", "plot_margin", "plot_phase_disagreement", "write_figures"]
 
 
 def plot_accuracy_vs_cost(metrics: Mapping[str, Any], path: str | os.PathLike) -> dict[str, tuple[float, float]]:
@@ -181,37 +185,81 @@ def _bars(ax: Any, bars: Sequence[tuple[str, float | None, Sequence[float | None
     return {"labels": labels, "values": vals, "note": note}
 
 
-def plot_margin(
-    metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike
-) -> None:
+# one style per series, so a series drawn under another on the same points still shows: the first
+# thick and solid, each later one thinner, dashed and hollow-marked, drawn above it
+_SERIES = (
+    {"color": "#4C72B0", "linestyle": "-", "marker": "o", "linewidth": 3.0, "markersize": 6, "zorder": 2},
+    {
+        "color": "#C44E52",
+        "linestyle": (0, (4, 3)),
+        "marker": "s",
+        "linewidth": 1.4,
+        "markersize": 9,
+        "markerfacecolor": "none",
+        "zorder": 3,
+    },
+    {
+        "color": "#55A868",
+        "linestyle": (0, (1, 2)),
+        "marker": "^",
+        "linewidth": 1.4,
+        "markersize": 9,
+        "markerfacecolor": "none",
+        "zorder": 4,
+    },
+    {
+        "color": "#8172B2",
+        "linestyle": "-.",
+        "marker": "D",
+        "linewidth": 1.2,
+        "markersize": 8,
+        "markerfacecolor": "none",
+        "zorder": 5,
+    },
+)
+# the vote share of Fig. S2, beside the margin lines
+_VOTE_STYLE = {
+    "color": "#CCB974",
+    "linestyle": (0, (6, 2, 1, 2)),
+    "marker": "v",
+    "linewidth": 1.6,
+    "markersize": 8,
+    "markerfacecolor": "none",
+    "zorder": 6,
+}
+
+
+def margin_figure(metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]]):
     """Margin histograms split by ordering flip, reliability of the top-1 posterior, and
-    risk–coverage when abstaining on the lowest margins (App. H)."""
+    risk–coverage when abstaining on the lowest margins (App. H); returns the figure.
+
+    Each arm of ``per_question`` (the single pass, then fusion) has its own line style and
+    marker (:data:`_SERIES`): the first thick and solid underneath, the later ones thinner,
+    dashed and hollow on top, so arms that agree on every question still show every line.
+    Legends sit inside their panels."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.3))
-    colors = ["#4C72B0", "#C44E52", "#55A868", "#8172B2", "#CCB974", "#64B5CD"]
+    fig, axes = plt.subplots(1, 3, figsize=(11.0, 3.3), layout="constrained")
     for i, (name, items) in enumerate(per_question.items()):
-        color = colors[i % len(colors)]
+        style = _SERIES[i % len(_SERIES)]
         m = np.array([x["margin"] for x in items])
         flips = np.array([x["flip"] for x in items], bool)
         correct = np.array([x["correct"] for x in items], bool)
-        top1 = np.array([x["top1"] for x in items])
-        bins = np.linspace(0, 1, 11)
         if i == 0:
             axes[0].hist(
                 [m[flips], m[~flips]],
-                bins=bins,
+                bins=np.linspace(0, 1, 11),
                 label=[f"{name}: flips", f"{name}: stable"],
                 color=["#C44E52", "#4C72B0"],
                 alpha=0.8,
             )
-        edges = np.quantile(top1, np.linspace(0, 1, min(6, len(top1)) + 1))
-        idx = np.clip(np.searchsorted(edges, top1, side="right") - 1, 0, len(edges) - 2)
-        xs = [top1[idx == k].mean() for k in range(len(edges) - 1) if (idx == k).any()]
-        ys = [correct[idx == k].mean() for k in range(len(edges) - 1) if (idx == k).any()]
-        axes[1].plot(xs, ys, marker="o", color=color, label=name)
-        order = np.argsort(-m, kind="stable")
+        xs, ys = _reliability(np.array([x["top1"] for x in items]), correct)
+        axes[1].plot(xs, ys, label=name, **style)
         answered = np.arange(1, len(m) + 1)
-        axes[2].plot(answered / len(m), 100 * np.cumsum(correct[order]) / answered, color=color, label=f"{name}: margin")
+        every = max(1, len(m) // 8)  # a few markers on a long curve
+        order = np.argsort(-m, kind="stable")
+        axes[2].plot(
+            answered / len(m), 100 * np.cumsum(correct[order]) / answered, label=f"{name}: margin", markevery=every, **style
+        )
         if name == "single" and len(items[0]["answers"]) > 1:  # Fig. S2: the K-ordering vote share, on its own answers
             share = np.array([vote_share(x) for x in items])
             plural = np.array([x["consensus_correct"] for x in items], bool)
@@ -219,23 +267,62 @@ def plot_margin(
             axes[2].plot(
                 answered / len(m),
                 100 * np.cumsum(plural[by_share]) / answered,
-                color=color,
-                linestyle="--",
                 label=f"{name}: {len(items[0]['answers'])}-ordering vote share",
+                markevery=every,
+                **_VOTE_STYLE,
             )
+    _label_margin_axes(axes)
+    return fig
+
+
+def _reliability(top1: np.ndarray, correct: np.ndarray) -> tuple[list[float], list[float]]:
+    """Mean top-1 posterior and accuracy per quantile bin of the top-1 posterior (at most six bins)."""
+    edges = np.quantile(top1, np.linspace(0, 1, min(6, len(top1)) + 1))
+    idx = np.clip(np.searchsorted(edges, top1, side="right") - 1, 0, len(edges) - 2)
+    kept = [k for k in range(len(edges) - 1) if (idx == k).any()]
+    return [float(top1[idx == k].mean()) for k in kept], [float(correct[idx == k].mean()) for k in kept]
+
+
+def _label_margin_axes(axes: Sequence[Any]) -> None:
     axes[0].set_xlabel("margin (top-1 − top-2), identity ordering")
     axes[0].set_ylabel("questions")
     axes[0].set_title("Margin of flipping vs stable questions", fontsize=9)
-    axes[0].legend(fontsize=7)
-    axes[1].plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
+    axes[1].plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, zorder=1)
     axes[1].set_xlabel("top-1 posterior (quantile bins)")
     axes[1].set_ylabel("accuracy")
     axes[1].set_title("Reliability", fontsize=9)
-    axes[1].legend(fontsize=7)
     axes[2].set_xlabel("coverage (answered, most reliable first)")
     axes[2].set_ylabel("accuracy on answered (%)")
     axes[2].set_title("Risk–coverage (Fig. S2)", fontsize=9)
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    for ax in axes:
+        ax.legend(fontsize=7, loc="best", framealpha=0.8)
+
+
+def plot_margin(
+    metrics: Mapping[str, Any], per_question: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike
+) -> None:
+    """:func:`margin_figure` saved to ``path``."""
+    save_figure(margin_figure(metrics, per_question), path)
+
+
+def write_figures(metrics: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], run_dir: Path, replace: Iterable[str]) -> None:
+    """Replace a run's figures (the files ``replace`` names are removed first): accuracy vs cost,
+    phase disagreement, and the margin plot of the single pass and fusion at the first origin
+    (none when no arm was scored)."""
+    for f in replace:
+        (run_dir / f).unlink(missing_ok=True)
+    if not metrics["table_a"]["rows"]:
+        return
+    plot_accuracy_vs_cost(metrics, run_dir / "accuracy_vs_cost.png")
+    plot_phase_disagreement(metrics, run_dir / "phase_disagreement.png")
+    col = collect_rows(rows)
+    first = metrics["origins"][0]
+    singles = [n for n, a in metrics["arms"].items() if a["pool"] == "single"]
+    shown = [
+        n
+        for n in dict.fromkeys(["single" if "single" in singles else next(iter(singles), None), "fusion"])
+        if n is not None and n in metrics["arms"]
+    ]
+    per_q = {n: items for n in shown if (items := list(per_question_answers(col, metrics["arms"][n], first).values()))}
+    if per_q:
+        plot_margin(metrics, per_q, run_dir / "margin.png")

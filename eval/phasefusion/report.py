@@ -20,10 +20,11 @@ from typing import Any
 
 from judgetrain.io import write_json, write_text
 
+from ..core.markdown import RATE_NOTE, rate, rate_of
 from ..core.runs import METRICS, PREDICTIONS, REPORT, RUN_INFO, PredictionsError, items_count, read_predictions, read_run
-from .answers import collect_rows, per_question_answers
+from .family import run_row
 from .metrics import RATE_INTERVAL, compute_metrics, identity_differences, rerun_floor
-from .plots import plot_accuracy_vs_cost, plot_margin, plot_phase_disagreement
+from .plots import write_figures
 
 __all__ = ["FIGURES", "cell_counts", "cells", "print_summary", "report"]
 
@@ -53,6 +54,12 @@ def _ci(ci: Sequence[float | None] | None) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _rate(x: float | None, n: int) -> str:
+    """A rate of ``n`` questions as every report prints it, ``75.0 [30.1, 95.4] (n=4)``: its
+    count is ``x · n`` (each question right or wrong), its interval Wilson's."""
+    return rate(None, None, n) if x is None or not n else rate_of(round(x * n), n)
+
+
 def _mib(x: int | None) -> str:
     return "–" if x is None else f"{x / 2**20:.0f}"
 
@@ -65,7 +72,7 @@ def _markdown(metrics: Mapping[str, Any], info: Mapping[str, Any], run_dir: Path
         _md_table_a(metrics, first),
         _when(metrics["equivalence"], _md_equivalence),
         _md_table_b(metrics["table_b"]),
-        _when(metrics.get("bh_family"), _md_family),
+        _when(metrics.get("bh_family"), _md_family, _phases_of(metrics, info)),
         _when(metrics.get("phases"), _md_phases, first),
         _when(metrics.get("rerun_floor_across_runs"), _md_rerun_across_runs),
         _md_by_benchmark(metrics.get("by_benchmark") or {}),
@@ -115,18 +122,28 @@ def _md_header(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]
 
 def _md_table_a(metrics: Mapping[str, Any], first: str) -> list[str]:
     ta = metrics["table_a"]
-    md = [f"\n## A. Cost and accuracy per arm (identity ordering, δ = {first}, n = {ta['n']} paired questions)\n\n"]
+    ref, n = ta["reference"], ta["n"]
+    md = [f"\n## A. Cost and accuracy per arm (identity ordering, δ = {first}, n = {n} paired questions)\n\n"]
     md.append(
         "Attention units: views · frames² of the visual prefix. Scoring s/q: median model time per question "
         "summed over all orderings, views batched, frame decoding excluded (Table S8's decoding + scoring at "
         "batch 1 is under Cost). Peak memory: "
-        f"{_memory_words(metrics)}. Δ, 95% CI (question bootstrap) and exact McNemar p: against "
-        f"`{ta['reference'] or '–'}`; p† is uncorrected (outside the confirmatory family, see Multiplicity). "
-        "Order-avg.: accuracy averaged over the orderings; consensus: of the plurality answer over orderings; "
+        f"{_memory_words(metrics)}. {RATE_NOTE} "
+        + (
+            f"Reference: `{ref}`, the single pass with the most attention units; Δ (accuracy points), its 95% CI "
+            f"(question bootstrap) and exact McNemar p are each arm's against `{ref}`; "
+            if ref
+            else "No reference arm (the run has no single pass with an origin): no Δ; "
+        )
+        + "p† is uncorrected (outside the confirmatory family, see Multiplicity). "
+        "Order-avg.: accuracy averaged over the orderings (a mean of K accuracies, no Wilson interval); "
+        "consensus: accuracy of the plurality answer over orderings; "
         "flip: the answer is not the same under every ordering.\n\n"
     )
+    vs = f"`{ref}`" if ref else "ref. (none)"
     md.append(
-        "| arm | frames | attn. | scoring s/q | peak MiB | acc. % | Δ vs ref. | 95% CI | p† | order-avg. % | consensus % | flip % |\n"
+        f"| arm | frames | attn. | scoring s/q | peak MiB | acc. % | Δ vs {vs} (points) | 95% CI of Δ | p† | "
+        "order-avg. % | consensus % | flip % |\n"
     )
     md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in ta["rows"]:
@@ -135,10 +152,10 @@ def _md_table_a(metrics: Mapping[str, Any], first: str) -> list[str]:
         md.append(
             f"| {r['arm']} | {a['frames']} | {a['attention_units']} | "
             f"{'–' if 'median_latency_s' not in c else format(c['median_latency_s'], '.3f')} | "
-            f"{_mib(c.get('peak_memory_bytes'))} | {_pct(r['accuracy'])} | "
-            f"{'–' if delta is None else format(100 * delta, '+.2f')} | {_ci(r.get('delta_ci95'))} | "
-            f"{_p(r.get('mcnemar_p'))} | {_pct(r['order_avg_accuracy'])} | "
-            f"{_pct(r['consensus_accuracy'])} | {_pct(r['flip_rate'])} |\n"
+            f"{_mib(c.get('peak_memory_bytes'))} | {_rate(r['accuracy'], r['n'])} | "
+            f"{'reference' if r['arm'] == ref else '–' if delta is None else format(100 * delta, '+.2f')} | "
+            f"{_ci(r.get('delta_ci95'))} | {_p(r.get('mcnemar_p'))} | {_pct(r['order_avg_accuracy'])} | "
+            f"{_rate(r['consensus_accuracy'], r['n'])} | {_rate(r['flip_rate'], r['n'])} |\n"
         )
     return md
 
@@ -166,7 +183,7 @@ def _md_table_b(table_b: Sequence[Mapping[str, Any]]) -> list[str]:
         o0, o1 = block["origins"]
         md.append(f"\n## B. Answers changed under an origin shift (δ = {o0} → {o1}, identity ordering, n = {block['n']})\n\n")
         md.append(
-            "Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. 95% CI: "
+            f"Every grid of an arm moves by the same absolute time, δ grid steps of the b-frame grid. {RATE_NOTE} 95% CI: "
             f"{RATE_INTERVAL}. p†: exact McNemar of the changed indicators against `fusion`, uncorrected (union "
             "vs fusion at the first shift is corrected under Multiplicity).\n\n"
         )
@@ -178,13 +195,21 @@ def _md_table_b(table_b: Sequence[Mapping[str, Any]]) -> list[str]:
             md.append(
                 f"| {r['arm']} | {_pct(r['changed']['rate'])} | {_ci(r['changed']['ci95'])} | "
                 f"{_p(r.get('mcnemar_p_vs_fusion'))} | "
-                f"{_pct(r['consensus_changed']['rate'])} | {_pct(r['accuracy_first'])} | {_pct(r['accuracy_shifted'])} |\n"
+                f"{_pct(r['consensus_changed']['rate'])} | {_rate(r['accuracy_first'], block['n'])} | "
+                f"{_rate(r['accuracy_shifted'], block['n'])} |\n"
             )
     return md
 
 
-def _md_family(bh: Mapping[str, Any]) -> list[str]:
-    """The confirmatory family of Table S2: what it is, then each cell's tests with p and q."""
+def _phases_of(metrics: Mapping[str, Any], info: Mapping[str, Any]) -> int | None:
+    """S, the phases this run fused: the ``fusion`` arm's views, else ``run.json``'s ``phases``."""
+    fusion = metrics["arms"].get("fusion") or {}
+    return fusion.get("views") or info.get("phases")
+
+
+def _md_family(bh: Mapping[str, Any], phases: int | None) -> list[str]:
+    """The confirmatory family of Table S2: what it is, then each cell's tests with p and q. A row
+    the paper words with its own S (3) is worded with this run's ``phases``."""
     o = bh.get("origins") or []
     md = [
         f"\n## Multiplicity: the confirmatory family (paper 001 Table S2; Benjamini–Hochberg, q = {bh['alpha']})\n\n"
@@ -200,13 +225,15 @@ def _md_family(bh: Mapping[str, Any]) -> list[str]:
         "| Table S2 row | how this run tests it |\n|---|---|\n"
     ]
     for m in bh["members"]:
-        md.append(f"| {m['row']} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")
+        row = run_row(m["key"], phases)
+        paper = "" if row == m["row"] else " (Table S2's row at the paper's S = 3)"
+        md.append(f"| {row}{paper} | {m['test'] or 'not computed: ' + m['not_computed']} |\n")
     md.append("\n| cell | test | against | n | Δ points | p | q | rejected |\n|---|---|---|---:|---:|---:|---:|---|\n")
     for cell, c in bh["cells"].items():
         for t in c["tests"]:
             diff = t.get("difference")
             md.append(
-                f"| {cell} | {t['row']} | {t.get('against', '–')} | {t.get('n', '–')} | "
+                f"| {cell} | {run_row(t['key'], phases)} | {t.get('against', '–')} | {t.get('n', '–')} | "
                 f"{'–' if diff is None else format(100 * diff, '+.2f')} | {_p(t.get('pvalue'))} | "
                 f"{_p(t.get('qvalue'))} | {'yes' if t.get('reject') else ('no' if 'reject' in t else t.get('note', '–'))} |\n"
             )
@@ -275,11 +302,13 @@ def _sec(x: float | None) -> str:
 
 def _md_phases(ph: Mapping[str, Any], first: str) -> list[str]:
     md = [
-        f"\n## Phase sensitivity (δ = {first}, n = {ph['n']})\n\n| view | acc. % | order-avg. % | consensus % | flip % |\n|---|---:|---:|---:|---:|\n"
+        f"\n## Phase sensitivity (δ = {first}, n = {ph['n']})\n\n{RATE_NOTE} Order-avg.: a mean of K accuracies, no "
+        "Wilson interval.\n\n| view | acc. % | order-avg. % | consensus % | flip % |\n|---|---:|---:|---:|---:|\n"
     ]
     for v, c in ph["accuracy"].items():
         md.append(
-            f"| {v} | {_pct(c['accuracy'])} | {_pct(c['order_avg_accuracy'])} | {_pct(c['consensus_accuracy'])} | {_pct(c['flip_rate'])} |\n"
+            f"| {v} | {_rate(c['accuracy'], c['n'])} | {_pct(c['order_avg_accuracy'])} | "
+            f"{_rate(c['consensus_accuracy'], c['n'])} | {_rate(c['flip_rate'], c['n'])} |\n"
         )
     if ph.get("pairwise_disagreement"):
         md.append(
@@ -335,9 +364,11 @@ def _md_phase_offset_split(split: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def _md_samplers(sm: Mapping[str, Any]) -> list[str]:
-    md = [f"\n## Deployed samplers (Fig. 2; n = {sm['n']})\n\n| sampler | acc. % | consensus % |\n|---|---:|---:|\n"]
+    md = [
+        f"\n## Deployed samplers (Fig. 2; n = {sm['n']})\n\n{RATE_NOTE}\n\n| sampler | acc. % | consensus % |\n|---|---:|---:|\n"
+    ]
     for s, c in sm["accuracy"].items():
-        md.append(f"| {s} | {_pct(c['accuracy'])} | {_pct(c['consensus_accuracy'])} |\n")
+        md.append(f"| {s} | {_rate(c['accuracy'], c['n'])} | {_rate(c['consensus_accuracy'], c['n'])} |\n")
     md.append(f"\n| pair | consensus differs % | 95% CI ({RATE_INTERVAL}) |\n|---|---:|---:|\n")
     for p in sm["pairwise_disagreement"]:
         md.append(f"| {p['a']} vs {p['b']} | {_pct(p['rate'])} | {_ci(p['ci95'])} |\n")
@@ -466,7 +497,7 @@ def report(run_dir: str | os.PathLike, rerun_of: str | os.PathLike | None = None
         k: info.get(k)
         for k in ("model", "adapter", "manifest", "budget", "phases", "orderings", "device", "model_dtype", "memory_kind")
     }
-    _write_figures(metrics, rows, run_dir)
+    write_figures(metrics, rows, run_dir, FIGURES)
     metrics["figures"] = [f for f in FIGURES if (run_dir / f).is_file()]
     write_json(run_dir / METRICS, metrics)
     metrics = json.loads((run_dir / METRICS).read_text())
@@ -499,28 +530,6 @@ def _remember_rerun_of(run_dir: Path, info: dict[str, Any], other: Path) -> None
         raise PredictionsError(f"--rerun-of {other} holds a {kind} run, not a PhaseFusion one")
     info["rerun_of"] = str(other.resolve())
     write_json(run_dir / RUN_INFO, info)
-
-
-def _write_figures(metrics: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
-    """Replace the run's figures: accuracy vs cost, phase disagreement, and the margin plot of
-    the single pass and fusion at the first origin (none when no arm was scored)."""
-    for f in FIGURES:
-        (run_dir / f).unlink(missing_ok=True)
-    if not metrics["table_a"]["rows"]:
-        return
-    plot_accuracy_vs_cost(metrics, run_dir / "accuracy_vs_cost.png")
-    plot_phase_disagreement(metrics, run_dir / "phase_disagreement.png")
-    col = collect_rows(rows)
-    first = metrics["origins"][0]
-    singles = [n for n, a in metrics["arms"].items() if a["pool"] == "single"]
-    shown = [
-        n
-        for n in dict.fromkeys(["single" if "single" in singles else next(iter(singles), None), "fusion"])
-        if n is not None and n in metrics["arms"]
-    ]
-    per_q = {n: items for n in shown if (items := list(per_question_answers(col, metrics["arms"][n], first).values()))}
-    if per_q:
-        plot_margin(metrics, per_q, run_dir / "margin.png")
 
 
 def cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
@@ -566,7 +575,8 @@ def print_summary(metrics: Mapping[str, Any], out: str | os.PathLike) -> None:
 
     out = Path(out)
     t = Table(title=f"PhaseFusion — {metrics['n_questions']} questions (identity ordering)")
-    for c in ("arm", "frames", "attn.", "s/q", "acc. %", "Δ vs ref.", "flip %", "changed %"):
+    ref = metrics["table_a"]["reference"]
+    for c in ("arm", "frames", "attn.", "s/q", "acc. %", f"Δ vs {ref or 'ref. (none)'}", "flip %", "changed %"):
         t.add_column(c, justify="left" if c in ("arm", "frames") else "right")
     changed = {r["arm"]: r["changed"]["rate"] for r in (metrics["table_b"][0]["rows"] if metrics["table_b"] else [])}
     for r in metrics["table_a"]["rows"]:
