@@ -18,6 +18,7 @@ from ..core.figures import rate_heatmap
 from .metrics import TASK_TITLES
 
 __all__ = [
+    "balanced_interval",
     "confusion_figure",
     "lpips_figure",
     "plot_confusion",
@@ -61,11 +62,51 @@ def _pct(cell: Mapping[str, Any]) -> float:
     return float("nan") if cell["accuracy"] is None else 100 * cell["accuracy"]
 
 
+def balanced_interval(b: Mapping[str, Any]) -> tuple[float, float] | None:
+    """95% interval of a bin's balanced accuracy, the mean of its two class accuracies, by MOVER
+    (Zou & Donner 2008, "method of variance estimates recovery"; Newcombe's hybrid score
+    interval for a difference is the same construction): the two classes' Wilson intervals
+    (``ci95`` of :func:`~judgetrain.eval.timecatch.tables.lpips_class_bins`) combined as for
+    a sum of independent estimates, ``BA ∓ ½·√((p₁ − l₁)² + (p₂ − l₂)²)`` below and
+    ``± ½·√((u₁ − p₁)² + (u₂ − p₂)²)`` above. The classes are different items (a swapped clip
+    and its intact partner), treated as independent. ``None`` when a class is empty (no balanced
+    accuracy)."""
+    if b.get("balanced_accuracy") is None or not (b["swapped"].get("ci95") and b["intact"].get("ci95")):
+        return None
+    (p1, (l1, u1)), (p2, (l2, u2)) = ((c["accuracy"], c["ci95"]) for c in (b["swapped"], b["intact"]))
+    ba = b["balanced_accuracy"]
+    below = 0.5 * ((p1 - l1) ** 2 + (p2 - l2) ** 2) ** 0.5
+    above = 0.5 * ((u1 - p1) ** 2 + (u2 - p2) ** 2) ** 0.5
+    return max(0.0, ba - below), min(1.0, ba + above)
+
+
+def _whiskers(ax: Any, xs: Sequence[float], spans: Sequence[tuple[float, float] | None], gid: str) -> None:
+    """Error bars from 0..1 ``spans`` (in %) at ``xs``: the vertical lines one LineCollection
+    (``gid``), its caps another (``gid`` + " caps"); nothing where a span is None. Drawn as line
+    collections, not ``errorbar`` containers, so ``ax.containers`` holds the bars alone."""
+    kept = [(x, 100 * lo, 100 * hi) for x, span in zip(xs, spans, strict=True) if span is not None for lo, hi in [span]]
+    if not kept:
+        return
+    x, lo, hi = zip(*kept, strict=True)
+    ax.vlines(x, lo, hi, color="#333333", linewidth=1.0, zorder=4, gid=gid)
+    ax.hlines(
+        [*lo, *hi],
+        [v - 0.06 for v in x * 2],
+        [v + 0.06 for v in x * 2],
+        color="#333333",
+        linewidth=1.0,
+        zorder=4,
+        gid=gid + " caps",
+    )
+
+
 def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     """Temporal detection per LPIPS bin of the swapped pair (bins of
     :func:`~judgetrain.eval.timecatch.tables.lpips_class_bins`): one bar per class
     (swapped items said anomalous, their intact partners said intact) and the balanced
-    accuracy as a marker. The 50% chance line is drawn for the balanced accuracy only,
+    accuracy as a marker. Every bar carries its Wilson 95% interval as an error bar (the
+    class's ``ci95``; none on an empty class), and the balanced-accuracy marker the MOVER
+    interval of :func:`balanced_interval`. The 50% chance line is drawn for the balanced accuracy only,
     and only when some bin has both classes: a bar of one class has no chance level
     (a model that always says "anomaly" scores 100% on swapped items)."""
     plt = pyplot()
@@ -74,6 +115,7 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     ax.bar(
         [x - 0.2 for x in xs], [_pct(b["swapped"]) for b in bins], width=0.4, color=SWAPPED_COLOR, label="swapped: said anomalous"
     )
+    _whiskers(ax, [x - 0.2 for x in xs], [b["swapped"].get("ci95") for b in bins], "wilson swapped")
     both = any(b["balanced_accuracy"] is not None for b in bins)
     if any(b["intact"]["n"] for b in bins):
         ax.bar(
@@ -83,20 +125,21 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
             color=INTACT_COLOR,
             label="intact partner: said intact",
         )
+        _whiskers(ax, [x + 0.2 for x in xs], [b["intact"].get("ci95") for b in bins], "wilson intact")
     balanced = [float("nan") if b["balanced_accuracy"] is None else 100 * b["balanced_accuracy"] for b in bins]
     if both:
-        ax.plot(xs, balanced, linestyle="none", marker="D", color="black", label="balanced accuracy")
+        ax.plot(xs, balanced, linestyle="none", marker="D", color="black", label="balanced accuracy", zorder=5)
+        _whiskers(ax, xs, [balanced_interval(b) for b in bins], "mover balanced")
         ax.axhline(50, color="grey", linestyle="--", linewidth=1, label="chance (balanced accuracy)")
     for container, key in zip(ax.containers, ("swapped", "intact"), strict=False):
         for bar, b in zip(container, bins, strict=False):
             if b[key]["n"]:  # the value over every bar with items, so 0% is not mistaken for an empty bin
-                ax.text(
-                    bar.get_x() + bar.get_width() / 2, bar.get_height() + 1.5, f"{bar.get_height():.0f}", ha="center", fontsize=6
-                )
+                top = 100 * b[key]["ci95"][1] if b[key].get("ci95") else bar.get_height()  # above its whisker
+                ax.text(bar.get_x() + bar.get_width() / 2, top + 1.5, f"{bar.get_height():.0f}", ha="center", fontsize=6)
     ax.set_xticks(xs, [f"{b['lo']:.1f}–{b['hi']:.1f}\nn={b['swapped']['n']}+{b['intact']['n']}" for b in bins], fontsize=7)
     ax.set_ylim(0, 135)  # room above 100% for the legend
     ax.set_yticks(range(0, 101, 25))
-    ax.set_xlabel("LPIPS distance of the swapped frames (n = swapped + intact items)", fontsize=8)
+    ax.set_xlabel("LPIPS distance of the swapped frames (n = swapped + intact items; whiskers: 95% CI)", fontsize=8)
     ax.set_ylabel("accuracy per class (%)", fontsize=8)
     title = "Temporal detection by LPIPS bin of the swapped pair"
     ax.set_title(title if both else title + "\n(swapped items only: no intact partners in the run)", fontsize=9)
@@ -117,7 +160,7 @@ def _frame_columns(tables: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | None]]):
     """Heatmap (run · task) × true frame of the anomaly: accuracy and n in each cell, cells of
-    fewer than 10 items greyed (:func:`judgetrain.eval.core.figures.rate_heatmap`); ``named`` is
+    fewer than 10 items lighter and hatched (:func:`judgetrain.eval.core.figures.rate_heatmap`); ``named`` is
     (run name, :func:`judgetrain.eval.bias.timecatch_positions` output).
     The frame axis holds every frame from 1 to the largest seen (a frame no item has is
     left blank) and W_avg last. ``None`` when there is nothing to draw."""
@@ -134,7 +177,7 @@ def timecatch_positions_figure(named: Sequence[tuple[str, Mapping[str, Any] | No
         [[None if c is None else c.get("n") for c in row] for row in cells],
         [n for n, _ in rows],
         cols,
-        "TimeCatch accuracy by true frame of the anomaly (n below; grey: n < 10)",
+        "TimeCatch accuracy by true frame of the anomaly (n below; lighter, hatched: n < 10)",
     )
     ax.set_xlabel("frame (1-based; swap: earlier frame)")
     fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
