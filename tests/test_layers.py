@@ -44,6 +44,8 @@ BUILDS_ON = {
     "judgetrain.data_builders.ordering": {"judgetrain.data_builders.prism"},
     "judgetrain.data_builders.rationales": {"judgetrain.data_builders.prism", "judgetrain.data_builders.mirage"},
     "judgetrain.eval.bias": {"judgetrain.eval.judge", "judgetrain.eval.timecatch"},
+    # an item page shows a PhaseFusion question's arm posterior as that evaluation computes it
+    "judgetrain.eval.view": {"judgetrain.eval.phasefusion"},
 }
 README = REPO / "README.md"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80

@@ -2,6 +2,7 @@
 
 :mod:`.items` reads a run folder into the items the page shows, :mod:`.thumbs` makes the
 frames' content-addressed thumbnails, :mod:`.markdown` turns a report into HTML (markdown-it-py),
+:mod:`.compare` lays several runs' metrics side by side (``eval compare``'s numbers),
 :mod:`.page` writes the page set with the files of :mod:`.assets` (jinja2, from ``templates/``),
 and :mod:`.command` is the CLI.
 README: "`judgetrain eval view`".
@@ -14,7 +15,8 @@ __getattr__, __dir__, __all__ = attach(
     {
         "assets": ["STATIC_FILES", "index_html", "static_file"],
         "command": ["ViewConfig", "main", "make_parser"],
-        "items": ["dataset_images", "load_run", "messages_text", "posterior_summary"],
+        "compare": ["compare_table", "newcombe"],
+        "items": ["dataset_images", "load_run", "messages_text", "posterior_summary", "sequence_groups"],
         "markdown": ["to_html"],
         "page": ["DETAIL_CHUNK", "TABLE_CHUNK", "write_pages", "write_view"],
         "thumbs": ["THUMB_SIDE", "Thumbs", "jpeg", "resolve_frames", "video_key"],

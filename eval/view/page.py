@@ -2,7 +2,8 @@
 
 :func:`write_view` writes into ``out``: ``index.html`` (the page), ``app.js`` and
 ``style.css`` (:mod:`.assets`, the package's ``templates/``), ``data/meta.js`` (the runs,
-their reports and figures), ``data/items-NNNN.js`` (the item table, :data:`TABLE_CHUNK` items a file) and
+their reports and figures and, for several runs, :mod:`.compare`'s table of them side by
+side), ``data/items-NNNN.js`` (the item table, :data:`TABLE_CHUNK` items a file) and
 ``data/detail-NNNN.js`` (each item's prompt, frames and posteriors, :data:`DETAIL_CHUNK` a
 file, loaded when an item is opened), ``runs/K/*.png`` (each run's figures) and
 ``thumbs/`` (:mod:`.thumbs`). The data are JavaScript files that set globals and load by
@@ -22,6 +23,7 @@ from typing import Any
 from judgetrain.io import no_nan, write_bytes, write_text
 
 from .assets import STATIC_FILES, index_html, static_file
+from .compare import compare_table
 from .items import dataset_images, load_run
 from .markdown import to_html
 from .thumbs import Thumbs, resolve_frames
@@ -70,7 +72,20 @@ def _summary(it: Mapping[str, Any] | None) -> list[Any] | None:
 def _detail(it: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if it is None:
         return None
-    keys = ("prompt", "prompt_kind", "frames", "choices", "probs", "pred", "gold", "correct", "passes", "extra")
+    keys = (
+        "prompt",
+        "prompt_kind",
+        "frames",
+        "frames_note",
+        "choices",
+        "probs",
+        "pred",
+        "gold",
+        "correct",
+        "main",
+        "passes",
+        "extra",
+    )
     return {k: it[k] for k in keys}
 
 
@@ -91,8 +106,12 @@ def write_pages(runs: Sequence[Mapping[str, Any]], names: Sequence[str], out: st
     for c, start in enumerate(range(0, len(ids), DETAIL_CHUNK)):
         chunk = {i: [_detail(r.get(i)) for r in by_run] for i in ids[start : start + DETAIL_CHUNK]}
         write_text(out / f"data/detail-{c:04d}.js", _js("JT.addDetail", c, chunk))
+    metas = [_run_meta(k, run, n, out) for k, (run, n) in enumerate(zip(runs, names, strict=True))]
     meta = {
-        "runs": [_run_meta(k, run, n, out) for k, (run, n) in enumerate(zip(runs, names, strict=True))],
+        "runs": metas,
+        # several runs: one table side by side (eval compare's cells) and each figure in a row, a column per run
+        "compare": compare_table([r["dir"] for r in runs], names) if len(runs) > 1 else None,
+        "figure_names": list(dict.fromkeys(Path(f).name for m in metas for f in m["figures"])),
         "n_items": len(ids),
         "detail_chunk": DETAIL_CHUNK,
         "tasks": sorted({str(t[1]) for t in table if t[1] is not None}),

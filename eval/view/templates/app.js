@@ -1,8 +1,10 @@
 // The run browser's views, vanilla JavaScript (no library), over the globals the data files fill
 // (JT.setMeta, JT.addItems, JT.addDetail; index.html): an item table filtered, sorted and paged
 // over the whole items array (one pass per change, only the page's rows in the DOM, so 20,000
-// items stay fast), an overview of each run's report and figures, and an item page (#item=ID)
-// with the frames, the prompt and every run's posterior as bars; an item's detail file is
+// items stay fast), an overview (one run: its report and figures; several: one table of their
+// metrics side by side, each figure in a row with a column per run, and a link to each run's full
+// report, #run=K), and an item page (#item=ID) with the frames grouped as the model saw them,
+// the prompt, every run's posterior as bars and, for PhaseFusion, a table of every pass; an item's detail file is
 // loaded by a <script> tag when it is opened. Copied as it is into every page folder.
 'use strict';
 (function () {
@@ -126,19 +128,69 @@
     pager.appendChild(el('span', {id: 'count', text: 'page ' + (S.page + 1) + ' of ' + pages + ' · ' + view.length +
       ' of ' + ITEMS.length + ' items'}));
   }
+  function runHead(r, k) {
+    return el('p', {'class': 'run-facts'}, ['model ' + r.model + (r.adapter ? ' + adapter ' + r.adapter : '') + ' · data ' +
+      r.data + (r.split ? ' [' + r.split + ']' : '') + ' · ' + r.n + ' items · folder ' + r.dir]);
+  }
+  function runSection(r, k) {
+    var box = el('section', {'class': 'overview', 'data-run': k}, [el('h2', {text: r.name + ' (' + r.evaluation + ')'}),
+      runHead(r, k)]);
+    r.warnings.forEach(function (w) { box.appendChild(el('p', {'class': 'warn', text: w})); });
+    var rep = el('div', {'class': 'report'}); rep.innerHTML = r.report; box.appendChild(rep);
+    var shown = rep.querySelectorAll('img').length;
+    var figs = r.figures.map(function (f) { return el('a', {href: f}, [el('img', {src: f})]); });
+    if (!shown) box.appendChild(el('div', {'class': 'figures'}, figs));
+    return box;
+  }
+  function compareTable(c) {
+    // eval compare's table turned a quarter: a row per metric, a column per run, its Δ and p beside it
+    if (c.error) return el('p', {'class': 'warn', id: 'compare-error', text: c.error});
+    var head = el('tr', {}, [el('th', {text: 'metric'})].concat(c.rows.map(function (row) {
+      return el('th', {'class': row.kind, 'data-kind': row.kind, 'data-run': row.run, text: row.label});
+    })));
+    var body = c.columns.map(function (col, j) {
+      return el('tr', {'data-metric': col}, [el('th', {text: col})].concat(c.rows.map(function (row) {
+        return el('td', {'class': row.kind, 'data-kind': row.kind, 'data-run': row.run, text: row.cells[j]});
+      })));
+    });
+    return el('table', {'class': 'md compare', id: 'compare'}, [el('thead', {}, [head]), el('tbody', {}, body)]);
+  }
+  function figureGrid() {
+    var head = el('tr', {}, [el('th', {text: 'figure'})].concat(M.runs.map(function (r) { return el('th', {text: r.name}); })));
+    var rows = M.figure_names.map(function (name) {
+      return el('tr', {'data-figure': name}, [el('th', {text: name})].concat(M.runs.map(function (r, k) {
+        var f = r.figures.filter(function (x) { return x.split('/').pop() === name; })[0];
+        return el('td', {'data-run': k}, [f ? el('a', {href: f}, [el('img', {src: f})]) : '(none)']);
+      })));
+    });
+    return el('table', {'class': 'figgrid', id: 'figures'}, [el('thead', {}, [head]), el('tbody', {}, rows)]);
+  }
   function overview() {
     main.innerHTML = '';
-    M.runs.forEach(function (r) {
-      var box = el('section', {'class': 'overview'}, [el('h2', {text: r.name + ' (' + r.evaluation + ')'}),
-        el('p', {text: 'model ' + r.model + (r.adapter ? ' + adapter ' + r.adapter : '') + ' · data ' + r.data +
-          (r.split ? ' [' + r.split + ']' : '') + ' · ' + r.n + ' items · folder ' + r.dir})]);
-      r.warnings.forEach(function (w) { box.appendChild(el('p', {'class': 'warn', text: w})); });
-      var rep = el('div', {'class': 'report'}); rep.innerHTML = r.report; box.appendChild(rep);
-      var shown = rep.querySelectorAll('img').length;
-      var figs = r.figures.map(function (f) { return el('img', {src: f}); });
-      if (!shown) box.appendChild(el('div', {'class': 'figures'}, figs));
-      main.appendChild(box);
-    });
+    if (R === 1) { main.appendChild(runSection(M.runs[0], 0)); return; }
+    var box = el('section', {'class': 'overview', id: 'side-by-side'}, [el('h2', {text: R + ' runs side by side'})]);
+    var list = el('ul', {'class': 'run-list'}, M.runs.map(function (r, k) {
+      return el('li', {}, [el('b', {text: r.name + ' (' + r.evaluation + ') '}),
+        el('a', {href: '#run=' + k, 'class': 'full-report', text: 'full report ›'}), runHead(r, k)].concat(
+        r.warnings.map(function (w) { return el('p', {'class': 'warn', text: w}); })));
+    }));
+    box.appendChild(list);
+    if (M.compare) {
+      box.appendChild(el('h3', {text: 'Metrics' + (M.compare.evaluation ? ' (' + M.compare.evaluation + ')' : '')}));
+      box.appendChild(compareTable(M.compare));
+      (M.compare.notes || []).forEach(function (n) { box.appendChild(el('p', {'class': 'note', text: n})); });
+    }
+    if (M.figure_names.length) {
+      box.appendChild(el('h3', {text: 'Figures, one column per run'}));
+      box.appendChild(figureGrid());
+    }
+    main.appendChild(box);
+  }
+  function runPage(k) {
+    main.innerHTML = '';
+    if (!M.runs[k]) { main.appendChild(el('p', {text: 'no run ' + k})); return; }
+    if (R > 1) main.appendChild(el('p', {}, [el('a', {href: '#overview', text: '‹ back to the runs side by side'})]));
+    main.appendChild(runSection(M.runs[k], k));
   }
   function loadDetail(id, done) {
     var c = Math.floor(INDEX[id] / M.detail_chunk);
@@ -149,15 +201,31 @@
     document.head.appendChild(s);
   }
   function frames(groups) {
-    var box = el('div', {});
+    var box = el('div', {'class': 'frame-groups'});
     (groups || []).forEach(function (g) {
-      box.appendChild(el('h4', {text: g.label}));
-      box.appendChild(el('div', {'class': 'frames'}, g.thumbs.map(function (t, i) {
+      var grp = el('div', {'class': 'seq-group', 'data-label': g.label}, [el('h4', {'class': 'group-title', text: g.label})]);
+      if (g.note) grp.appendChild(el('p', {'class': 'note', text: g.note}));
+      grp.appendChild(el('div', {'class': 'frames'}, g.thumbs.map(function (t, i) {
         return el('figure', {}, [t ? el('img', {src: t, 'class': 'thumb'}) : el('span', {text: '(missing)'}),
-          el('figcaption', {text: 'frame ' + (i + 1)})]);
+          el('figcaption', {text: g.captions ? g.captions[i] : 'frame ' + (i + 1)})]);
       })));
+      box.appendChild(grp);
     });
     return box;
+  }
+  function passTable(x) {
+    var origins = {}; x.passes.forEach(function (p) { origins[p.origin] = 1; });
+    var several = Object.keys(origins).length > 1;
+    var letters = x.choices.map(function (c) { return c.split('.')[0]; });
+    var head = (several ? ['origin'] : []).concat(['grid', 'phase', 'ordering', 'options shown as', 'frames', 'answer'])
+      .concat(letters.map(function (l) { return 'P(' + l + ')'; }));
+    var rows = x.passes.map(function (p) {
+      var cells = (several ? [p.origin] : []).concat([p.grid, String(p.phase), String(p.ordering), p.shown, p.times,
+        letters[p.pred] || String(p.pred)]).concat(p.posterior.map(function (q) { return q.toFixed(3); }));
+      return el('tr', {'class': p.main ? 'main' : ''}, cells.map(function (c) { return el('td', {text: c}); }));
+    });
+    return el('table', {'class': 'md passes'}, [el('thead', {}, [el('tr', {}, head.map(function (h) {
+      return el('th', {text: h}); }))]), el('tbody', {}, rows)]);
   }
   function bars(choices, probs, pred, gold) {
     return el('div', {'class': 'bars'}, choices.map(function (c, i) {
@@ -180,20 +248,23 @@
       var same = d.every(function (x) { return !x || JSON.stringify(x.frames) === JSON.stringify(d[0] && d[0].frames); });
       if (same && d[0]) {
         main.appendChild(el('h3', {text: 'Frames, in the order the model saw them'}));
+        if (d[0].frames_note) main.appendChild(el('p', {'class': 'note', id: 'frames-note', text: d[0].frames_note}));
         main.appendChild(frames(d[0].frames));
       }
       var cols = el('div', {'class': 'runs'});
       d.forEach(function (x, k) {
         var box = el('div', {'class': 'run', 'data-run': k}, [el('h3', {text: M.runs[k].name})]);
         if (!x) { box.appendChild(el('p', {text: 'not in this run'})); cols.appendChild(box); return; }
-        if (!same) box.appendChild(frames(x.frames));
+        if (!same) {
+          if (x.frames_note) box.appendChild(el('p', {'class': 'note', text: x.frames_note}));
+          box.appendChild(frames(x.frames));
+        }
         box.appendChild(el('p', {text: 'prediction ' + x.pred + ' · ' + (x.correct ? 'correct' : 'incorrect')}));
+        if (x.main) box.appendChild(el('p', {'class': 'main-posterior', text: 'Posterior shown: ' + x.main}));
         box.appendChild(bars(x.choices, x.probs, x.pred, x.gold));
         if ((x.passes || []).length) {
-          var passes = x.passes.map(function (p) {
-            return el('div', {}, [el('b', {text: p[0]}), bars(x.choices, p[1], x.choices[p[2]], x.gold)]);
-          });
-          box.appendChild(el('details', {}, [el('summary', {text: x.passes.length + ' passes'})].concat(passes)));
+          box.appendChild(el('h4', {text: 'All ' + x.passes.length + ' passes (bold: the ones the posterior above reads)'}));
+          box.appendChild(passTable(x));
         }
         box.appendChild(el('h4', {text: x.prompt_kind === 'messages' ?
           'Prompt (messages; the run stored no rendered prompt)' : 'Prompt as rendered'}));
@@ -209,6 +280,7 @@
     var h = decodeURIComponent(location.hash.slice(1));
     main.removeAttribute('data-ready');
     if (h.indexOf('item=') === 0) item(h.slice(5));
+    else if (h.indexOf('run=') === 0) runPage(+h.slice(4));
     else if (h === 'overview') overview();
     else items();
   }

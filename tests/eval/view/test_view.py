@@ -18,7 +18,12 @@ import pytest
 from judgetrain import config, records
 from judgetrain.eval import timecatch as T
 from judgetrain.eval.core import runs
-from judgetrain.eval.view import assets as A, command as V, items as I, markdown as MD, page as P, thumbs as TH
+from judgetrain.eval.view import assets as A
+from judgetrain.eval.view import command as V
+from judgetrain.eval.view import items as I
+from judgetrain.eval.view import markdown as MD
+from judgetrain.eval.view import page as P
+from judgetrain.eval.view import thumbs as TH
 
 LIMIT = 8  # the first 8 validation records hold all four tasks
 
@@ -27,9 +32,24 @@ LIMIT = 8  # the first 8 validation records hold all four tasks
 def tc_run(tiny_model, timecatch_build, tmp_path_factory):
     """A real TimeCatch run over the first LIMIT validation records."""
     out = tmp_path_factory.mktemp("view-runs") / "zero-shot"
-    cfg, = config.parse(T.make_parser(), ["--model", str(tiny_model("qwen3-vl")), "--data", str(timecatch_build[0]),
-                                          "--split", "validation", "--out", str(out), "--batch-size", "4",
-                                          "--limit", str(LIMIT), "--no-progress"])
+    (cfg,) = config.parse(
+        T.make_parser(),
+        [
+            "--model",
+            str(tiny_model("qwen3-vl")),
+            "--data",
+            str(timecatch_build[0]),
+            "--split",
+            "validation",
+            "--out",
+            str(out),
+            "--batch-size",
+            "4",
+            "--limit",
+            str(LIMIT),
+            "--no-progress",
+        ],
+    )
     assert T.main(cfg) == 0
     return out
 
@@ -49,24 +69,55 @@ def test_posterior_summary_is_the_top_probability_and_its_lead():
 
 
 def test_messages_text_marks_each_image():
-    prompt = [{"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": "Frame 2:"},
-                                           {"type": "image", "text": None}, {"type": "text", "text": " Swapped?"}]}]
+    prompt = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "text": None},
+                {"type": "text", "text": "Frame 2:"},
+                {"type": "image", "text": None},
+                {"type": "text", "text": " Swapped?"},
+            ],
+        }
+    ]
     assert I.messages_text(prompt) == "[user]\n<image>Frame 2:<image> Swapped?"
 
 
 def test_markdown_tables_headings_images_and_escaping():
-    md = ("# Title\n\nsome **bold** <b>x</b>\n\n| a | b<br>c |\n|---|---:|\n| 1 | 2 |\n\n- one\n- two\n\n"
-          "![fig](acc.png)\n\n[![Fig 1](conf.png)](conf.png)\n\n[web](https://example.org/a.png)\n\n```\n<x>\n```\n")
+    md = (
+        "# Title\n\nsome **bold** <b>x</b>\n\n| a | b<br>c |\n|---|---:|\n| 1 | 2 |\n\n- one\n- two\n\n"
+        "![fig](acc.png)\n\n[![Fig 1](conf.png)](conf.png)\n\n[web](https://example.org/a.png)\n\n```\n<x>\n```\n"
+    )
     html = MD.to_html(md, lambda s: "runs/0/" + s)
     assert html.splitlines() == [
-        "<h2>Title</h2>", "<p>some <strong>bold</strong> &lt;b&gt;x&lt;/b&gt;</p>",  # raw HTML is text
-        '<table class="md">', "<thead>", "<tr>", "<th>a</th>", '<th style="text-align:right">b<br />', "c</th>", "</tr>",
-        "</thead>", "<tbody>", "<tr>", "<td>1</td>", '<td style="text-align:right">2</td>', "</tr>", "</tbody>", "</table>",
-        "<ul>", "<li>one</li>", "<li>two</li>", "</ul>",
+        "<h2>Title</h2>",
+        "<p>some <strong>bold</strong> &lt;b&gt;x&lt;/b&gt;</p>",  # raw HTML is text
+        '<table class="md">',
+        "<thead>",
+        "<tr>",
+        "<th>a</th>",
+        '<th style="text-align:right">b<br />',
+        "c</th>",
+        "</tr>",
+        "</thead>",
+        "<tbody>",
+        "<tr>",
+        "<td>1</td>",
+        '<td style="text-align:right">2</td>',
+        "</tr>",
+        "</tbody>",
+        "</table>",
+        "<ul>",
+        "<li>one</li>",
+        "<li>two</li>",
+        "</ul>",
         '<p><img src="runs/0/acc.png" alt="fig" class="figure" /></p>',
         # a linked figure, as every report writes its figures: the image inside its link, both into the page folder
         '<p><a href="runs/0/conf.png"><img src="runs/0/conf.png" alt="Fig 1" class="figure" /></a></p>',
-        '<p><a href="https://example.org/a.png">web</a></p>', "<pre><code>&lt;x&gt;", "</code></pre>"]
+        '<p><a href="https://example.org/a.png">web</a></p>',
+        "<pre><code>&lt;x&gt;",
+        "</code></pre>",
+    ]
 
 
 def test_the_page_is_the_package_template_with_its_title_escaped():
@@ -135,7 +186,7 @@ def test_page_set_thumbnails_are_content_addressed_and_made_once(tc_run, tmp_pat
     assert all(again.have(h) for h in frames) and again.made == 0
     text = (tmp_path / "page" / "data" / "items-0000.js").read_text()
     assert text.startswith("JT.addItems(") and "http" not in index.read_text()  # nothing from the network
-    table = json.loads(text[len("JT.addItems("):-3])
+    table = json.loads(text[len("JT.addItems(") : -3])
     assert [t[0] for t in table] == [r["id"] for r in _rows(tc_run)]
     first = _rows(tc_run)[0]
     pred = first["choices"].index(first["prediction"])
@@ -150,7 +201,7 @@ def test_the_overview_shows_every_figure_of_the_report_as_a_linked_image(tc_run,
     assert named and set(named) == {p.name for p in tc_run.glob("*.png")}
     P.write_view([tc_run], tmp_path / "page", progress=False, store=tmp_path / "store")
     meta = (tmp_path / "page" / "data" / "meta.js").read_text()
-    run, = json.loads(meta[len("JT.setMeta("):-3])["runs"]
+    (run,) = json.loads(meta[len("JT.setMeta(") : -3])["runs"]
     images, text = _overview_figures(run["report"])
     assert images == [(f"runs/0/{name}", f"runs/0/{name}") for name in named]
     assert all((tmp_path / "page" / src).is_file() for src, _ in images)
@@ -177,7 +228,7 @@ def test_old_run_without_the_new_fields_opens_from_its_dataset_or_with_what_it_h
 
 
 def test_command_defaults_to_run_view_and_needs_out_for_several(tc_run, capsys):
-    cfg, = config.parse(V.make_parser(), [str(tc_run), "--no-progress"])
+    (cfg,) = config.parse(V.make_parser(), [str(tc_run), "--no-progress"])
     assert cfg.out == tc_run / "view" and V.main(cfg) == 0
     assert capsys.readouterr().out.strip() == f"Run page: {tc_run / 'view' / 'index.html'}"
     with pytest.raises(config.ConfigError, match="--out DIR"):
@@ -247,9 +298,11 @@ def _check_page(driver, url, rows, n_runs, n_figures, shot):
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.overview table.md"))
     # every figure of every run's report: a loaded image inside its link, and no markdown shown as text
     wait.until(lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
-    figures = driver.execute_script("return Array.from(document.querySelectorAll('section.overview img')).map("
-                                    "i => [i.naturalWidth, i.parentElement.tagName, i.parentElement.getAttribute('href'),"
-                                    " i.getAttribute('src')])")
+    figures = driver.execute_script(
+        "return Array.from(document.querySelectorAll('section.overview img')).map("
+        "i => [i.naturalWidth, i.parentElement.tagName, i.parentElement.getAttribute('href'),"
+        " i.getAttribute('src')])"
+    )
     assert len(figures) == n_runs * n_figures > 0
     assert all(w > 0 and parent == "A" and href == src for w, parent, href, src in figures), figures
     text = driver.find_element(By.ID, "main").text
@@ -262,8 +315,12 @@ def test_the_page_in_headless_chromium_from_disk_and_from_a_local_server(tc_run,
     one = P.write_view([tc_run], tmp_path / "one", progress=False, store=tmp_path / "store")
     two = P.write_view([tc_run, tc_run], tmp_path / "two", ["base", "again"], progress=False, store=tmp_path / "store")
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=two.parent,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=two.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _check_page(driver, one.as_uri(), rows, 1, figures, tmp_path / "file-item.png")
         for _ in range(100):  # the server is up once it accepts a connection
@@ -285,10 +342,12 @@ def test_a_dataset_or_any_folder_that_is_not_a_run_is_refused_before_anything_is
     before = sorted(p.relative_to(prism_build) for p in prism_build.rglob("*"))
     assert cli(["eval", "view", str(prism_build), "--no-progress"]) == 2  # once a 22-line FileNotFoundError traceback
     err = capsys.readouterr().err
-    assert err == ("error: invalid eval view configuration:\n"
-                   f"  - runs: {prism_build} is a dataset folder (build.json found: `judgetrain build prism` wrote it), "
-                   f"not an evaluation run; evaluate a model on it first (`judgetrain eval judge --model MODEL --data "
-                   f"{prism_build} --out results/RUN`), then view the run: `judgetrain eval view results/RUN`\n")
+    assert err == (
+        "error: invalid eval view configuration:\n"
+        f"  - runs: {prism_build} is a dataset folder (build.json found: `judgetrain build prism` wrote it), "
+        f"not an evaluation run; evaluate a model on it first (`judgetrain eval judge --model MODEL --data "
+        f"{prism_build} --out results/RUN`), then view the run: `judgetrain eval view results/RUN`\n"
+    )
     assert sorted(p.relative_to(prism_build) for p in prism_build.rglob("*")) == before  # no view/ in the dataset
     stopped, empty, absent = tmp_path / "stopped", tmp_path / "empty", tmp_path / "absent"
     empty.mkdir()
@@ -304,5 +363,7 @@ def test_a_dataset_or_any_folder_that_is_not_a_run_is_refused_before_anything_is
     manifests.mkdir()
     (manifests / "build.json").write_text('{"builder": "video-mcq"}')
     assert cli(["eval", "view", str(manifests)]) == 2
-    assert (f"(`judgetrain eval phasefusion --model MODEL --manifest {manifests}/manifest.jsonl --out results/RUN`)"
-            in capsys.readouterr().err) and not (manifests / "view").exists()
+    assert (
+        f"(`judgetrain eval phasefusion --model MODEL --manifest {manifests}/manifest.jsonl --out results/RUN`)"
+        in capsys.readouterr().err
+    ) and not (manifests / "view").exists()
