@@ -4,7 +4,8 @@ Once a run has written ``metrics.json``, :func:`log_run` opens one wandb run nam
 run folder, in the project ``$WANDB_PROJECT`` (default ``judgetrain``, where training and
 ``judgetrain sweep`` log), with ``run.json`` as its config, and logs:
 
-- every number of ``metrics.json`` as a scalar, nested keys joined by ``/``
+- every number of ``metrics.json`` in the run summary (final values, one each: no history,
+  so no one-point charts), nested keys joined by ``/``
   (``table2/main/temporal_detect/clevrer/accuracy``; list entries by index, ``…/ci95/0``);
 - a ``wandb.Table`` ``item_table``, one row per prediction (a PhaseFusion run: one per pass, each
   view and ordering): id, task, source, gold, prediction, correct, the top probability, the
@@ -19,8 +20,16 @@ run folder, in the project ``$WANDB_PROJECT`` (default ``judgetrain``, where tra
 Offline-safe as training is (``judgetrain.train.outputs.configure_reporting``): without
 ``WANDB_API_KEY``, a key in ``~/.netrc`` or a ``WANDB_MODE``, the run is written offline
 under ``$WANDB_DIR`` (default the run folder: ``RUN/wandb/offline-run-…``) for a later
-``wandb sync``. Keys are never logged: wandb reads them from the environment itself, and
-config keys that look like secrets are left out.
+``wandb sync``, which the last line printed names. The offline run is whole in that folder:
+wandb's staging area (the item table and its frame images, until ``wandb sync`` uploads them)
+and its cache go to ``RUN/wandb/artifacts/staging`` and ``RUN/wandb/cache`` instead of the
+home folder (``WANDB_DATA_DIR``, ``WANDB_CACHE_DIR``, unless set). The table is the
+``run_table`` artifact; ``files/media/table/*.table.json`` is wandb's flat copy of it, with
+``"Image"`` where a frame strip goes. A repeated report of one folder resumes its wandb run
+(``id=…, resume="allow"``; the id kept in ``RUN/wandb/judgetrain-run.json``) rather than
+opening a second one of the same name; offline, that is a new ``offline-run-…-ID`` folder
+with the same id (sync the newest, printed). Keys are never logged: wandb reads them from
+the environment itself, and config keys that look like secrets are left out.
 
 README: "Run folders".
 """
@@ -32,12 +41,14 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from judgetrain.config import ConfigError
 from judgetrain.errors import UserError
+from judgetrain.io import write_json
 
 from .runs import METRICS, read_run
 
@@ -47,6 +58,7 @@ __all__ = [
     "IMAGE_ROWS_ENV",
     "ITEM_COLUMNS",
     "REPORT_TO",
+    "RUN_ID_FILE",
     "TABLE_KEY",
     "filmstrip",
     "flat_metrics",
@@ -55,6 +67,7 @@ __all__ = [
     "log_run",
     "reports_to_wandb",
     "run_config",
+    "stored_run_id",
     "wandb_mode",
 ]
 
@@ -81,6 +94,11 @@ ITEM_COLUMNS = [
 ]
 # run.json keys that are bulky and say nothing a wandb filter needs (item ids, content hashes)
 _CONFIG_DROP = ("items", "identity", "argv")
+RUN_ID_FILE = "judgetrain-run.json"  # in RUN/wandb/: the wandb run id a repeated report resumes
+# wandb's folders outside its run folder, by environment variable: where they go under RUN/wandb ("": RUN/wandb
+# itself, the staging area then RUN/wandb/artifacts/staging). WANDB_CONFIG_DIR stays: it holds the user's settings
+# (base_url, entity); WANDB_ARTIFACT_DIR is where artifacts are downloaded to, which logging never does.
+_HOME_DIRS = {"WANDB_DATA_DIR": "", "WANDB_CACHE_DIR": "cache"}
 _SECRET = re.compile(r"token|secret|password|passwd|api[_-]?key|credential", re.I)
 
 
@@ -299,11 +317,65 @@ def item_rows(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], image_
     return _record_rows(rows, info, image_rows)
 
 
+@contextmanager
+def _wandb_dirs(wandb_dir: Path) -> Iterator[None]:
+    """Point wandb's own folders outside its run folder (:data:`_HOME_DIRS`: the artifact
+    staging area, which holds the item table and its frame images until ``wandb sync``
+    uploads them, and the cache with the wandb-core service's logs) into ``wandb_dir``
+    while a run is logged, so an offline run is whole inside the run folder. wandb reads
+    them from the environment only (``wandb.env``; no ``wandb.Settings`` field), so they are
+    set here and restored afterwards; one the user set is left as it is."""
+    saved = {name: os.environ.get(name) for name in _HOME_DIRS}
+    try:
+        for name, sub in _HOME_DIRS.items():
+            os.environ.setdefault(name, str(wandb_dir / sub if sub else wandb_dir))
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def stored_run_id(run_dir: str | os.PathLike) -> str | None:
+    """The wandb run id an earlier report of ``run_dir`` logged under (:data:`RUN_ID_FILE`), or None."""
+    path = Path(run_dir) / "wandb" / RUN_ID_FILE
+    try:
+        return json.loads(path.read_text()).get("run_id") or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _open_run(run_dir: Path, folder: Path, cfg: Mapping[str, Any], project: str):
+    """``wandb.init`` for ``run_dir``: the run an earlier report opened when there is one
+    (``WANDB_RUN_ID`` / ``WANDB_RESUME`` in the environment win, as in training), whose id is
+    then stored in the run folder for the next report."""
+    import wandb
+
+    run_id = os.environ.get("WANDB_RUN_ID") or stored_run_id(run_dir)
+    resume = os.environ.get("WANDB_RESUME", "allow") if run_id else None
+    run = wandb.init(
+        project=project,
+        name=run_dir.resolve().name,
+        dir=str(folder),
+        mode=wandb_mode(),
+        job_type="eval",
+        config=dict(cfg),
+        id=run_id,
+        resume=cast(Any, resume),
+        reinit="create_new",
+    )
+    (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "wandb" / RUN_ID_FILE, {"run_id": run.id})
+    return run
+
+
 def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *, image_rows: int | None = None) -> Path:
-    """Log a finished run folder to wandb (see the module docstring): its metrics and its items
-    table. ``cfg``: the wandb config (default: :func:`run_config` of ``run.json``);
-    ``image_rows``: rows carrying frames (default :func:`image_rows_limit`). Returns the wandb
-    run's local folder (``…/wandb/offline-run-…`` offline)."""
+    """Log a finished run folder to wandb (see the module docstring): its metrics (in the run
+    summary) and its items table. ``cfg``: the wandb config (default: :func:`run_config` of
+    ``run.json``); ``image_rows``: rows carrying frames (default :func:`image_rows_limit`).
+    Returns the wandb run's local folder (``…/wandb/offline-run-…`` offline)."""
     import wandb
 
     run_dir = Path(run_dir)
@@ -313,31 +385,25 @@ def log_run(run_dir: str | os.PathLike, cfg: Mapping[str, Any] | None = None, *,
     metrics = flat_metrics(json.loads((run_dir / METRICS).read_text()))
     limit = image_rows_limit() if image_rows is None else image_rows
     table = wandb.Table(columns=list(ITEM_COLUMNS), data=item_rows(rows, info, limit))
-    mode, folder = wandb_mode(), Path(os.environ.get("WANDB_DIR") or run_dir)
+    folder = Path(os.environ.get("WANDB_DIR") or run_dir)
     folder.mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", DEFAULT_WANDB_PROJECT)
-    run = wandb.init(
-        project=project,
-        name=run_dir.resolve().name,
-        dir=str(folder),
-        mode=mode,
-        job_type="eval",
-        config=dict(cfg) if cfg is not None else run_config(info),
-        reinit="create_new",
-    )
-    try:
-        run.log({**metrics, TABLE_KEY: table})
-        local = Path(run.dir).parent
-    finally:
-        run.finish()
-        # finish() returns before wandb's service has written the run's file; teardown waits for it, and
-        # leaves no settings behind for a later wandb run of this process (a training run's own folder)
-        wandb.teardown()
+    with _wandb_dirs(folder / "wandb"):
+        run = _open_run(run_dir, folder, cfg if cfg is not None else run_config(info), project)
+        try:
+            run.summary.update(metrics)  # final values, one each: the summary, not a one-step history
+            run.log({TABLE_KEY: table})
+            local, offline, run_id = Path(run.sync_dir), run.offline, run.id
+            where = f"offline: sync with `wandb sync {local}`" if offline else f"project {project} ({run.url})"
+        finally:
+            run.finish()
+            # finish() returns before wandb's service has written the run's file; teardown waits for it, and
+            # leaves no settings behind for a later wandb run of this process (a training run's own folder)
+            wandb.teardown()
     n_images = sum(row[-1] is not None for row in table.data)
-    where = f"offline in {local} (upload with `wandb sync {local}`)" if mode == "offline" else f"project {project}"
     print(
-        f"wandb: logged {len(metrics)} metrics and {len(table.data)} items ({n_images} with their frames; "
-        f"{IMAGE_ROWS_ENV} sets how many) of {run_dir}, {where}",
+        f"wandb: logged {len(metrics)} metrics (run summary) and {len(table.data)} items ({n_images} with their "
+        f"frames; {IMAGE_ROWS_ENV} sets how many) of {run_dir} as run {run_id}, {where}",
         file=sys.stderr,
         flush=True,
     )

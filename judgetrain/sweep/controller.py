@@ -85,10 +85,13 @@ def run_sweep(cfg: SweepConfig) -> Any:
     from optuna.trial import TrialState
     from rich.console import Console
 
+    from judgetrain.wandb_mode import offline_mode_hidden
+
     console = Console(stderr=True, soft_wrap=True)  # messages stay on one line in logs
     if len(cfg.objectives) > 1 and cfg.pruner != "none":
         console.print("multi-objective study: Optuna cannot prune it, so --pruner is ignored")
-    cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
+    with offline_mode_hidden():  # checking uses no wandb: no "[INFO] Running in WANDB offline mode" from transformers
+        cfg.search_space.validate(cfg.recipe_file, cfg.overrides, world_size=cfg.world_size, objectives=cfg.objectives)
     study = open_study(cfg)  # refuses a controller of other settings before anything is written
     cfg.trials_dir.mkdir(parents=True, exist_ok=True)
     take_over = TakeOver(cfg, study, console)  # a killed controller's trials: their SLURM jobs' work kept

@@ -7,6 +7,7 @@ import json
 import os
 import struct
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -14,31 +15,57 @@ from PIL import Image
 from judgetrain import config, records
 from judgetrain.config import ConfigError
 from judgetrain.eval import timecatch as T
-from judgetrain.eval.core import runs, wandb_report as W
+from judgetrain.eval.core import runs
+from judgetrain.eval.core import wandb_report as W
 
 LIMIT = 4  # the first validation records: enough for a table, a few seconds on 2 cores
 
 
 def _argv(model, data, out, *extra):
-    return ["--model", str(model), "--data", str(data), "--split", "validation", "--out", str(out),
-            "--batch-size", "2", "--limit", str(LIMIT), "--no-progress", *extra]
+    return [
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--split",
+        "validation",
+        "--out",
+        str(out),
+        "--batch-size",
+        "2",
+        "--limit",
+        str(LIMIT),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def test_flat_metrics_hand_worked():
-    metrics = {"table2": {"main": {"td": {"accuracy": 0.75, "n": 4, "ci95": [0.3, 0.95]}}},
-               "unit": "%", "missing": None, "ok": True, "bins": [{"lo": 0.0, "n": 2}]}
-    assert W.flat_metrics(metrics) == {"table2/main/td/accuracy": 0.75, "table2/main/td/n": 4,
-                                       "table2/main/td/ci95/0": 0.3, "table2/main/td/ci95/1": 0.95, "ok": True,
-                                       "bins/0/lo": 0.0, "bins/0/n": 2}
+    metrics = {
+        "table2": {"main": {"td": {"accuracy": 0.75, "n": 4, "ci95": [0.3, 0.95]}}},
+        "unit": "%",
+        "missing": None,
+        "ok": True,
+        "bins": [{"lo": 0.0, "n": 2}],
+    }
+    assert W.flat_metrics(metrics) == {
+        "table2/main/td/accuracy": 0.75,
+        "table2/main/td/n": 4,
+        "table2/main/td/ci95/0": 0.3,
+        "table2/main/td/ci95/1": 0.95,
+        "ok": True,
+        "bins/0/lo": 0.0,
+        "bins/0/n": 2,
+    }
 
 
 def test_report_to_is_parsed_checked_and_not_identity(tmp_path):
     parse = T.make_parser
-    cfg, = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o", "--report-to", "wandb"))
+    (cfg,) = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o", "--report-to", "wandb"))
     assert cfg.report_to == ["wandb"] and "report_to" not in config.identity(cfg)
-    cfg, = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o", "--report_to", "none"))
+    (cfg,) = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o", "--report_to", "none"))
     assert cfg.report_to == []
-    cfg, = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o"))
+    (cfg,) = config.parse(parse(), _argv("m", tmp_path, tmp_path / "o"))
     assert cfg.report_to == [] and not W.reports_to_wandb(cfg.report_to)
     with pytest.raises(ConfigError, match=r"report_to: 'tensorboard'; evaluations report to none or wandb"):
         config.parse(parse(), _argv("m", tmp_path, tmp_path / "o", "--report-to", "tensorboard"))
@@ -77,10 +104,10 @@ def _wandb_records(path):
         if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
             pos += 32768 - pos % 32768
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0:
             break
-        buf += data[pos + 7:pos + 7 + length]
+        buf += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # full, last
             record = pb.Record()
@@ -92,6 +119,11 @@ def _wandb_records(path):
 
 def _key(item):
     return item.key or "/".join(item.nested_key)
+
+
+def _summary(by_type):
+    """The run summary an offline log holds: its summary records' updates, later ones winning."""
+    return {_key(i): json.loads(i.value_json) for r in by_type.get("summary", []) for i in r.summary.update}
 
 
 def _lookup(metrics, key):
@@ -117,7 +149,7 @@ def _read_back(out):
     assert "exit" in by_type, f"{path} never got its exit record: {sorted(by_type)}"
     (artifact,) = [r.artifact for r in by_type["artifact"] if r.artifact.type == "run_table"]
     files = {c.path: c.local_path for c in artifact.manifest.contents}
-    table = json.loads(open(files[f"{W.TABLE_KEY}.table.json"]).read())
+    table = json.loads(Path(files[f"{W.TABLE_KEY}.table.json"]).read_text())
     assert table["columns"] == W.ITEM_COLUMNS
     return by_type, [dict(zip(table["columns"], row, strict=True)) for row in table["data"]], files
 
@@ -133,7 +165,7 @@ def offline_wandb(tmp_path, monkeypatch):
 def test_timecatch_run_logged_offline_and_read_back(tiny_model, timecatch_build, tmp_path, monkeypatch, offline_wandb):
     monkeypatch.setenv(W.IMAGE_ROWS_ENV, "3")  # the 4th row goes without its frames
     out = tmp_path / "tc-wandb"
-    cfg, = config.parse(T.make_parser(), _argv(tiny_model("qwen3-vl"), timecatch_build[0], out, "--report-to", "wandb"))
+    (cfg,) = config.parse(T.make_parser(), _argv(tiny_model("qwen3-vl"), timecatch_build[0], out, "--report-to", "wandb"))
     assert T.main(cfg) == 0
     by_type, rows, files = _read_back(out)
     run = by_type["run"][0].run
@@ -143,13 +175,14 @@ def test_timecatch_run_logged_offline_and_read_back(tiny_model, timecatch_build,
     assert config_items["evaluation"] == "timecatch" and config_items["report_to"] == ["wandb"]
     assert config_items["n_items"] == LIMIT and "items" not in config_items and "identity" not in config_items
 
-    # every number of metrics.json, exactly, under its /-joined key
+    # every number of metrics.json, exactly, under its /-joined key, in the run summary (not the history)
     metrics = json.loads((out / runs.METRICS).read_text())
-    history = {_key(i): json.loads(i.value_json) for r in by_type["history"] for i in r.history.item}
-    scalars = {k: v for k, v in history.items() if not k.startswith("_") and not k.startswith(W.TABLE_KEY + "/")}
+    scalars = {k: v for k, v in _summary(by_type).items() if not k.startswith("_") and not k.startswith(W.TABLE_KEY + "/")}
     assert scalars["n"] == LIMIT and scalars["run/world_size"] == 1
     assert len(scalars) > 20 and all(v == _lookup(metrics, k) for k, v in scalars.items())
     assert scalars == W.flat_metrics(metrics)
+    history = {_key(i) for r in by_type["history"] for i in r.history.item}
+    assert all(k.startswith(("_", W.TABLE_KEY + "/")) for k in history), history
 
     # the item table (the run_table artifact, staged for `wandb sync`) and its frame images
     preds = runs.read_predictions(out / runs.PREDICTIONS)
@@ -179,9 +212,34 @@ def test_phasefusion_run_logs_one_row_per_pass_with_its_view(tiny_model, clips, 
     from judgetrain.video import decode_frames
 
     out = tmp_path / "pf-wandb"
-    assert main(["eval", "phasefusion", "--model", str(tiny_model("qwen3-vl")), "--manifest", str(clips), "--out",
-                 str(out), "--budget", "2", "--phases", "2", "--orderings", "2", "--arms", "single,fusion",
-                 "--limit", "1", "--no-progress", "--report-to", "wandb"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "phasefusion",
+                "--model",
+                str(tiny_model("qwen3-vl")),
+                "--manifest",
+                str(clips),
+                "--out",
+                str(out),
+                "--budget",
+                "2",
+                "--phases",
+                "2",
+                "--orderings",
+                "2",
+                "--arms",
+                "single,fusion",
+                "--limit",
+                "1",
+                "--no-progress",
+                "--report-to",
+                "wandb",
+            ]
+        )
+        == 0
+    )
     _, rows, files = _read_back(out)
     preds = runs.read_predictions(out / runs.PREDICTIONS)
     passes = [p for p in preds if p["kind"] == "pass"]
@@ -201,8 +259,19 @@ def test_phasefusion_run_logs_one_row_per_pass_with_its_view(tiny_model, clips, 
 
 
 def test_rows_of_a_run_whose_records_are_gone_keep_the_predictions(tmp_path, capsys):
-    rows = [{"id": "a", "task": "frame_detect", "source": "s", "label": "no", "prediction": "yes", "correct": False,
-             "choices": ["yes", "no"], "probs": [0.75, 0.25], "n_frames": 4}]
+    rows = [
+        {
+            "id": "a",
+            "task": "frame_detect",
+            "source": "s",
+            "label": "no",
+            "prediction": "yes",
+            "correct": False,
+            "choices": ["yes", "no"],
+            "probs": [0.75, 0.25],
+            "n_frames": 4,
+        }
+    ]
     (row,) = W.item_rows(rows, {"data": str(tmp_path / "moved"), "split": "test"}, image_rows=10)
     assert row == ["a", "frame_detect", "s", None, "no", "yes", False, 0.75, '{"yes": 0.75, "no": 0.25}', None, 4, None]
     assert "prompts and frames left out" in capsys.readouterr().err
@@ -214,14 +283,13 @@ def test_eval_report_logs_the_rebuilt_run_too(tiny_model, timecatch_build, tmp_p
     from judgetrain.eval.core import rebuild
 
     out = tmp_path / "tc-report"
-    cfg, = config.parse(T.make_parser(), _argv(tiny_model("qwen3-vl"), timecatch_build[0], out))
+    (cfg,) = config.parse(T.make_parser(), _argv(tiny_model("qwen3-vl"), timecatch_build[0], out))
     assert T.main(cfg) == 0 and not (out / "wandb").exists()
-    rcfg, = config.parse(rebuild.make_parser(), [str(out), "--report_to", "wandb"])
+    (rcfg,) = config.parse(rebuild.make_parser(), [str(out), "--report_to", "wandb"])
     assert rebuild.main(rcfg) == 0
     by_type, rows, _ = _read_back(out)
-    history = {_key(i): json.loads(i.value_json) for r in by_type["history"] for i in r.history.item}
-    assert {k: history[k] for k in W.flat_metrics(json.loads((out / runs.METRICS).read_text()))} == \
-        W.flat_metrics(json.loads((out / runs.METRICS).read_text()))
+    summary, flat = _summary(by_type), W.flat_metrics(json.loads((out / runs.METRICS).read_text()))
+    assert {k: summary[k] for k in flat} == flat
     assert [r["id"] for r in rows] == [p["id"] for p in runs.read_predictions(out / runs.PREDICTIONS)]
     with pytest.raises(config.ConfigError, match="report_to: 'tensorboard'"):
         config.parse(rebuild.make_parser(), [str(out), "--report_to", "tensorboard"])
