@@ -433,7 +433,7 @@ def _select(cfg: JudgeEvalConfig) -> tuple[Any, list[int], list[str]]:
     if cfg.split not in ds_all:
         raise EvalInputError(f"{cfg.data} has no split {cfg.split!r}; its splits are {sorted(ds_all)} (pass --split)")
     ds = ds_all[cfg.split]
-    chosen = {"tasks": cfg.tasks, "layouts": cfg.layouts, "subsets": cfg.subsets, "limit": cfg.limit}
+    chosen: dict[str, Any] = {"tasks": cfg.tasks, "layouts": cfg.layouts, "subsets": cfg.subsets, "limit": cfg.limit}
     idx = select(ds, **chosen, sample=cfg.sample, sample_seed=cfg.sample_seed)
     if not idx:
         present = dict(Counter(list(ds["task"])))
