@@ -61,6 +61,7 @@ __getattr__, __dir__, __all__ = attach(
             "clopper_pearson_upper",
             "consensus_answer",
             "delong_auroc_difference",
+            "difference_interval",
             "disagreement",
             "flipped",
             "learn_then_test",

@@ -17,8 +17,11 @@ runs on different items get a plain line saying how many items each holds that t
 An evaluation whose module also offers ``cell_counts(metrics) -> {column: (k | None, n)}``
 (TimeCatch, judge) gets the n behind every cell: a rate (``k`` successes of ``n``) prints as
 ``75.0 [30.1, 95.4] (n=4)`` with its Wilson 95% interval (:func:`judgetrain.eval.core.stats.wilson`),
-another number (a macro-F1, ``k`` None) as ``66.7 (n=4)``, and a Δ cell names the two runs and
-the n of each, ``+25.0 (FT vs ZS, n=4/4)``. Cells without counts print the bare value.
+another number (a macro-F1, ``k`` None) as ``66.7 (n=4)``, and a Δ cell gives the difference of
+two rates with its 95% interval (Newcombe's, :func:`judgetrain.eval.core.stats.difference_interval`)
+and names the two runs and the n of each, ``+25.0 [-28.1, +69.9] (FT vs ZS, n=4/4)``. Cells
+without counts print the bare value. The cells' formats are public (:func:`rate_cell`,
+:func:`delta_cell`, :func:`p_cell`) for the run browser's table.
 README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
 """
 
@@ -38,8 +41,9 @@ from judgetrain.identity import differences as identity_differences
 from .metrics import ci95
 from .registry import evaluation_of, module_for, paired_tests_for
 from .runs import METRICS, PREDICTIONS, PredictionsError
+from .stats import difference_interval
 
-__all__ = ["CompareConfig", "compare", "main", "make_parser"]
+__all__ = ["CompareConfig", "compare", "delta_cell", "main", "make_parser", "p_cell", "rate_cell"]
 
 
 def _what_was_evaluated(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,12 +193,12 @@ def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[fl
     for label, vals, delta in result["rows"]:
         if not delta:
             run += 1
-            texts = [_fmt_cell(v, c) for v, c in zip(vals, counts[run], strict=False)]
+            texts = [rate_cell(v, c) for v, c in zip(vals, counts[run], strict=False)]
         else:
-            texts = [_fmt_delta(v, names[run], names[0], c, c0) for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
+            texts = [delta_cell(v, names[run], names[0], c, c0) for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
         out.append((label, texts, "delta" if delta else "run", vals))
         if delta and (p := next(p_rows, None)) is not None:
-            out.append((p["label"], [_fmt_p(v) for v in p["pvalues"]], "p", p["pvalues"]))
+            out.append((p["label"], [p_cell(v) for v in p["pvalues"]], "p", p["pvalues"]))
     return out
 
 
@@ -253,7 +257,7 @@ def _items_lines(result: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _fmt_cell(v: float | None, count: tuple[int | None, int] | None = None) -> str:
+def rate_cell(v: float | None, count: tuple[int | None, int] | None = None) -> str:
     """A run's cell: the value, with its Wilson interval (a rate, ``k`` known) and n where counted."""
     if count is None:
         return "–" if v is None else f"{v:.1f}"
@@ -264,18 +268,25 @@ def _fmt_cell(v: float | None, count: tuple[int | None, int] | None = None) -> s
     return f"{v:.1f}" + ("" if interval is None else f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]") + f" (n={n})"
 
 
-def _fmt_delta(
+def delta_cell(
     v: float | None, name: str, first: str, count: tuple[int | None, int] | None, first_count: tuple[int | None, int] | None
 ) -> str:
-    """A Δ cell: the signed difference, and (where both runs' cells are counted) which runs and each one's n."""
+    """A Δ cell: the signed difference in points; where both runs' cells are counted, its 95% interval
+    (two rates: :func:`~judgetrain.eval.core.stats.difference_interval`, Newcombe's, from the two
+    Wilson intervals), which runs and each one's n, ``+25.0 [-28.1, +69.9] (FT vs ZS, n=4/4)``."""
     if v is None:
         return "–"
     if count is None or first_count is None:
         return f"{v:+.1f}"
-    return f"{v:+.1f} ({name} vs {first}, n={count[1]}/{first_count[1]})"
+    shown = ""
+    if count[0] is not None and first_count[0] is not None and count[1] and first_count[1]:
+        lo, hi = difference_interval(first_count[0], first_count[1], count[0], count[1])
+        shown = f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return f"{v:+.1f}{shown} ({name} vs {first}, n={count[1]}/{first_count[1]})"
 
 
-def _fmt_p(p: float | None) -> str:
+def p_cell(p: float | None) -> str:
+    """A p row's cell: three decimals, or ``1.2e-04`` below 0.001; ``–`` without a test."""
     if p is None:
         return "–"
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"

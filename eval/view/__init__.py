@@ -15,7 +15,7 @@ __getattr__, __dir__, __all__ = attach(
     {
         "assets": ["STATIC_FILES", "index_html", "static_file"],
         "command": ["ViewConfig", "main", "make_parser"],
-        "compare": ["compare_table", "newcombe"],
+        "compare": ["compare_table"],
         "items": ["dataset_images", "load_run", "messages_text", "posterior_summary", "sequence_groups"],
         "markdown": ["to_html"],
         "page": ["DETAIL_CHUNK", "TABLE_CHUNK", "write_pages", "write_view"],

@@ -243,8 +243,14 @@ def test_compare_puts_the_adapter_next_to_the_base(study):
         # each cell: the value, then its Wilson interval and n (judgetrain.eval.core.compare)
         assert [rows[name][columns.index(c)].split(" [")[0] for c in wanted] == [f"{values[name][c]:.1f}" for c in wanted]
         assert all(rows[name][columns.index(c)].endswith("(n=4)") for c in wanted)
-    assert [rows["Δ js1"][columns.index(c)] for c in wanted] == [f"{values['js1'][c] - values['base'][c]:+.1f} (js1 vs base, n=4/4)"
-                                                                 for c in wanted]
+    # each Δ with its 95% interval (Newcombe's, from the two runs' counts of 4)
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    def delta(c):
+        lo, hi = confint_proportions_2indep(round(values["js1"][c] / 25), 4, round(values["base"][c] / 25), 4, method="newcomb")
+        return f"{values['js1'][c] - values['base'][c]:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] (js1 vs base, n=4/4)"
+
+    assert [rows["Δ js1"][columns.index(c)] for c in wanted] == [delta(c) for c in wanted]
 
 
 def test_compare_shows_the_median_margin_before_and_after(study):

@@ -61,6 +61,15 @@ def check_rates(md: str) -> int:
     return with_interval
 
 
+def delta_by_statsmodels(k1: int, n1: int, k2: int, n2: int) -> str:
+    """``[lo, hi]`` in signed points of k2/n2 − k1/n1 (a later run minus the first), Newcombe's method 10
+    as statsmodels computes it: what an `eval compare` Δ cell of two rates shows."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    lo, hi = confint_proportions_2indep(k2, n2, k1, n1, method="newcomb", compare="diff")
+    return f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
 @pytest.fixture
 def rates():
     """The helpers above, for tests in any folder under tests/eval."""
@@ -69,5 +78,6 @@ def rates():
         is_rate = staticmethod(lambda text: WITH_INTERVAL.fullmatch(text) is not None)
         tables = staticmethod(md_tables)
         wilson = staticmethod(wilson_by_hand)
+        delta = staticmethod(delta_by_statsmodels)
 
     return Rates

@@ -7,6 +7,7 @@ value against the formula worked by hand (k = 3 of n = 4: [30.1, 95.4] %)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -139,11 +140,11 @@ def test_compare_cells_carry_n_and_wilson_and_delta_names_the_runs(tmp_path, rat
     by = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
     _, _, cell = _three_of_four(rates)
     assert by["ZS"]["TD clevrer"] == cell and by["FT"]["TD clevrer"] == "100.0 [51.0, 100.0] (n=4)"
-    assert by["Δ FT"]["TD clevrer"] == "+25.0 (FT vs ZS, n=4/4)"
-    assert by["Δ FT"]["FL clevrer long"] == "+0.0 (FT vs ZS, n=1/1)"
+    assert by["Δ FT"]["TD clevrer"] == f"+25.0 {rates.delta(3, 4, 4, 4)} (FT vs ZS, n=4/4)"
+    assert re.fullmatch(r"\+0\.0 \[-\d+\.\d, \+\d+\.\d\] \(FT vs ZS, n=1/1\)", by["Δ FT"]["FL clevrer long"])
     for label in ("ZS", "FT"):  # every run cell of TimeCatch is a rate
         assert all(rates.is_rate(c) for c in list(by[label].values())[1:]), by[label]
-    assert "Wilson 95% interval" in md and "+25.0 (FT vs ZS, n=4/4)" in printed
+    assert "Wilson 95% interval" in md and f"+25.0 {rates.delta(3, 4, 4, 4)} (FT vs ZS, n=4/4)" in printed
     assert "different items" not in md
 
     # a run on fewer items: refused, then compared with a plain line naming how many items differ
@@ -156,7 +157,7 @@ def test_compare_cells_carry_n_and_wilson_and_delta_names_the_runs(tmp_path, rat
     assert ("few and ZS were evaluated on different items (missing from few: 1 of ZS's 7; missing from ZS: 0 of "
             "few's 6)") in result["markdown"]
     (header, rows), = rates.tables(result["markdown"])
-    assert dict(zip(header, rows[2], strict=True))["TD clevrer"] == "+25.0 (few vs ZS, n=3/4)"
+    assert dict(zip(header, rows[2], strict=True))["TD clevrer"] == f"+25.0 {rates.delta(3, 4, 3, 3)} (few vs ZS, n=3/4)"
     assert cli_main(["eval", "compare", str(zs), str(fewer), "--allow-different-data"]) == 0
     assert "few and ZS were evaluated on different items" in capsys.readouterr().out
 
@@ -174,6 +175,6 @@ def test_compare_of_judge_runs_gives_rates_an_interval_and_f1_its_n(tmp_path, ra
     assert by["base"]["pairwise Acc all"] == f"83.3 [{100 * lo:.1f}, {100 * hi:.1f}] (n=6)"
     assert by["fixed"]["pairwise Acc all"] == "100.0 [64.6, 100.0] (n=7)"
     assert by["base"]["pairwise F1 all"].endswith("(n=6)") and "[" not in by["base"]["pairwise F1 all"]
-    assert by["Δ fixed"]["pairwise Acc all"] == "+16.7 (fixed vs base, n=7/6)"
+    assert by["Δ fixed"]["pairwise Acc all"] == f"+16.7 {rates.delta(5, 6, 7, 7)} (fixed vs base, n=7/6)"
     assert by["base"]["ordering exact match"] == "50.0 [9.5, 90.5] (n=2)"
     assert json.loads((base / runs.METRICS).read_text())["ordering"]["exact"] == 1

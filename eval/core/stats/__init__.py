@@ -14,7 +14,8 @@ the computation to scipy, statsmodels and scikit-learn; one module per kind:
 - :mod:`.bootstrap`: bootstrap CIs that resample questions, so passes of one question stay together
   (App. A, App. C "Oracle-bound uncertainty");
 - :mod:`.intervals`: rate intervals: Wilson score intervals for flip, change and disagreement rates
-  (what the paper's brackets are: 136/593 gives 22.9 % [19.7, 26.5], App. A), and Clopper–Pearson;
+  (what the paper's brackets are: 136/593 gives 22.9 % [19.7, 26.5], App. A), Clopper–Pearson, and
+  Newcombe's interval of the difference of two rates (what `eval compare`'s Δ cells print);
 - :mod:`.ltt`: fixed-sequence Learn-then-Test of margin thresholds with one-sided
   Clopper–Pearson bounds, on seeded calibration / test halves (App. H, Table S10);
 - :mod:`.roc`: AUROC of a score for predicting flips or correctness (§4.3, App. I/J), and DeLong's
@@ -32,7 +33,7 @@ README: "`judgetrain eval phasefusion`".
 
 from .bootstrap import bootstrap_ci, paired_bootstrap_ci
 from .checks import StatsError, or_none
-from .intervals import clopper_pearson, wilson
+from .intervals import clopper_pearson, difference_interval, wilson
 from .ltt import (
     LTT_DELTA,
     LTT_MIN_ANSWERED,
@@ -72,6 +73,7 @@ __all__ = [
     "clopper_pearson_upper",
     "consensus_answer",
     "delong_auroc_difference",
+    "difference_interval",
     "disagreement",
     "flipped",
     "learn_then_test",

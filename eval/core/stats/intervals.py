@@ -10,7 +10,7 @@ import numpy as np
 
 from .checks import StatsError
 
-__all__ = ["clopper_pearson", "wilson"]
+__all__ = ["clopper_pearson", "difference_interval", "wilson"]
 
 
 def _check_count(k: int, n: int) -> None:
@@ -39,4 +39,17 @@ def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
 
     _check_count(k, n)
     lo, hi = proportion_confint(int(k), int(n), alpha=alpha, method="wilson")
+    return float(lo), float(hi)
+
+
+def difference_interval(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The 1 - alpha interval of ``k2/n2 - k1/n1`` (a later run's rate minus the first's) by
+    Newcombe's hybrid score method, his method 10, which builds it from the two rates' Wilson
+    intervals (statsmodels ``confint_proportions_2indep(method="newcomb")``). It treats the two
+    as independent samples: on the same items (paired) it errs wide."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    _check_count(k1, n1)
+    _check_count(k2, n2)
+    lo, hi = confint_proportions_2indep(int(k2), int(n2), int(k1), int(n1), method="newcomb", compare="diff", alpha=alpha)
     return float(lo), float(hi)

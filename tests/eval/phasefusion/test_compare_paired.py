@@ -191,7 +191,7 @@ def test_evaluations_without_paired_tests_have_no_p_row(tmp_path):
                                   "| | TD clevrer |\n|---|---:|\n| a | 50.0 |\n| b | 75.0 |\n| Δ b | +25.0 |\n")
 
 
-@pytest.mark.parametrize("columns, wide", [(400, True), (80, False)])
+@pytest.mark.parametrize("columns, wide", [(600, True), (80, False)])
 def test_the_terminal_table_turns_when_the_arms_do_not_fit(runs, capsys, monkeypatch, columns, wide):
     """Side by side (runs as rows, like the markdown) where the terminal is wide enough; otherwise
     one row per column, so a dozen arm columns are not squeezed into ellipses."""

@@ -166,7 +166,7 @@ def test_report_recomputes_everything_from_predictions(tmp_path):
     assert (base / runs.METRICS).read_text() == first and (base / "confusion_frame_localize.png").is_file()
 
 
-def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
+def test_compare_two_runs_with_delta_rows(tmp_path, capsys, rates):
     base, tuned = _runs(tmp_path)
     out = tmp_path / "cmp.md"
     cfg, = config.parse(C.make_parser(), [str(base), str(tuned), "--names", "0-shot,FT", "--out", str(out)])
@@ -177,7 +177,8 @@ def test_compare_two_runs_with_delta_rows(tmp_path, capsys):
     # columns: TD clevrer, TD craft, FL clevrer, each with its Wilson interval and n
     assert lines["0-shot"] == ["50.0 [9.5, 90.5] (n=2)", "100.0 [20.7, 100.0] (n=1)", "0.0 [0.0, 79.3] (n=1)"]
     assert lines["FT"] == ["100.0 [34.2, 100.0] (n=2)", "100.0 [20.7, 100.0] (n=1)", "0.0 [0.0, 79.3] (n=1)"]
-    assert lines["Δ FT"] == ["+50.0 (FT vs 0-shot, n=2/2)", "+0.0 (FT vs 0-shot, n=1/1)", "+0.0 (FT vs 0-shot, n=1/1)"]
+    deltas = [rates.delta(1, 2, 2, 2), rates.delta(1, 1, 1, 1), rates.delta(0, 1, 0, 1)]  # each Δ with its 95% interval
+    assert lines["Δ FT"] == [f"{d} {ci} (FT vs 0-shot, n={n}/{n})" for d, ci, n in zip(("+50.0", "+0.0", "+0.0"), deltas, (2, 1, 1))]
     assert "Δ FT" in capsys.readouterr().out  # the rich table
     with pytest.raises(ValueError, match="one per run"):
         C.compare([base, tuned], names=["a"])

@@ -14,6 +14,7 @@ from judgetrain import records
 from judgetrain.cli import main as cli_main
 from judgetrain.eval.core import runs
 from judgetrain.eval.core.compare import compare
+from judgetrain.eval.core.stats import difference_interval
 from judgetrain.eval.view import compare as C
 from judgetrain.eval.view import items as I
 from judgetrain.eval.view import page as P
@@ -92,11 +93,11 @@ def _letters_from_prompt(prompt) -> list[str | None]:
 # --------------------------------------------------------------------------- hand-worked pieces
 
 
-def test_newcombe_interval_is_the_published_one():
+def test_the_difference_interval_is_newcombes_published_one_later_minus_first():
     # Newcombe (1998), Statistics in Medicine 17:873, Table II, method 10: 56/70 − 48/80 and 9/10 − 3/10
-    assert C.newcombe(48, 80, 56, 70) == pytest.approx((0.0524, 0.3339), abs=5e-5)
-    assert C.newcombe(3, 10, 9, 10) == pytest.approx((0.1705, 0.8090), abs=5e-5)
-    assert C.newcombe(0, 0, 1, 2) is None
+    assert difference_interval(48, 80, 56, 70) == pytest.approx((0.0524, 0.3339), abs=5e-5)
+    assert difference_interval(3, 10, 9, 10) == pytest.approx((0.1705, 0.8090), abs=5e-5)
+    assert difference_interval(56, 70, 48, 80) == pytest.approx((-0.3339, -0.0524), abs=5e-5)
 
 
 def test_frames_are_grouped_by_sequence_as_every_layout_lays_them_out(layouts_build):
