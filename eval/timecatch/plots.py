@@ -16,9 +16,9 @@ from judgetrain.plotting import pyplot, save_figure, save_if_drawn
 
 from ..core.figures import rate_heatmap
 from .metrics import TASK_TITLES
+from .tables import balanced_interval
 
 __all__ = [
-    "balanced_interval",
     "confusion_figure",
     "lpips_figure",
     "plot_confusion",
@@ -62,24 +62,6 @@ def _pct(cell: Mapping[str, Any]) -> float:
     return float("nan") if cell["accuracy"] is None else 100 * cell["accuracy"]
 
 
-def balanced_interval(b: Mapping[str, Any]) -> tuple[float, float] | None:
-    """95% interval of a bin's balanced accuracy, the mean of its two class accuracies, by MOVER
-    (Zou & Donner 2008, "method of variance estimates recovery"; Newcombe's hybrid score
-    interval for a difference is the same construction): the two classes' Wilson intervals
-    (``ci95`` of :func:`~judgetrain.eval.timecatch.tables.lpips_class_bins`) combined as for
-    a sum of independent estimates, ``BA ∓ ½·√((p₁ − l₁)² + (p₂ − l₂)²)`` below and
-    ``± ½·√((u₁ − p₁)² + (u₂ − p₂)²)`` above. The classes are different items (a swapped clip
-    and its intact partner), treated as independent. ``None`` when a class is empty (no balanced
-    accuracy)."""
-    if b.get("balanced_accuracy") is None or not (b["swapped"].get("ci95") and b["intact"].get("ci95")):
-        return None
-    (p1, (l1, u1)), (p2, (l2, u2)) = ((c["accuracy"], c["ci95"]) for c in (b["swapped"], b["intact"]))
-    ba = b["balanced_accuracy"]
-    below = 0.5 * ((p1 - l1) ** 2 + (p2 - l2) ** 2) ** 0.5
-    above = 0.5 * ((u1 - p1) ** 2 + (u2 - p2) ** 2) ** 0.5
-    return max(0.0, ba - below), min(1.0, ba + above)
-
-
 def _whiskers(ax: Any, xs: Sequence[float], spans: Sequence[tuple[float, float] | None], gid: str) -> None:
     """Error bars from 0..1 ``spans`` (in %) at ``xs``: the vertical lines one LineCollection
     (``gid``), its caps another (``gid`` + " caps"); nothing where a span is None. Drawn as line
@@ -106,7 +88,7 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     (swapped items said anomalous, their intact partners said intact) and the balanced
     accuracy as a marker. Every bar carries its Wilson 95% interval as an error bar (the
     class's ``ci95``; none on an empty class), and the balanced-accuracy marker the MOVER
-    interval of :func:`balanced_interval`. The 50% chance line is drawn for the balanced accuracy only,
+    interval (``balanced_accuracy_ci95``, :func:`~judgetrain.eval.timecatch.tables.balanced_interval`). The 50% chance line is drawn for the balanced accuracy only,
     and only when some bin has both classes: a bar of one class has no chance level
     (a model that always says "anomaly" scores 100% on swapped items)."""
     plt = pyplot()
@@ -129,7 +111,7 @@ def lpips_figure(bins: Sequence[Mapping[str, Any]]):
     balanced = [float("nan") if b["balanced_accuracy"] is None else 100 * b["balanced_accuracy"] for b in bins]
     if both:
         ax.plot(xs, balanced, linestyle="none", marker="D", color="black", label="balanced accuracy", zorder=5)
-        _whiskers(ax, xs, [balanced_interval(b) for b in bins], "mover balanced")
+        _whiskers(ax, xs, [b.get("balanced_accuracy_ci95") or balanced_interval(b) for b in bins], "mover balanced")
         ax.axhline(50, color="grey", linestyle="--", linewidth=1, label="chance (balanced accuracy)")
     for container, key in zip(ax.containers, ("swapped", "intact"), strict=False):
         for bar, b in zip(container, bins, strict=False):

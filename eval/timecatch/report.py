@@ -28,7 +28,7 @@ from ..core.runs import METRICS, PREDICTIONS, REPORT, items_count, read_run
 from .human import load_human
 from .metrics import ALL, TASK_ABBREV, TASK_TITLES, TIMECATCH_TASKS
 from .plots import plot_confusion, plot_lpips
-from .tables import compute_metrics
+from .tables import balanced_interval, compute_metrics
 
 __all__ = ["cell_counts", "cells", "report"]
 
@@ -94,7 +94,7 @@ def _lpips_markdown(bins: Sequence[Mapping[str, Any]]) -> str:
     for b in bins:
         out += (
             f"| {b['lo']:.1f}–{b['hi']:.1f} | {_rate(b['swapped'])} | {_rate(b['intact'])} "
-            f"| {pct(b['balanced_accuracy'])} (n={b['n']}) |\n"
+            f"| {rate(b['balanced_accuracy'], b.get('balanced_accuracy_ci95') or balanced_interval(b), b['n'])} |\n"
         )
     return out
 
@@ -109,7 +109,8 @@ _LPIPS_NOTE = (
     "(their mean; scikit-learn `balanced_accuracy_score`), whose chance level is 50%. A swapped item "
     'alone has no chance level: a model that always answers "anomaly" is right on every one. '
     f"{RATE_NOTE} The balanced accuracy is the mean of the two classes' rates beside it (n: both "
-    "classes' items).\n\n"
+    "classes' items); its interval combines the two Wilson intervals as for a sum of independent rates (MOVER, "
+    "Zou & Donner 2008).\n\n"
 )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from ..core.metrics import accuracy_cell
 from .metrics import ALL, LOCALIZE_TASKS, LPIPS_BIN_WIDTH, SUBSETS, accuracy_table, confusion, lpips_bin, subset_table
 
-__all__ = ["MAIN_MAX_FRAMES", "compute_metrics", "length_subset", "lpips_class_bins", "table2"]
+__all__ = ["MAIN_MAX_FRAMES", "balanced_interval", "compute_metrics", "length_subset", "lpips_class_bins", "table2"]
 
 # Paper 000 §3.3: sequences of 4–8 frames are the main set, 9–16 the long one.
 MAIN_MAX_FRAMES = 8
@@ -81,7 +81,8 @@ def lpips_class_bins(
     interval ``None`` with no items),
     ``intact`` over the intact partners (same source, ``sequence_id`` and layout) of the
     bin's swapped items, ``balanced_accuracy`` the mean of the two classes' accuracies
-    (``None`` unless both are present), ``n`` both classes' items together."""
+    (``None`` unless both are present) with its 95% interval ``balanced_accuracy_ci95``
+    (:func:`balanced_interval`), ``n`` both classes' items together."""
     task_rows = [r for r in rows if r["task"] == task]
     swapped = [r for r in task_rows if r.get("lpips_swapped") is not None]
     if not swapped:
@@ -106,7 +107,26 @@ def lpips_class_bins(
                 "balanced_accuracy": _balanced(sw, intact),
             }
         )
+        bins[-1]["balanced_accuracy_ci95"] = balanced_interval(bins[-1])
     return bins
+
+
+def balanced_interval(b: Mapping[str, Any]) -> tuple[float, float] | None:
+    """95% interval of a bin's balanced accuracy, the mean of its two class accuracies, by MOVER
+    (Zou & Donner 2008, "method of variance estimates recovery"; Newcombe's hybrid score
+    interval for a difference is the same construction): the two classes' Wilson intervals
+    (``ci95`` of :func:`lpips_class_bins`) combined as for
+    a sum of independent estimates, ``BA ∓ ½·√((p₁ − l₁)² + (p₂ − l₂)²)`` below and
+    ``± ½·√((u₁ − p₁)² + (u₂ − p₂)²)`` above. The classes are different items (a swapped clip
+    and its intact partner), treated as independent. ``None`` when a class is empty (no balanced
+    accuracy)."""
+    if b.get("balanced_accuracy") is None or not (b["swapped"].get("ci95") and b["intact"].get("ci95")):
+        return None
+    (p1, (l1, u1)), (p2, (l2, u2)) = ((c["accuracy"], c["ci95"]) for c in (b["swapped"], b["intact"]))
+    ba = b["balanced_accuracy"]
+    below = 0.5 * ((p1 - l1) ** 2 + (p2 - l2) ** 2) ** 0.5
+    above = 0.5 * ((u1 - p1) ** 2 + (u2 - p2) ** 2) ** 0.5
+    return max(0.0, ba - below), min(1.0, ba + above)
 
 
 def compute_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

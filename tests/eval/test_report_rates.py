@@ -70,6 +70,11 @@ def test_timecatch_report_prints_every_rate_with_n_and_wilson(tmp_path, rates):
     assert "| Random | 50.0 |" in md and "| n | 4 |" in md  # the paper's rows stay
     lpips = next(rows for header, rows in rates.tables(md) if header[0] == "LPIPS bin")
     assert lpips[1][1:3] == ["100.0 [20.7, 100.0] (n=1)", "0.0 [0.0, 79.3] (n=1)"]  # 1 of 1, 0 of 1
+    # the balanced accuracy, 50 %, with the interval its two classes' Wilson intervals make (MOVER)
+    (l1, _), (_, u2) = rates.wilson(1, 1), rates.wilson(0, 1)
+    below, above = 0.5 * ((1 - l1) ** 2 + 0**2) ** 0.5, 0.5 * (0**2 + u2**2) ** 0.5  # swapped 1 of 1, intact 0 of 1
+    assert re.fullmatch(r"50\.0 \[(\d+\.\d), (\d+\.\d)\] \(n=2\)", lpips[1][3]), lpips[1][3]
+    assert [float(x) for x in re.findall(r"\d+\.\d", lpips[1][3])[1:3]] == pytest.approx([100 * (0.5 - below), 100 * (0.5 + above)], abs=0.06)
     assert "Wilson 95% interval" in md
 
 

@@ -95,7 +95,7 @@ def test_every_plotted_rate_has_its_wilson_or_mover_error_bar(rates):
             lo, hi = _mover(cells, b["balanced_accuracy"])
             assert balanced[x] == pytest.approx((100 * max(0.0, lo), 100 * min(1.0, hi)), abs=1e-9)
             assert balanced[x][0] <= 100 * b["balanced_accuracy"] <= balanced[x][1]
-        assert TP.balanced_interval(bins[1]) is None
+        assert TT.balanced_interval(bins[1]) is None and bins[1]["balanced_accuracy_ci95"] is None
         fig.canvas.draw()
         renderer, frame = fig.canvas.get_renderer(), fig.bbox
         for artist in (ax.get_legend(), ax.title, ax.xaxis.label, ax.yaxis.label):
