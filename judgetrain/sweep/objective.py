@@ -88,7 +88,10 @@ def trial_objective(cfg: SweepConfig, console):
         trial.set_user_attr("output_dir", str(out))
         trial.set_user_attr("overrides", overrides)
         # the same, typed as the trainer's parser reads them: what `sweep best` writes, without loading that parser
-        trial.set_user_attr("recipe_overrides", recipe_with_overrides({}, overrides))
+        from judgetrain.train.parser import recipe_method
+
+        method = recipe_method(["--config", str(cfg.recipe_file), *overrides])  # GRPO's and reward's fields parse as theirs
+        trial.set_user_attr("recipe_overrides", recipe_with_overrides({}, overrides, method=method))
         progress = TrialProgress(console, trial, cfg.trials, [o.name for o in cfg.objectives])
         progress.started(values, out)
         rc, log, reason = train_trial(cfg, trial, overrides, out, progress)

@@ -101,11 +101,13 @@ def print_summary(study, cfg, console) -> None:
     print(f"trial folders in {cfg.out}; `judgetrain sweep best {cfg.study} --storage {cfg.storage}` writes the winning recipe")
 
 
-def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str], *, method: str | None = None) -> dict[str, Any]:
     """``recipe`` with ``--field value`` flags applied as the trainer applies them: argparse
     with the trainer's own parser converts each value to its field's type (``--max_steps 4``
     is the number 4, ``--bf16 false`` is False, a list field takes every value up to the
-    next flag), later flags winning. What the parser does not take raises a SweepError."""
+    next flag), later flags winning. What the parser does not take raises a SweepError. The
+    parser is the training method's (``--method`` among the overrides, else ``method``, else the
+    recipe's ``method``, else SFT's)."""
     import argparse
 
     from judgetrain.config import jsonable
@@ -113,7 +115,7 @@ def recipe_with_overrides(recipe: dict[str, Any], overrides: list[str]) -> dict[
 
     flags = [a.split("=", 1)[1] for a in overrides if a.startswith("--method=")]
     flags += [overrides[i + 1] for i, a in enumerate(overrides[:-1]) if a == "--method"]
-    method = flags[-1] if flags else recipe.get("method")
+    method = flags[-1] if flags else method or recipe.get("method")
     parser = make_parser(method if method in ("grpo", "reward") else "sft")
     for action in parser_actions(parser):  # only the fields the overrides name end up in the namespace
         action.default = argparse.SUPPRESS

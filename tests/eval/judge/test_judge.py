@@ -650,7 +650,8 @@ def test_eval_compare_two_judge_runs_and_refuses_other_data(tiny_qwen, judge_dat
     assert md.startswith("judge: values in %") and "| pairwise Acc PRISM-Temporal |" in md and "| Δ fixed |" in md
     (header, cells), = rates.tables(md)
     delta = dict(zip(header, cells[2], strict=True))["pairwise Acc all"]
-    assert delta == f"{d[col]:+.1f} (fixed vs base, n={judge_data[2]}/{judge_data[2]})"
+    n = judge_data[2]  # the fixed run answers all n right; the base run b[col] % of them
+    assert delta == f"{d[col]:+.1f} {rates.delta(round(b[col] * n / 100), n, n, n)} (fixed vs base, n={n}/{n})"
     capsys.readouterr()
 
     # a run on other data (the PRISM set alone) is refused, then marked with --allow-different-data
