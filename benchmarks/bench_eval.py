@@ -25,8 +25,15 @@ depth (each layer costs the same, so a few layers keep the real proportions) and
 3. **PhaseFusion** ``--phases`` x ``--budget`` frames (the phase grids in one batch, one decode
    of the clip) vs one pass over the union grid, decoding included; goal <= 0.8x;
 
+4. **shared prefix** (``judgetrain.eval.timecatch.grouped``, what ``eval timecatch`` does by default):
+   the TimeCatch items, the records that show one frame order scored on one visual prefix vs every
+   record on its own (the engine with every lever above); goal > 1x;
+
 and once, **LPIPS** on ``--lpips-pairs`` consecutive frame pairs: the builder's filter path (each
-frame's features once) vs one network call per pair; goal >= 5x.
+frame's features once) vs one network call per pair; goal >= 5x; and, at each of
+``--lpips-batch-sides``, the filter path with batches chosen by frame pixels
+(``LpipsDistance.frames_per_batch``) vs the old fixed batch of 32 frames; goal >= 1x. Each lever's
+ratio row names the test that holds its results equal (``EQUALITY``).
 
 Each configuration reports seconds (process CPU time on a CPU, which other jobs on a shared
 machine do not inflate; wall time on CUDA, synchronised; wall time is printed beside it),
@@ -65,6 +72,12 @@ GOALS = {  # ratio key: (comparison, goal as text, predicate)
     "sharing": ("frames shared across a call's items (speed-up)", "> 1x", lambda r: r > 1.0),
     "phasefusion": ("PhaseFusion SxB vs one union pass, incl. decoding", "<= 0.8x", lambda r: r <= 0.8),
     "lpips": ("LPIPS features once vs per pair (speed-up)", ">= 5x", lambda r: r >= 5.0),
+    "prefix": ("TimeCatch: one prefix per frame order (speed-up)", "> 1x", lambda r: r > 1.0),
+    "lpips_batch": ("LPIPS filter, batch by pixels vs 32 (speed-up)", ">= 1x", lambda r: r >= 1.0),
+}
+EQUALITY = {  # the test that holds each lever's results equal to the path it replaces
+    "prefix": "tests/eval/timecatch/test_shared_prefix.py::test_grouped_scores_equal_plain_scores",
+    "lpips_batch": "tests/test_perceptual.py::test_distances_do_not_depend_on_the_batch",
 }
 
 
@@ -235,6 +248,7 @@ def write_clip(tmp: Path) -> Path:
 def configurations(scorer, args, video: Path) -> tuple[dict[str, tuple[str, int, object]], dict[str, tuple[str, str]]]:
     """``{name: (part, items the call scores, zero-argument call)}`` and ``{ratio key: (name, name)}``:
     the ratio is the first's seconds over the second's."""
+    from judgetrain.eval.timecatch.grouped import score_records
     from judgetrain.mcq import mcq_prompt, orderings
     from judgetrain.scoring import PrefixGroup, Scorer
     from judgetrain.video import FrameCache, phase_indices, probe
@@ -276,10 +290,12 @@ def configurations(scorer, args, video: Path) -> tuple[dict[str, tuple[str, int,
             [group(g, [0]) for g in decoded(phases)])),
         f"union {s * b}f + decode": ("phasefusion", 1, lambda: scorer.score_shared_prefix(
             [group(decoded([union])[0], [0])])),
+        # part "batching": its scores are checked against one-at-a-time with the other TimeCatch arms
+        "timecatch, shared prefix per frame order": ("batching", len(items), lambda: score_records(scorer, items)),
     }
     names = list(configs)
     ratios = {"batching": (names[0], names[3]), "sorting": (names[1], names[2]), "sharing": (names[2], names[3]),
-              "orderings": (names[5], names[4]), "phasefusion": (names[6], names[7])}
+              "orderings": (names[5], names[4]), "phasefusion": (names[6], names[7]), "prefix": (names[3], names[8])}
     return configs, ratios
 
 
@@ -316,7 +332,8 @@ def bench_arch(arch: str, args, tmp: Path, video: Path) -> dict:
         speedup = GOALS[key][0].endswith("(speed-up)")
         measured, flop = rows[x]["seconds"] / rows[y]["seconds"], flops[x] / flops[y]
         ratios[key] = {"of": f"{x} / {y}" if not speedup else f"{x} / {y} (speed-up)", "measured": measured,
-                       "flop_ratio": flop, "ours": measured / flop, "goal": GOALS[key][1], "met": GOALS[key][2](measured)}
+                       "flop_ratio": flop, "ours": measured / flop, "goal": GOALS[key][1], "met": GOALS[key][2](measured),
+                       **({"equality_test": EQUALITY[key]} if key in EQUALITY else {})}
     cfg = scorer.model.config
     return {"arch": arch, "decoder_layers": cfg.text_config.num_hidden_layers, "vit_layers": cfg.vision_config.depth,
             "vocab": scorer.model.get_input_embeddings().weight.shape[0], "dtype": str(scorer.dtype).removeprefix("torch."),
@@ -351,18 +368,47 @@ def bench_lpips(args) -> dict:
         single.append(t)
     if not np.allclose(d_batch, d_single, atol=1e-6) or d_filter != [quantize(d) for d in d_single]:
         raise SystemExit("filter, batched and per-pair LPIPS distances disagree")
+    batch = [lpips_batch_lever(side, args, meter, pretrained) for side in args.lpips_batch_sides]
     pairs = len(a)
     measured = min(single) / min(features_once)
     # backbone passes, 2 a pair per pair vs 1 a frame (the 1x1-conv head's arithmetic is small beside them)
     flop = 2 * pairs / (pairs + 1)
-    return {"pairs": pairs, "frame_size": args.frame_size, "batch_size": distance.batch_size,
+    return {"pairs": pairs, "frame_size": args.frame_size, "batch_size": distance.frames_per_batch(frames),
             "backbone": "alexnet-imagenet" if pretrained else "alexnet-random",
             "batched_s": min(features_once), "per_pair_s": min(single), "pairs_batched_s": min(pairs_batched),
             "pairs_batched_speedup": min(single) / min(pairs_batched),
-            "backbone_passes": {"batched": pairs + 1, "per_pair": 2 * pairs, "pairs_batched": 2 * pairs},
+            "backbone_passes": {"batched": pairs + 1, "per_pair": 2 * pairs, "pairs_batched": 2 * pairs}, "batch": batch,
             "ratio": {"of": "per pair / filter path, features once per frame (speed-up)", "measured": measured,
                       "flop_ratio": flop, "ours": measured / flop, "goal": GOALS["lpips"][1],
                       "met": GOALS["lpips"][2](measured)}}
+
+
+def lpips_batch_lever(side: int, args, meter, pretrained: bool) -> dict:
+    """The filter path (``filter_near_duplicates``, threshold 0) on ``--lpips-pairs`` + 1 frames of
+    ``side``²: batches of 32 frames (the old fixed default) vs batches chosen by frame pixels (the
+    default now), best of the repeats; both must give the same kept frames and distances."""
+    from judgetrain.perceptual import LpipsDistance, filter_near_duplicates
+
+    rng = np.random.default_rng(side)
+    frames = [rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(args.lpips_pairs + 1)]
+    arms = {"fixed": LpipsDistance(pretrained_backbone=pretrained, device=args.device, batch_size=32),
+            "pixels": LpipsDistance(pretrained_backbone=pretrained, device=args.device)}
+    times: dict[str, list[float]] = {k: [] for k in arms}
+    out = {}
+    for d in arms.values():
+        filter_near_duplicates(frames[:3], d, 0.0)  # warm-up
+    for _ in range(args.repeats):
+        for k, d in arms.items():
+            out[k], t, *_ = meter(lambda d=d: filter_near_duplicates(frames, d, 0.0))
+            times[k].append(t)
+    if out["fixed"] != out["pixels"]:
+        raise SystemExit(f"LPIPS at {side}²: batches of 32 and batches by pixels disagree")
+    measured = min(times["fixed"]) / min(times["pixels"])
+    return {"frame_size": side, "frames": len(frames), "batch_by_pixels": arms["pixels"].frames_per_batch(frames),
+            "batch_pixels": arms["pixels"].batch_pixels, "fixed_32_s": min(times["fixed"]), "by_pixels_s": min(times["pixels"]),
+            "ratio": {"of": f"batch 32 / batch by pixels at {side}² (speed-up)", "measured": measured, "flop_ratio": 1.0,
+                      "ours": measured, "goal": GOALS["lpips_batch"][1], "met": GOALS["lpips_batch"][2](measured),
+                      "equality_test": EQUALITY["lpips_batch"]}}
 
 
 def print_report(report: dict) -> None:
@@ -381,9 +427,14 @@ def print_report(report: dict) -> None:
     lines = [(m["arch"], key, r) for m in report["models"] for key, r in m["ratios"].items()]
     if report.get("lpips"):
         lines.append(("LPIPS", "lpips", report["lpips"]["ratio"]))
+        for b in report["lpips"]["batch"]:
+            print(f"  LPIPS filter {b['frame_size']}², {b['frames']} frames: batch 32 {b['fixed_32_s']:.3f} s, "
+                  f"batch by pixels ({b['batch_by_pixels']} frames) {b['by_pixels_s']:.3f} s")
+            lines.append((f"LPIPS {b['frame_size']}²", "lpips_batch", b["ratio"]))
     for arch, key, r in lines:
+        test = f" | equal: {r['equality_test']}" if "equality_test" in r else ""
         print(f"  {arch:<14} {GOALS[key][0]:<50} {r['measured']:>6.2f}x | {r['flop_ratio']:>5.2f}x | {r['ours']:>5.2f} | "
-              f"goal {r['goal']} {'met' if r['met'] else 'NOT met'}")
+              f"goal {r['goal']} {'met' if r['met'] else 'NOT met'}{test}")
 
 
 def _frames_range(text: str) -> tuple[int, int]:
@@ -391,6 +442,13 @@ def _frames_range(text: str) -> tuple[int, int]:
     if not (lo.isdigit() and (hi or lo).isdigit()) or not 1 <= int(lo) <= int(hi or lo):
         raise argparse.ArgumentTypeError(f"takes LO,HI with 1 <= LO <= HI (or one count), got {text!r}")
     return int(lo), int(hi or lo)
+
+
+def _sides(text: str) -> tuple[int, ...]:
+    parts = [p for p in text.split(",") if p]
+    if not parts or not all(p.isdigit() and int(p) >= 8 for p in parts):
+        raise argparse.ArgumentTypeError(f"takes frame sides >= 8, comma-separated, got {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 def parse_args(argv=None):
@@ -415,6 +473,8 @@ def parse_args(argv=None):
     p.add_argument("--budget", type=int, default=8, help="frames per PhaseFusion phase grid")
     p.add_argument("--phases", type=int, default=3)
     p.add_argument("--lpips-pairs", type=int, default=16, help="LPIPS frame pairs (0: skip)")
+    p.add_argument("--lpips-batch-sides", type=_sides, default=(64, 448), metavar="S,S",
+                   help="frame sides of the LPIPS batch lever (batch 32 vs by pixels), default 64,448")
     p.add_argument("--repeats", type=int, default=1, help="timed runs per configuration after the warm-up (best of)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "bench_eval.json")
     return p.parse_args(argv)

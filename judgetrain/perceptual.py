@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # torch loads on first use: a builder's --help and manifest c
 from judgetrain.errors import UserError
 
 __all__ = [
+    "CPU_BATCH_PIXELS",
+    "CUDA_BATCH_PIXELS",
     "LPIPS_DECIMALS",
     "LPIPS_NETS",
     "LPIPS_NUMERICS",
@@ -60,6 +62,16 @@ LPIPS_DECIMALS = 6
 # How distances are computed and rounded: part of a cached result's key, so that results of
 # other numerics (the float32 network of earlier versions) are recomputed, not reused.
 LPIPS_NUMERICS = f"float64, {LPIPS_DECIMALS} places"
+# Pixels per backbone batch by default (frames per batch = max(1, budget // (H·W))): a batch of a few
+# large frames is as fast per frame as a batch of many small ones, while many large frames per batch
+# run slower per frame (their float64 activations outgrow the caches). CPU: measured with the random
+# AlexNet, one thread, the features path, ms per frame at batch 1/2/4/8/16/32: 64² 6.1/4.8/3.8/3.6/2.9/2.8,
+# 128² 14.1/11.4/10.7/9.8/11.9/12.2, 224² 33.2/32.2/36.9/37.6/40.9/41.0, 448² 135/136/157/170/163 (to 16):
+# the best batch holds ~65k-200k pixels, so 2^17 (64² → 32 frames, 128² → 8, 224² → 2, 448² → 1). CUDA: 2^22 (448² → 20
+# frames, 64² → 1024), enough to fill a GPU's float64 units; not yet measured on a GPU
+# (benchmarks/bench_eval.py's LPIPS batch rows on --device cuda measure it).
+CPU_BATCH_PIXELS = 2**17
+CUDA_BATCH_PIXELS = 2**22
 
 
 def quantize(d: float) -> float:
@@ -97,8 +109,11 @@ class LpipsDistance:
     """Batched LPIPS distances between pairs of RGB uint8 frames.
 
     ``__call__(a, b)`` returns a float64 array of ``len(a)`` distances, pair
-    ``k`` being ``LPIPS(a[k], b[k])``; pairs go through the network
-    ``batch_size`` at a time on ``device`` (CUDA when available). The network's
+    ``k`` being ``LPIPS(a[k], b[k])``, on ``device`` (CUDA when available). Frames go
+    through the network in batches of :meth:`frames_per_batch`: ``batch_size`` when given (pairs
+    per batch in ``__call__``, frames in :meth:`features`), else as many as fit ``batch_pixels``
+    (default :data:`CPU_BATCH_PIXELS` or :data:`CUDA_BATCH_PIXELS` by device), so large frames go
+    a few at a time and small ones many; the batch never changes a distance. The network's
     weights, inputs and arithmetic are float64 on every device: on 1, 2 and 4
     CPU threads the results agree to a few ulps (float32's differed by ~1e-8,
     enough to change a 6-place value), and :func:`quantize` removes the rest.
@@ -115,7 +130,8 @@ class LpipsDistance:
         *,
         pretrained_backbone: bool = True,
         device: str | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
+        batch_pixels: int | None = None,
         seed: int = 0,
     ):
         import lpips
@@ -125,8 +141,13 @@ class LpipsDistance:
             raise ValueError(f"unknown LPIPS network {net!r}; choose one of {sorted(_BACKBONE_URLS)}")
         self.net_name = net
         self.pretrained_backbone = pretrained_backbone
-        self.batch_size = batch_size
+        for name, value in (("batch_size", batch_size), ("batch_pixels", batch_pixels)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or None: chosen by frame size), got {value}")
+        self.batch_size = batch_size  # an explicit batch, else None: batch_pixels decides
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        cuda = self.device.type == "cuda"
+        self.batch_pixels = batch_pixels or (CUDA_BATCH_PIXELS if cuda else CPU_BATCH_PIXELS)
         if self.device.type == "mps":
             raise LpipsDeviceError(
                 f"--device {device}: LPIPS runs in float64 so that distances do not depend on the "
@@ -147,6 +168,17 @@ class LpipsDistance:
                 raise
         self.model.eval().to(self.device, torch.float64)
 
+    def frames_per_batch(self, frames: Sequence[np.ndarray], per_item: int = 1) -> int:
+        """Items per backbone batch for frames the size of ``frames[0]``: ``batch_size`` when
+        given, else ``max(1, batch_pixels // (per_item·H·W))``; ``per_item`` frames go through the
+        backbone per item (2 for a pair). 1 when ``frames`` is empty."""
+        if self.batch_size is not None:
+            return self.batch_size
+        if len(frames) == 0:
+            return 1
+        h, w = frames[0].shape[:2]
+        return max(1, self.batch_pixels // (per_item * h * w))
+
     @staticmethod
     def to_tensor(frames: Sequence[np.ndarray]) -> torch.Tensor:
         """(N, H, W, 3) uint8 → (N, 3, H, W) float64 in [-1, 1], as lpips expects."""
@@ -162,10 +194,11 @@ class LpipsDistance:
         if len(a) != len(b):
             raise ValueError(f"need as many frames in a ({len(a)}) as in b ({len(b)})")
         out = []
+        step = self.frames_per_batch(a, per_item=2)
         with torch.inference_mode():
-            for start in range(0, len(a), self.batch_size):
-                x = self.to_tensor(a[start : start + self.batch_size]).to(self.device)
-                y = self.to_tensor(b[start : start + self.batch_size]).to(self.device)
+            for start in range(0, len(a), step):
+                x = self.to_tensor(a[start : start + step]).to(self.device)
+                y = self.to_tensor(b[start : start + step]).to(self.device)
                 out.append(self.model(x, y).flatten().cpu())
         return torch.cat(out).numpy() if out else np.zeros(0)
 
@@ -182,7 +215,7 @@ class LpipsDistance:
         Returns one float64 tensor per backbone layer (5 for alex and vgg, 7 for squeeze), of shape
         ``(len(frames), C_l, H_l, W_l)`` on :attr:`device`: ``lpips.normalize_tensor`` of
         ``model.net(model.scaling_layer(x))``, exactly the tensors ``LPIPS.forward`` compares. Frames go
-        ``batch_size`` at a time; at least one frame. Requires :attr:`supports_features`.
+        :meth:`frames_per_batch` at a time; at least one frame. Requires :attr:`supports_features`.
         """
         import lpips
         import torch
@@ -192,9 +225,10 @@ class LpipsDistance:
         if len(frames) == 0:
             raise ValueError("features() needs at least one frame")
         per_layer: list[list[torch.Tensor]] = [[] for _ in range(self.model.L)]
+        step = self.frames_per_batch(frames)
         with torch.inference_mode():
-            for start in range(0, len(frames), self.batch_size):
-                x = self.to_tensor(frames[start : start + self.batch_size]).to(self.device)
+            for start in range(0, len(frames), step):
+                x = self.to_tensor(frames[start : start + step]).to(self.device)
                 # Called as a module, not .forward(), so that hooks on model.net see every pass.
                 outs = self.model.net(self.model.scaling_layer(x))
                 for kk in range(self.model.L):
@@ -222,8 +256,8 @@ class LpipsDistance:
 
     def consecutive_distances(self, frames: Sequence[np.ndarray], chunk_size: int | None = None) -> np.ndarray:
         """``d(frames[k], frames[k + 1])`` for every ``k``: float64 ``(len(frames) - 1,)``, each frame through
-        the backbone once, ``chunk_size`` frames (default :attr:`batch_size`) of features held at a time."""
-        chunk = chunk_size or self.batch_size
+        the backbone once, ``chunk_size`` frames (default :meth:`frames_per_batch`) of features held at a time."""
+        chunk = chunk_size or self.frames_per_batch(frames)
         out, prev = [], None  # prev: the features of the frame before the chunk
         for start in range(0, len(frames), chunk):
             f = self.features(frames[start : start + chunk])
@@ -269,7 +303,7 @@ def filter_near_duplicates(
 
     Exactly the sequential rule. With an :class:`LpipsDistance` (``supports_features``) each frame
     goes through the backbone once: frames are read in chunks of ``chunk_size`` (default the
-    distance's ``batch_size``), and only the current chunk's features and the last kept frame's are
+    distance's :meth:`~LpipsDistance.frames_per_batch` for these frames), and only the current chunk's features and the last kept frame's are
     held, so memory does not grow with the sequence. Any other callable ``distance(a, b)`` is asked
     for pairs of frames (all consecutive pairs in one call, then, after a drop, the remaining frames
     against the last kept one).
@@ -278,7 +312,7 @@ def filter_near_duplicates(
         return [], []
     frames = _same_size(frames)
     if getattr(distance, "supports_features", False):
-        return _filter_by_features(frames, distance, threshold, chunk_size or distance.batch_size)
+        return _filter_by_features(frames, distance, threshold, chunk_size or distance.frames_per_batch(frames))
     return _filter_by_pairs(frames, distance, threshold)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from judgetrain.perceptual import LpipsDistance, filter_near_duplicates, quantize
+from judgetrain.perceptual import CPU_BATCH_PIXELS, LpipsDistance, filter_near_duplicates, quantize
 
 H, W = 32, 48
 THRESHOLD = 0.002  # random AlexNet, 32x48: a drift step (noise sd 6) is ~0.0007, a new scene ~0.1
@@ -137,13 +137,68 @@ def test_filter_edge_sequences(distance):
 def test_backbone_runs_once_per_frame(distance, chunk):
     frames = scenes(20, 8)
     rows: list[int] = []
-    hook = distance.model.net.register_forward_hook(lambda module, inputs, output: rows.append(inputs[0].shape[0]))
+    hook = distance.model.net.register_forward_hook(lambda module, inputs, output, rows=rows: rows.append(inputs[0].shape[0]))
     try:
         filter_near_duplicates(frames, distance, THRESHOLD, chunk_size=chunk)
         assert sum(rows) == len(frames)
-        assert max(rows) <= min(chunk, distance.batch_size)  # streamed: never more than a chunk of features
+        assert max(rows) <= min(chunk, distance.frames_per_batch(frames))  # streamed: never more than a chunk of features
         rows.clear()
         distance.consecutive_distances(frames, chunk_size=chunk)
         assert sum(rows) == len(frames)
     finally:
         hook.remove()
+
+
+# --------------------------------------------------------------------------- batch size by frame pixels
+
+
+def test_default_batch_follows_the_frame_pixels():
+    distance = LpipsDistance("alex", pretrained_backbone=False, device="cpu")
+    big, small = [np.zeros((448, 448, 3), np.uint8)], [np.zeros((64, 64, 3), np.uint8)]
+    assert distance.batch_size is None and distance.batch_pixels == CPU_BATCH_PIXELS
+    assert distance.frames_per_batch(big) == 1 and distance.frames_per_batch(small) == 32  # 2^17 pixels
+    assert distance.frames_per_batch(small, per_item=2) == 16  # a pair: two frames through the backbone
+    assert distance.frames_per_batch([]) == 1
+    cuda = LpipsDistance("alex", pretrained_backbone=False, device="cpu", batch_pixels=2**22)
+    assert cuda.frames_per_batch(big) == 20 and cuda.frames_per_batch(small) == 1024
+    fixed = LpipsDistance("alex", pretrained_backbone=False, device="cpu", batch_size=32)
+    assert fixed.frames_per_batch(big) == fixed.frames_per_batch(small) == 32  # an explicit batch wins
+    for bad in ({"batch_size": 0}, {"batch_pixels": -1}):
+        with pytest.raises(ValueError, match="at least 1"):
+            LpipsDistance("alex", pretrained_backbone=False, device="cpu", **bad)
+
+
+@pytest.mark.parametrize("side", [64, 448])
+def test_distances_do_not_depend_on_the_batch(side):
+    """Pair call, features path, consecutive distances and the filter: the same float64 values (to
+    1e-12) whether frames go one at a time, a few, all at once, or by the pixel budget, and the
+    default batches of 448² frames hold one frame while 64² frames go together."""
+    rng = np.random.default_rng(side)
+    n = 9 if side == 64 else 2
+    frames = [rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(n)]
+    settings = [{"batch_size": 1}, {"batch_size": 32}, {}]  # one frame a batch, all at once, by pixels
+    if side == 64:
+        settings += [{"batch_size": 2}, {"batch_pixels": 3 * side * side}]
+    results, batches = [], []
+    for kw in settings:
+        distance = LpipsDistance("alex", pretrained_backbone=False, device="cpu", seed=3, **kw)
+        rows: list[int] = []
+        hook = distance.model.net.register_forward_hook(lambda module, inputs, output, rows=rows: rows.append(inputs[0].shape[0]))
+        try:
+            pairs = distance(frames[:-1], frames[1:])
+            feats = distance.distance_from_features(distance.features(frames[:-1]), distance.features(frames[1:]))
+            cons = distance.consecutive_distances(frames)
+            kept = filter_near_duplicates(frames, distance, 0.0)
+        finally:
+            hook.remove()
+        results.append((pairs, feats, cons, kept))
+        batches.append(max(rows))
+    want = results[0]
+    for got in results[1:]:
+        for g, w in zip(got[:3], want[:3], strict=True):
+            assert g.shape == (n - 1,) and np.abs(g - w).max() <= 1e-12
+        assert got[3] == want[3]
+    assert np.abs(want[0] - want[1]).max() <= 1e-12  # pair call and features path agree too
+    # the settings did batch differently (the hook sees the features path; lpips' forward calls net.forward)
+    assert batches[:3] == [1, n, 1 if side == 448 else n]  # by pixels: 448² one frame a batch, 64² all of them
+    assert batches[3:] == ([2, 3] if side == 64 else [])

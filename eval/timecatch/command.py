@@ -12,6 +12,9 @@ localization confusion matrices and temporal detection per class by LPIPS bin
 of the swapped pair (§6). Without ``--split`` the build's held-out split is read
 (test, else validation) and ``run.json`` says so (``split_chosen``).
 
+Records of a chunk that show the same frames in the same order are scored with their visual
+prefix encoded once (``judgetrain.eval.timecatch.grouped``; ``--no-shared-prefix``: each on its own).
+
 Results (``judgetrain.eval.timecatch.report``): ``predictions.jsonl`` gets one line per
 record, appended, flushed and fsync'd per batch, with what ``judgetrain eval view`` shows of
 the item: ``prompt_text`` (the exact text scored) and ``frames`` (the sha256 of each image's
@@ -49,6 +52,7 @@ from ..core.prefill import run_prefill, scorer_loader
 from ..core.runs import METRICS, PREDICTIONS, REPORT, EvalInputError, dataset_identity, run_info
 from ..core.sample import SAMPLE_STRATA, sample_identity, sampled
 from ..core.sharded import process_state, run_sharded
+from .grouped import score_records
 from .human import load_human
 from .metrics import TIMECATCH_TASKS
 from .report import report
@@ -71,6 +75,11 @@ class TimeCatchEvalConfig(EvalArgs):
     tasks: list[str] = arg(list(TIMECATCH_TASKS), "tasks to evaluate (space- or comma-separated)")
     human: Path | None = arg(
         None, "human reference accuracies for the report: JSON {task: {source: acc}} or CSV task,source,accuracy"
+    )
+    shared_prefix: bool = arg(
+        True,
+        "score the records of a chunk that show the same frames in the same order with their visual prefix "
+        "encoded once (the same scores up to float rounding); --no-shared-prefix: every record on its own",
     )
 
     def __post_init__(self) -> None:
@@ -218,8 +227,8 @@ def run(cfg: TimeCatchEvalConfig) -> dict[str, Any]:
     position = {rid: i for i, rid in enumerate(order)}
 
     def predict(scorer: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        scores = scorer.score(items, progress=False)
         frames = records.frame_digests(ds, [position[r["id"]] for r in items])
+        scores = score_records(scorer, items, frames, shared_prefix=cfg.shared_prefix)
         # what `eval view` shows of the item: the exact text scored and the frames in the order the model saw them
         return [
             {**prediction_row(r, s, cfg.model, adapter), "prompt_text": scorer.render(r["prompt"]), "frames": f}
