@@ -114,7 +114,7 @@ def main() -> None:
         busy1 = _machine_busy_s()
         others = None if busy0 is None or busy1 is None else \
             max(0.0, (busy1 - busy0 - (time.process_time() - own0)) / (time.perf_counter() - wall0))
-        results["lpips"] = {"pairs": len(a), "frame_size": list(a[0].shape), "batch_size": distance.batch_size,
+        results["lpips"] = {"pairs": len(a), "frame_size": list(a[0].shape), "batch_size": distance.frames_per_batch(a, per_item=2),
                             "batched_s": statistics.median(batched), "per_pair_s": single_s,
                             "features_once_s": statistics.median(once),
                             "speedup": single_s / statistics.median(batched),
