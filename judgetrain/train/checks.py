@@ -9,7 +9,7 @@ rate, batch sizes of at least 1, betas in [0, 1), …) are refused as the recipe
 for arguments built in code. :func:`check_config` owns the rules that span parts: the
 recipe's own fields, the datasets (each once), LoRA targets
 against the model built from its config on the meta device (:mod:`judgetrain.train.model`),
-packing (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
+packing and ``padding_free`` (:mod:`judgetrain.train.packing`), a resume against the recipe its checkpoint
 recorded (:mod:`judgetrain.train.resume`), the consistency objective against the rest
 of the recipe (:mod:`judgetrain.consistency.args`) and a GRPO recipe's rewards and generation
 batches (:mod:`judgetrain.grpo.args`), a reward-model recipe's records (:mod:`judgetrain.reward.args`); the model fields' own checks are
@@ -30,7 +30,7 @@ from judgetrain.reward.args import REWARD_RANGES, reward_problems
 from .args import DataArguments
 from .model import lora_target_problems
 from .model_args import STRING_LISTS, ModelArguments, model_problems
-from .packing import packing_problems
+from .packing import packing_problems, padding_free_problems
 from .resume import resume_problems
 
 __all__ = ["TRAINING_RANGES", "check_config", "consistency_problems", "dataset_repeats"]
@@ -100,7 +100,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
             )
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
-    problems += packing_problems(model_args, data_args, training_args)
+    problems += packing_problems(model_args, data_args, training_args) + padding_free_problems(model_args, training_args)
     if training_args.bf16 and training_args.fp16:
         problems.append("bf16 and fp16 are both on; choose one")
     if data_args.effective_batch_size is not None and not getattr(training_args, "packing", False):
@@ -191,12 +191,16 @@ def dataset_repeats(datasets: list[str]) -> list[str]:
 
 def consistency_problems(data_args, training_args) -> list[str]:
     """:func:`~judgetrain.consistency.args.objective_problems` and, under a consistency objective,
-    what would split a question's views (packing, ``mixture_weights``, a record-level sampler)."""
+    what would split a question's views (packing, ``padding_free``, ``mixture_weights``, a record-level sampler)."""
     problems = objective_problems(training_args)
     if getattr(training_args, "consistency_objective", "none") in ("none", None) or problems:
         return problems
     if getattr(training_args, "packing", False):
         problems.append("packing: a question's views must be rows of their own for consistency tuning; set `packing: false`")
+    if getattr(training_args, "padding_free", False):
+        problems.append(
+            "padding_free: a question's views must be rows of their own for consistency tuning; set `padding_free: false`"
+        )
     if data_args.mixture_weights:
         problems.append(
             "mixture_weights: sampling records by weight splits and repeats a question's views; drop it "

@@ -24,7 +24,14 @@ vision collator:
 
 The first token of every record has label -100: it is never predicted from the
 record before it. Images keep their order, so each row's image tokens meet
-their own features. README: "`judgetrain train`".
+their own features.
+
+TRL's ``padding_free: true`` (which ``SFTTrainer`` refuses for image data too) is the
+same layout without the bins: :func:`prepare_padding_free` hands the Trainer one item per
+record (``packed_rows`` of ``[[0], [1], …]``), so its sampler, micro-batches, steps and
+gradient accumulation are those of the unpacked run, and a :class:`PackingCollator` with
+``one_row`` lays each micro-batch's records end to end in a single row, with no padding.
+README: "`judgetrain train`".
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import bisect
 import copy
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -40,13 +48,17 @@ __all__ = [
     "PACKABLE_FAMILIES",
     "REAL_TOKENS_KEY",
     "PackedData",
+    "PaddingFreeData",
     "packed_rows",
     "PackingCollator",
     "family_packing_problem",
+    "lays_out_padding_free",
     "packed_batch",
     "pack_bins",
     "packing_problems",
+    "padding_free_problems",
     "prepare_packing",
+    "prepare_padding_free",
 ]
 
 # Families whose packed rows are checked equal, in loss, gradients and logits, to their records
@@ -105,14 +117,35 @@ def packing_problems(model_args, data_args, training_args) -> list[str]:
     return problems
 
 
-def family_packing_problem(family_name: str) -> str | None:
-    """The message for a family whose packing is not verified, or None."""
+def lays_out_padding_free(training_args) -> bool:
+    """Whether the run lays each micro-batch's records out in one row itself: ``padding_free:
+    true`` on an SFT recipe that does not pack (packed rows are padding-free already)."""
+    return (
+        bool(getattr(training_args, "padding_free", False))
+        and not getattr(training_args, "packing", False)
+        and getattr(training_args, "method", "sft") == "sft"
+    )
+
+
+def padding_free_problems(model_args, training_args) -> list[str]:
+    """Why a recipe with ``padding_free: true`` (and no packing, whose own checks then apply)
+    cannot lay its micro-batches out in one row, naming the field and the fix; [] when it can
+    (the family is checked once loaded)."""
+    if not lays_out_padding_free(training_args) or model_args.attn_implementation in PACKABLE_ATTENTION:
+        return []
+    return [
+        f"padding_free: attn_implementation={model_args.attn_implementation!r} cannot keep the records of a padding-free "
+        "row apart; use sdpa, eager, flex_attention or flash_attention_2, or set `padding_free: false`"
+    ]
+
+
+def family_packing_problem(family_name: str, field: str = "packing") -> str | None:
+    """The message for a family whose packing (or, ``field="padding_free"``, padding-free
+    micro-batches: the same layout) is not verified, or None."""
     if family_name in PACKABLE_FAMILIES:
         return None
-    return (
-        f"packing: the {family_name} family cannot pack image records yet (verified: {', '.join(PACKABLE_FAMILIES)}); "
-        "set `packing: false`"
-    )
+    what = "pack image records" if field == "packing" else "lay image records out padding-free"
+    return f"{field}: the {family_name} family cannot {what} yet (verified: {', '.join(PACKABLE_FAMILIES)}); set `{field}: false`"
 
 
 def packed_rows(split: str, rows: list[list[int]], lengths: dict[str, list[int]] | None = None):
@@ -132,15 +165,27 @@ class PackingCollator:
     """Collate packed rows (items of :func:`packed_rows`): TRL's vision collator over every
     record of the micro-batch, then each row's records end to end (module docstring).
     ``records`` maps a split name to its ``datasets.Dataset``; ``rope_index`` is the
-    model's ``get_rope_index`` for multimodal-RoPE families, else None."""
+    model's ``get_rope_index`` for multimodal-RoPE families, else None. ``one_row``: every
+    record of the micro-batch goes into one row (``padding_free``), whatever items name them;
+    ``max_length``: TRL's vision collator truncates records to it, as ``SFTTrainer``'s own does."""
 
-    def __init__(self, processor, records: dict, *, completion_only_loss: bool = True, rope_index=None):
+    def __init__(
+        self,
+        processor,
+        records: dict,
+        *,
+        completion_only_loss: bool = True,
+        rope_index=None,
+        one_row: bool = False,
+        max_length: int | None = None,
+    ):
         from judgetrain.compat.trl import vision_collator
 
         self.records = records
-        self.inner = vision_collator(processor, completion_only_loss=completion_only_loss)
+        self.inner = vision_collator(processor, completion_only_loss=completion_only_loss, max_length=max_length)
         self.pad_id = processor.tokenizer.pad_token_id
         self.rope_index = rope_index
+        self.one_row = one_row
 
     def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -153,7 +198,7 @@ class PackingCollator:
         lengths = batch["attention_mask"].sum(-1).tolist()  # flushed left: record j's tokens are [:lengths[j]]
         per_token = [k for k, v in batch.items() if hasattr(v, "shape") and tuple(v.shape) == tuple(batch["input_ids"].shape)]
         positions = self._positions(batch, lengths)
-        sizes = [len(item["members"]) for item in items]
+        sizes = [len(records)] if self.one_row else [len(item["members"]) for item in items]
         out = {k: v for k, v in batch.items() if k not in per_token}
         out.update(self._lay_out(batch, per_token, positions, lengths, sizes))
         out[REAL_TOKENS_KEY] = torch.tensor(sum(lengths))
@@ -300,3 +345,45 @@ def prepare_packing(
         {training_args.length_column_name: train_lengths} if training_args.train_sampling_strategy == "group_by_length" else None
     )
     return PackedData(packed_rows("train", rows, grouped), packed_eval, collator, records=len(train), rows=len(rows), fill=fill)
+
+
+@dataclass(frozen=True)
+class PaddingFreeData:
+    """What :func:`prepare_padding_free` hands the trainer: one item per training (and evaluation)
+    record, and the collator that lays each micro-batch's records out in one row."""
+
+    train: Any
+    evaluation: Any
+    collator: PackingCollator
+
+
+def prepare_padding_free(train, evaluation, processor, model, training_args) -> PaddingFreeData:
+    """``padding_free: true`` for image records (module docstring): the Trainer iterates one item
+    per record, in the order its sampler gives the unpacked records (the same length, so the same
+    permutation; with ``group_by_length``, the records' length column), and each micro-batch,
+    training or evaluation, becomes one row of its records end to end. The micro-batches, steps and
+    gradient accumulation are the unpacked run's; :mod:`judgetrain.train.settings` derives what TRL
+    is told. The family is checked by the caller (:func:`family_packing_problem`)."""
+    from judgetrain.scoring.model import rope_index_of
+
+    column = training_args.length_column_name
+    # the column the Trainer's length-grouped samplers read, where the records carry it (group_by_length adds it)
+    grouped = {column: train[column]} if column in train.column_names else None
+    items = packed_rows("train", [[i] for i in range(len(train))], grouped)
+    eval_items = None if evaluation is None else packed_rows("eval", [[i] for i in range(len(evaluation))])
+    collator = PackingCollator(
+        processor,
+        {"train": train, "eval": evaluation},
+        completion_only_loss=training_args.completion_only_loss is not False,
+        rope_index=rope_index_of(model),
+        one_row=True,
+        max_length=training_args.max_length,
+    )
+    per_device = training_args.per_device_train_batch_size
+    logging.getLogger("judgetrain.train").info(
+        "padding_free: the %d records of each micro-batch (per_device_train_batch_size) laid end to end in one row, no "
+        "padding; evaluation batches too%s",
+        per_device,
+        " (one record a micro-batch: nothing to save)" if per_device == 1 else "",
+    )
+    return PaddingFreeData(items, eval_items, collator)

@@ -43,7 +43,7 @@ from .outputs import (
     resolved_recipe,
     write_model_card,
 )
-from .packing import PackedData, prepare_packing
+from .packing import PackedData, family_packing_problem, lays_out_padding_free, prepare_packing, prepare_padding_free
 from .parser import env_world_size, parse, recipe_ddp_timeout
 from .resume import steps_from_arguments
 from .run_folder import AlreadyTrained, prepare_output_dir, record_finish, record_settings
@@ -181,16 +181,23 @@ def setup(argv: list[str] | None = None, *, callbacks: Sequence[CallbackFactory]
 
 
 def _sft_trainer(model, processor, peft_config, settings: Settings, data: _Records, recipe: dict):
-    """JudgeSFTTrainer, or ConsistencyTrainer under ``consistency_objective``, on the (packed) records."""
+    """JudgeSFTTrainer, or ConsistencyTrainer under ``consistency_objective``, on the records: packed, laid out
+    padding-free (one row a micro-batch, :func:`~judgetrain.train.packing.prepare_padding_free`) or as they are."""
     from judgetrain.consistency.trainer import trainer_class
 
     packed = data.packed
+    flat = (
+        prepare_padding_free(data.train, data.evaluation_used, processor, model, settings.training_args)
+        if packed is None and lays_out_padding_free(settings.training_args)
+        else None
+    )
+    rows = packed or flat
     return trainer_class(settings.training_args)(
         model=model,
         args=settings.trainer_args,
-        train_dataset=packed.train if packed else data.train,
-        eval_dataset=packed.evaluation if packed else data.evaluation_used,
-        data_collator=packed.collator if packed else None,
+        train_dataset=rows.train if rows else data.train,
+        eval_dataset=rows.evaluation if rows else data.evaluation_used,
+        data_collator=rows.collator if rows else None,
         processing_class=processor,
         peft_config=peft_config,
         callbacks=[checkpoint_complete_callback(recipe, packed.records_per_row if packed else None), steps_from_arguments()],
@@ -273,7 +280,8 @@ def _load_model(model_args, training_args):
 
 def _load_records(data_args: DataArguments, training_args, processor, model, family) -> _Records:
     """The training and evaluation records, checked and measured, prefilled for a reasoning
-    checkpoint, and packed (or given a length column) as the recipe asks."""
+    checkpoint, and packed (or given a length column) as the recipe asks; under ``padding_free``,
+    the family checked (its micro-batches are laid out as the trainer is built: :func:`_sft_trainer`)."""
     train, evaluation, data_info = load_training_data(data_args, training_args.seed)
     # a reasoning checkpoint: the answer after the prefill every evaluation scores after (judgetrain.train.data);
     # the consistency collator renders its records' messages itself
@@ -293,7 +301,11 @@ def _load_records(data_args: DataArguments, training_args, processor, model, fam
         data.packed = prepare_packing(
             train, evaluation_used, (lengths, eval_lengths), processor, model, family.name, training_args
         )
-    elif training_args.train_sampling_strategy == "group_by_length":
+        return data
+    problem = family_packing_problem(family.name, "padding_free") if lays_out_padding_free(training_args) else None
+    if problem:
+        raise ConfigError([problem])
+    if training_args.train_sampling_strategy == "group_by_length":
         data.train, data.length_column = with_length_column(train, lengths, training_args), True
     return data
 

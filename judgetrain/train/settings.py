@@ -15,16 +15,21 @@ computed from these fields there, DeepSpeed's batch sizes among them, follows th
   :func:`judgetrain.train.run_folder.prepare_output_dir` finds;
 - ``ddp_find_unused_parameters`` (when the recipe leaves it unset): whether training reaches
   the vision side, where some trainable parameters may get no gradient in a step;
-- ``remove_unused_columns`` off and ``dataset_kwargs.skip_prepare_dataset`` on for packed rows,
-  whose columns the collator reads and which TRL must not tokenize, and ``remove_unused_columns``
-  off for a length column the sampler reads;
+- ``remove_unused_columns`` off and ``dataset_kwargs.skip_prepare_dataset`` on for packed rows
+  and for the items of ``padding_free`` (one per record), whose columns the collator reads and
+  which TRL must not tokenize, and ``remove_unused_columns`` off for a length column the sampler
+  reads;
 - under ``method: grpo``, ``reward_weights`` from the ``<reward>_weight`` fields, ``steps_per_generation`` following a derived accumulation (one
   generation batch a step) and ``shuffle_dataset`` off where judgetrain orders the records by
   question (:mod:`judgetrain.grpo.data`);
 - under ``method: reward``, ``remove_unused_columns`` off: a pair row names its two records in columns the
   collator reads (:mod:`judgetrain.reward.data`);
 - the copy the Trainer gets (:attr:`Settings.trainer_args`) says ``packing: false`` when
-  judgetrain packed the rows itself: TRL refuses packing for image records; a reward model's says
+  judgetrain packed the rows itself: TRL refuses packing for image records; and ``padding_free:
+  false`` when judgetrain lays out each micro-batch in one row itself (or packed: packed rows are
+  padding-free already), which TRL refuses for image records and with a collator of its own. The
+  gradient accumulation of ``padding_free`` is the unpacked one: a micro-batch holds
+  ``per_device_train_batch_size`` records either way. A reward model's copy says
   ``max_length: null``: judgetrain refused longer records already, where TRL would drop their pairs.
 
 :attr:`Settings.derived` says what was derived (value, the recipe's value, why): ``run.json``
@@ -41,10 +46,22 @@ from typing import Any
 
 from judgetrain.config import jsonable
 
-__all__ = ["AS_PARSED", "TRAINER_MAX_LENGTH", "TRAINER_PACKING", "Facts", "Settings", "derive", "gradient_accumulation"]
+from .packing import lays_out_padding_free
+
+__all__ = [
+    "AS_PARSED",
+    "TRAINER_MAX_LENGTH",
+    "TRAINER_PACKING",
+    "TRAINER_PADDING_FREE",
+    "Facts",
+    "Settings",
+    "derive",
+    "gradient_accumulation",
+]
 
 # the derived entry for what TRL's SFTTrainer is told about packing (the recipe keeps its own value)
 TRAINER_PACKING = "SFTTrainer.args.packing"
+TRAINER_PADDING_FREE = "SFTTrainer.args.padding_free"
 TRAINER_MAX_LENGTH = "RewardTrainer.args.max_length"
 # Facts.resume_from_checkpoint when no run folder gave a verdict: the recipe's value stands
 AS_PARSED = "as parsed"
@@ -129,20 +146,31 @@ def _changes(data_args, training_args, facts: Facts) -> dict[str, tuple[Any, str
         )
     if getattr(training_args, "method", "sft") == "grpo":
         found.update(_generation(training_args, found, facts))
-    packed = facts.records_per_row is not None
+    found.update(_columns(training_args, facts))
+    return found
+
+
+def _columns(training_args, facts: Facts) -> dict[str, tuple[Any, str]]:
+    """What the Trainer and TRL must leave of the training set's columns: packed rows and
+    padding-free items name their records in columns judgetrain's collator reads, unprepared."""
+    packed, flat = facts.records_per_row is not None, lays_out_padding_free(training_args)
+    found: dict[str, tuple[Any, str]] = {}
     if getattr(training_args, "method", "sft") == "reward" and training_args.remove_unused_columns:
         found["remove_unused_columns"] = (False, "a pair row names its two records in columns the collator reads")
-    elif (packed or facts.length_column) and training_args.remove_unused_columns:
+    elif (packed or flat or facts.length_column) and training_args.remove_unused_columns:
         found["remove_unused_columns"] = (
             False,
             "packed rows name their records in columns the collator reads"
             if packed
+            else "padding-free items name their records in columns the collator reads"
+            if flat
             else "the length column must reach the Trainer's length-grouped sampler",
         )
-    if packed:
+    if packed or flat:
         found["dataset_kwargs"] = (
             {**(training_args.dataset_kwargs or {}), "skip_prepare_dataset": True},
-            "packed rows are collated by judgetrain.train.packing, not tokenized by TRL",
+            f"{'packed rows' if packed else 'padding-free micro-batches'} are collated by judgetrain.train.packing, "
+            "not tokenized by TRL",
         )
     return found
 
@@ -194,6 +222,35 @@ def _replace(training_args, facts: Facts, **changes: Any):
     return dataclasses.replace(training_args, accelerator_config=accelerator, **changes)
 
 
+def _trainer_told(final, facts: Facts) -> dict[str, dict[str, Any]]:
+    """``{SFTConfig field: derived entry}`` for what TRL's ``SFTTrainer`` is told otherwise than the
+    recipe (:data:`TRAINER_PACKING`, :data:`TRAINER_PADDING_FREE`): judgetrain lays the rows out."""
+    packed = facts.records_per_row is not None and final.packing
+    told: dict[str, dict[str, Any]] = {}
+    if packed:
+        told["packing"] = {
+            "value": False,
+            "recipe": True,
+            "why": "judgetrain packed the image records into rows "
+            "itself (judgetrain.train.packing); TRL refuses packing for image data",
+        }
+    if packed and getattr(final, "padding_free", False):
+        told["padding_free"] = {
+            "value": False,
+            "recipe": True,
+            "why": "judgetrain's packed rows are padding-free already (judgetrain.train.packing); TRL refuses "
+            "padding_free for image data and with judgetrain's collator",
+        }
+    elif lays_out_padding_free(final):
+        told["padding_free"] = {
+            "value": False,
+            "recipe": True,
+            "why": "judgetrain lays each micro-batch's image records end to end in one row itself, no padding "
+            "(judgetrain.train.packing); TRL refuses padding_free for image data",
+        }
+    return told
+
+
 def derive(data_args, training_args, facts: Facts) -> Settings:
     """The run's settings derived from its parsed ``data_args`` and ``training_args`` (neither
     is changed) and ``facts`` (module docstring). Returns the final arguments, the Trainer's
@@ -204,15 +261,9 @@ def derive(data_args, training_args, facts: Facts) -> Settings:
         name: {"value": jsonable(value), "recipe": jsonable(getattr(training_args, name)), "why": why}
         for name, (value, why) in changes.items()
     }
-    trainer_args = final
-    if facts.records_per_row is not None and final.packing:
-        trainer_args = _replace(final, facts, packing=False)
-        derived[TRAINER_PACKING] = {
-            "value": False,
-            "recipe": True,
-            "why": "judgetrain packed the image records into rows "
-            "itself (judgetrain.train.packing); TRL refuses packing for image data",
-        }
+    told = _trainer_told(final, facts)
+    trainer_args = _replace(final, facts, **{k: v["value"] for k, v in told.items()}) if told else final
+    derived.update({{"packing": TRAINER_PACKING, "padding_free": TRAINER_PADDING_FREE}[k]: v for k, v in told.items()})
     if getattr(final, "method", "sft") == "reward" and final.max_length is not None:
         trainer_args = _replace(trainer_args, facts, max_length=None)
         derived[TRAINER_MAX_LENGTH] = {
