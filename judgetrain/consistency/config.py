@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from trl import SFTConfig
 
-from judgetrain.train.args import MethodArguments
+from judgetrain.train.args import MethodArguments, VisionFeatureArguments
 
 from .args import ConsistencyArguments
 
@@ -16,6 +16,7 @@ __all__ = ["ConsistencyConfig"]
 
 
 @dataclass
-class ConsistencyConfig(SFTConfig, ConsistencyArguments, MethodArguments):
-    """TRL's ``SFTConfig`` plus :class:`ConsistencyArguments` and the recipe's ``method``
-    (``sft``; :class:`~judgetrain.train.args.MethodArguments`): the training arguments of an SFT recipe."""
+class ConsistencyConfig(SFTConfig, ConsistencyArguments, VisionFeatureArguments, MethodArguments):
+    """TRL's ``SFTConfig`` plus :class:`ConsistencyArguments`, the vision-feature cache's fields
+    (:class:`~judgetrain.train.args.VisionFeatureArguments`) and the recipe's ``method`` (``sft``;
+    :class:`~judgetrain.train.args.MethodArguments`): the training arguments of an SFT recipe."""

@@ -4,7 +4,8 @@ recipe. The model and LoRA fields are TRL's ``ModelConfig`` with judgetrain's mo
 (:mod:`judgetrain.train.model_args`), the training ones TRL's ``SFTConfig`` with the consistency
 fields (:mod:`judgetrain.consistency.config`), or TRL's ``GRPOConfig`` with judgetrain's
 reward fields under ``method: grpo`` (:mod:`judgetrain.grpo.config`); :class:`MethodArguments`
-holds the ``method`` both share.
+holds the ``method`` both share; :class:`VisionFeatureArguments` the SFT step's vision-feature cache
+(the frozen vision tower's features kept between steps, :mod:`judgetrain.train.vision_features`).
 
 A leaf without TRL (the launcher reads :class:`ConfigError` before anything loads): the parser
 (:mod:`judgetrain.train.parser`) and the cross-field checks (:mod:`judgetrain.train.checks`)
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from judgetrain import config
 from judgetrain.config import arg
 
-__all__ = ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments"]
+__all__ = ["METHODS", "RENAMED", "ConfigError", "DataArguments", "MethodArguments", "VisionFeatureArguments"]
 
 # how a recipe trains (its `method:`): TRL's SFTTrainer, TRL's GRPOTrainer with judgetrain's rewards, or a reward
 # model (a scalar head) by TRL's RewardTrainer
@@ -67,6 +68,25 @@ class DataArguments:
         False,
         "Another process is training into output_dir: wait until it has finished instead of stopping at once "
         "(without it this run is refused, naming that process).",
+    )
+
+
+@dataclass
+class VisionFeatureArguments:
+    """How an SFT step gets its images' features (:mod:`judgetrain.train.vision_features`). Not
+    identity fields: they change how fast a run trains, not what it trains."""
+
+    vision_feature_cache: bool = arg(
+        False,
+        "Reuse the frozen vision tower's features of an image seen before, across records and epochs, "
+        "instead of encoding it again (Qwen-VL; needs freeze_vision_tower and freeze_projector): equal loss "
+        "and gradients up to float rounding.",
+    )
+    vision_cache_mb: int = arg(
+        1024,
+        "Accelerator memory (MiB) the kept features may take, per process; the least recently used are dropped "
+        "first (0: only images repeated within a batch are shared).",
+        minimum=0,
     )
 
 

@@ -46,7 +46,7 @@ def recipe_parser(training: type | None = None, method: str = "sft", *, only_add
     from judgetrain.grpo.args import GRPOArguments
     from judgetrain.reward.args import RewardArguments
 
-    from .args import DataArguments, MethodArguments
+    from .args import DataArguments, MethodArguments, VisionFeatureArguments
     from .model_args import ModelArguments
 
     common = [
@@ -73,6 +73,7 @@ def recipe_parser(training: type | None = None, method: str = "sft", *, only_add
         groups = common + [
             (MethodArguments, "recipe fields: judgetrain's MethodArguments (how the recipe trains)"),
             (ConsistencyArguments, "recipe fields: judgetrain's ConsistencyArguments (consistency tuning)"),
+            (VisionFeatureArguments, "recipe fields: judgetrain's VisionFeatureArguments (the vision-feature cache)"),
             (training or sft_config_from_source(), "recipe fields: TRL's SFTConfig (with transformers' TrainingArguments)"),
         ]
     return config.make_parser(

@@ -1,4 +1,4 @@
-"""The trainer ``judgetrain train`` runs: TRL's ``SFTTrainer`` with two changes and
+"""The trainer ``judgetrain train`` runs: TRL's ``SFTTrainer`` with these changes and
 nothing else.
 
 - **The model card.** ``create_model_card`` writes judgetrain's card (set
@@ -27,12 +27,18 @@ nothing else.
   number of real (non-padding) tokens as ``num_real_tokens``; this trainer takes it
   out of the model inputs and logs it as TRL's ``num_tokens``, gathered over
   processes like TRL's own count (:func:`judgetrain.compat.trl.set_train_tokens`).
+- **Each distinct image through the frozen vision tower once** (``vision_feature_cache``):
+  the collator keys every image by content in the data loader and the loss gives the model
+  kept features instead of pixels (:mod:`judgetrain.train.vision_features`; training batches
+  only). The counts go into the logs (``vision_cache_encoded``, ``vision_cache_hits``: this
+  process's, so far) and one line into the log at the end of training.
 
 README: "`judgetrain train`".
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,9 +48,13 @@ from trl import SFTTrainer
 from judgetrain.compat.transformers import InternalSaves, count_items_in_batch
 from judgetrain.compat.trl import set_train_tokens, train_tokens
 
+from .args import ConfigError, VisionFeatureArguments
 from .packing import REAL_TOKENS_KEY
+from .vision_features import IMAGE_KEYS, KeyedCollator, VisionFeatureCache, cache_problems, unwrapped
 
 __all__ = ["JudgeCard", "JudgeSFTTrainer"]
+
+logger = logging.getLogger("judgetrain.train")
 
 
 class JudgeCard(InternalSaves):
@@ -72,16 +82,43 @@ class JudgeCard(InternalSaves):
 
 
 class JudgeSFTTrainer(JudgeCard, SFTTrainer):  # type: ignore[misc]  # TRL's create_model_card signature, not the Trainer's
-    """``SFTTrainer`` (same arguments) with judgetrain's model card and the real token
-    count of packed rows (module docstring)."""
+    """``SFTTrainer`` (same arguments) with judgetrain's model card, the real token count of
+    packed rows, and the vision-feature cache when ``args.vision_feature_cache`` is on
+    (:attr:`vision_features`; module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # TRL's loss is normalised by num_items_in_batch for every family (module docstring): have the Trainer count it
         count_items_in_batch(self)
+        self.vision_features: VisionFeatureCache | None = None
+        if getattr(self.args, "vision_feature_cache", False):
+            problems = cache_problems(self.model)
+            if problems:
+                raise ConfigError(problems)
+            mb = getattr(self.args, "vision_cache_mb", VisionFeatureArguments.vision_cache_mb)  # TRL's SFTConfig lacks it
+            self.vision_features = VisionFeatureCache(int(mb) * 2**20)
+            self.data_collator = KeyedCollator(self.data_collator)  # digests on the CPU, in the data loader
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """The Trainer's training; with the vision-feature cache, its counts into the log at the end."""
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            if self.vision_features is not None and self.is_world_process_zero():
+                logger.info(self.vision_features.summary())
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """TRL's logging; a training log also gets this process's vision-feature cache counts."""
+        if self.vision_features is not None and not any(k.startswith("eval_") for k in logs):
+            logs = {**logs, "vision_cache_encoded": self.vision_features.encoded, "vision_cache_hits": self.vision_features.hits}
+        super().log(logs, start_time)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens."""
+        """TRL's loss; for a packed batch, ``num_tokens`` counts its real tokens; a training batch
+        takes its images' features from the vision-feature cache when it is on."""
+        keys = inputs.pop(IMAGE_KEYS, None)
+        if keys is not None and self.vision_features is not None and self.model.training:
+            inputs = self.vision_features.inputs(unwrapped(model, self.accelerator), inputs, keys)
         real = inputs.pop(REAL_TOKENS_KEY, None)
         before = train_tokens(self) if real is not None else 0
         out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
