@@ -101,6 +101,7 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
         elif any(w < 0 for w in data_args.mixture_weights) or sum(data_args.mixture_weights) <= 0:
             problems.append("mixture_weights: must be non-negative with a positive sum")
     problems += packing_problems(model_args, data_args, training_args) + padding_free_problems(model_args, training_args)
+    problems += kernel_problems(model_args, training_args)
     if training_args.bf16 and training_args.fp16:
         problems.append("bf16 and fp16 are both on; choose one")
     if data_args.effective_batch_size is not None and not getattr(training_args, "packing", False):
@@ -124,6 +125,34 @@ def check_config(model_args: ModelArguments, data_args: DataArguments, training_
     problems += reward_problems(model_args, data_args, training_args) if method == "reward" else []
     problems += lora_target_problems(model_args, training_args.trust_remote_code)
     problems += resume_problems(model_args, data_args, training_args, world_size)
+    return problems
+
+
+# fused kernels a recipe may ask for -> (the module that provides it, how to install it)
+KERNEL_PACKAGES = {
+    "flash_attention_2": ("flash_attn", "pip install flash-attn --no-build-isolation"),
+    "flash_attention_3": ("flash_attn_interface", "install FlashAttention 3 from its hopper/ folder"),
+}
+
+
+def kernel_problems(model_args, training_args) -> list[str]:
+    """Fused kernels the recipe asks for whose package this machine lacks, each with the way to
+    install it and the setting that needs none: found before the model loads, not after."""
+    import importlib.util
+
+    problems = []
+    if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
+        problems.append(
+            "use_liger_kernel: liger-kernel is not installed; `pip install liger-kernel` (CUDA GPUs; it fuses the LM "
+            "head with the cross-entropy for Qwen-VL), or set `use_liger_kernel: false`"
+        )
+    attn = model_args.attn_implementation
+    if attn in KERNEL_PACKAGES and importlib.util.find_spec(KERNEL_PACKAGES[attn][0]) is None:
+        module, install = KERNEL_PACKAGES[attn]
+        problems.append(
+            f"attn_implementation: {attn} needs the {module} package, which is not installed; {install} (CUDA GPUs), "
+            "or set `attn_implementation: sdpa` (packed and padding-free rows stay apart under sdpa too)"
+        )
     return problems
 
 

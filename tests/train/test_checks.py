@@ -129,3 +129,20 @@ def test_a_checkpoint_recipe_is_read_by_the_hardened_loader(tmp_path):
     margs, dargs, targs = parse(_argv(tmp_path, "--resume_from_checkpoint", str(ckpt)))
     with pytest.raises(YamlError, match=rf"{RECIPE_FILE}: line 3: key 'learning_rate' is given twice \(first on line 1\)"):
         check_config(margs, dargs, targs, world_size=1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "module", "field"),
+    [(["--use_liger_kernel", "true"], "liger_kernel", "use_liger_kernel"),
+     (["--attn_implementation", "flash_attention_2"], "flash_attn", "attn_implementation")],
+)
+def test_a_fused_kernel_this_machine_lacks_is_refused_before_loading_naming_the_install(flags, module, field, tmp_path):
+    """Liger's fused cross-entropy and flash-attention are used where installed; where not, check_config says so
+    (with the pip command and the setting that needs none) instead of transformers failing after the model loads."""
+    import importlib.util
+
+    problems = [p for p in check_config(*parse(_argv(tmp_path, *flags)), world_size=1) if p.startswith(f"{field}:")]
+    if importlib.util.find_spec(module) is None:
+        assert len(problems) == 1 and "pip install" in problems[0] and "not installed" in problems[0], problems
+    else:
+        assert problems == []

@@ -150,10 +150,12 @@ def test_ddp_two_processes_are_data_parallel_and_equal_one_process_on_the_same_g
 
 
 # both spellings of the launch: the recipe as a word with dashed options, and TRL's
-# `--config RECIPE` with underscored ones; ZeRO-3 packs, as the real-size ZeRO-3 recipes do
+# `--config RECIPE` with underscored ones; ZeRO-3 packs and keeps the vision features, as the real-size ZeRO-3
+# recipes do (the vision tower's partitioned weights are gathered for get_image_features outside the forward too)
 @pytest.mark.parametrize("stage, spelling", [("zero2", ["RECIPE", "--accelerate-config", "STAGE", "--num-processes", "2"]),
                                              ("zero3", ["--config", "RECIPE", "--accelerate_config", "STAGE", "--num_processes", "2",
-                                                        "--packing", "true", "--max_length", "1024"])])
+                                                        "--packing", "true", "--max_length", "1024",
+                                                        "--vision_feature_cache", "true"])])
 def test_deepspeed_two_processes(stage, spelling, tmp_path, tiny, timecatch_build):
     from safetensors.torch import load_file
 
@@ -172,6 +174,7 @@ def test_deepspeed_two_processes(stage, spelling, tmp_path, tiny, timecatch_buil
 
         assert yaml.safe_load((out / "judgetrain_recipe.yaml").read_text())["packing"] is True
         assert re.search(r"packing: 16 training records into \d+ rows of at most 1024 tokens", done.stdout + done.stderr)
+        assert re.search(r"vision_feature_cache: \d+ images shown, \d+ sent through the vision tower", done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
