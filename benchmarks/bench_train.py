@@ -1,9 +1,9 @@
-"""Training throughput benchmark (issue 16 §2-3): a plain ``trl.SFTTrainer`` script with TRL's
-defaults against ``judgetrain train`` with a recipe's settings, side by side in one run, on the
-same model (one folder on disk), the same records, seed and number of optimizer steps.
+"""Training throughput benchmark (issues 16 and 41): ``judgetrain train`` against plain
+``trl.SFTTrainer`` scripts side by side in one run, on the same model (one folder on disk), the
+same records, seed, learning rate and records per optimizer step.
 
-    python benchmarks/bench_train.py                    # CPU: Qwen3-VL-2B widths, 2 decoder + 1 ViT layers (~5 min)
-    python benchmarks/bench_train.py --levers all       # + each §2 lever on the judgetrain arm (~13 min on 2 cores)
+    python benchmarks/bench_train.py                    # CPU: Qwen3-VL-2B widths, 2 decoder + 1 ViT layers (~8 min)
+    python benchmarks/bench_train.py --levers all       # + each lever on the judgetrain arm (~20 min on 2 cores)
     python benchmarks/bench_train.py --device cuda --frame-size 448 --prism-size 448 --levers all   # GPU, full depth
     bash benchmarks/gpu_check.sh                        # the whole GPU check in one command
 
@@ -12,27 +12,32 @@ PRISM pairwise build (--prism-layouts: two sequences of 4-8 step images, or two 
 made with ``judgetrain build`` into benchmarks/out/train-data/ once. Model: random weights at a
 released checkpoint's widths (``judgetrain.models.tiny.random_real_width``; --layers cuts the
 depth), saved with ``save_pretrained`` and a processor holding --max-pixels into
-benchmarks/out/train-models/; both arms load that folder. Each arm runs in its own process (so
+benchmarks/out/train-models/; every arm loads that folder. Each arm runs in its own process (so
 its peak memory is its own) for --warmup-steps + --steps optimizer steps.
 
-Arms. ``trl``: SFTTrainer with its own vision collator (padded batches), LoRA through
-``peft_config``; from the recipe it copies only what must match for the comparison to be fair
-(optimizer, schedule, seed, batch, max_length, precision, LoRA r/alpha/dropout/targets) and
-leaves the rest at TRL's defaults. ``judgetrain``: ``judgetrain.train.setup`` + ``train_and_save``
-on --recipe (default recipes/qwen3vl-2b/timecatch-lora.yaml, which packs) with the bench's model,
-data and steps, plus --judgetrain-args (default ``--packing true``). On a CPU the batch, the
-effective batch and max_length are scaled down (per-device batch the recipe's but at most 2,
---effective-batch 4, --max-length 1024: a few records a step, about two CPU-size records a packed
-row as 4096 holds about two 448² ones). ``--levers`` adds judgetrain arms with one setting changed
-each: packing, attention implementation, gradient checkpointing, per-device batch, torch.compile,
-dataloader workers + pinned memory, length-grouped sampling (packing off), length-grouped packed
-rows, Liger kernels.
+Arms. ``trl``, the fair baseline: SFTTrainer as a competent user configures it for the same
+memory budget: its own vision collator (padded batches), LoRA through ``peft_config``, and from
+the judgetrain arm's resolved settings everything that decides what is trained or what memory
+is spent (optimizer, schedule, seed, per-device batch, gradient accumulation, max_length,
+precision, gradient checkpointing, LoRA r/alpha/dropout/targets). ``trl-defaults``: the same
+but with TRL's default gradient checkpointing (on), what a script that leaves it alone runs.
+``judgetrain``: ``judgetrain.train.setup`` + ``train_and_save`` on --recipe (default
+recipes/qwen3vl-2b/timecatch-lora.yaml) with the bench's model, data and steps, plus
+--judgetrain-args (default: padding-free micro-batches of the same records TRL pads, and the
+vision feature cache). Equal training, not only equal loss functions: the schedule is constant
+(--schedule constant: no warm-up keeps the rate near zero over the timed steps), every arm takes
+the same records per optimizer step (checked step by step), and the adapters' distance from
+TRL's is reported (their updates, final minus initial, relative to TRL's update). ``--levers``
+adds judgetrain arms with one setting changed each: the vision feature cache or padding-free
+collation off, best-fit packing (rows of max_length: other records a step), attention
+implementation, gradient checkpointing, per-device batch, torch.compile, dataloader workers +
+pinned memory, length-grouped sampling, length-grouped packed rows, Liger kernels.
 
 Measured per arm over the timed steps: real tokens/s (2-D attention-mask ones, or the non-pad
 tokens of packed rows), padding fraction (1 - real / token slots), records/s, peak memory (CPU:
 the process's max RSS; CUDA: max_memory_allocated), the training loss, and MFU against a matmul
-ceiling measured in the same run (the convention is printed with the results). Writes
-benchmarks/out/bench_train.json (--out).
+ceiling measured in the same run (the convention is printed with the results). Every arm's
+settings are printed side by side. Writes benchmarks/out/bench_train.json (--out).
 """
 
 from __future__ import annotations
@@ -48,12 +53,24 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parents[1]
-LEVERS = ("packing", "attn", "checkpointing", "batch", "compile", "workers", "group_by_length", "group_rows", "liger")
-# What the TRL arm copies from the recipe: the optimizer, schedule, data order, batch and precision
-# must match or the two losses could not be compared; everything else stays at TRL's defaults.
+LEVERS = ("plain", "vision_cache", "padding_free", "packing", "attn", "checkpointing", "batch", "compile", "workers", "group_by_length",
+          "group_rows", "liger", "flash_attn")
+# the baselines: TRL configured for the judgetrain arm's memory budget, and TRL with its defaults
+TRL_ARMS = ("trl", "trl-defaults")
+# the judgetrain arm: the same records TRL pads, laid end to end (padding_free), and the frozen vision tower's
+# features computed once per distinct image (vision_feature_cache); --levers turns each off
+DEFAULT_JUDGETRAIN_ARGS = "--packing false --padding_free true --vision_feature_cache true"
+# What the TRL arms copy from the judgetrain arm's resolved settings: the optimizer, schedule, data order, batch
+# and precision must match or the two trainings could not be compared; the fair arm also copies what decides the
+# memory budget (gradient checkpointing); everything else stays at TRL's defaults.
 SHARED_FIELDS = ("seed", "data_seed", "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio",
                  "weight_decay", "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
                  "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "bf16", "fp16")
+FAIR_FIELDS = ("gradient_checkpointing",)
+# printed side by side for every arm (what each trainer really ran with, read from its TrainingArguments)
+SETTINGS_SHOWN = ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "learning_rate",
+                  "lr_scheduler_type", "warmup_steps", "max_length", "packing", "padding_free", "vision_feature_cache",
+                  "bf16", "torch_compile", "use_liger_kernel", "dataloader_num_workers", "train_sampling_strategy")
 MFU_CONVENTION = (
     "MFU = model FLOPs of the timed steps / their time (the rates' clock) / the matmul ceiling on the same clock. Model FLOPs "
     "(PaLM App. B, causal): per real decoder token 6*N_dec (N_dec = decoder-layer and LM-head weights; "
@@ -163,6 +180,9 @@ class Meter:
         self.pending = dict.fromkeys(self.KEYS, 0)
         self.t_last = None
         self.shape: dict = {}
+        self.adapter_init: dict = {}
+        self.settings: dict = {}
+        self.own_args = None
 
     def _now(self) -> tuple[float, float]:
         """(wall seconds, CPU seconds of this process and its dataloader workers, live or ended)."""
@@ -198,6 +218,10 @@ class Meter:
             def on_train_begin(self, args, state, control, **kw):
                 import torch
 
+                meter.adapter_init = trainable_state(trainer.model)
+                own = meter.own_args or args  # judgetrain's own settings (its TRL copy says packing: false when it packs)
+                meter.settings = {k: getattr(own, k, None) for k in SETTINGS_SHOWN}
+                meter.settings["attn_implementation"] = getattr(trainer.model.config, "_attn_implementation", None)
                 if meter.cuda:
                     torch.cuda.reset_peak_memory_stats()
                 meter.t_last = meter._now()
@@ -210,7 +234,9 @@ class Meter:
         trainer.training_step = training_step
         trainer.add_callback(Timer())
 
-    def result(self, trainer) -> dict:
+    def result(self, trainer, adapter_path: Path | None = None) -> dict:
+        """The arm's figures; with ``adapter_path``, its trainable weights before and after training
+        are written there (safetensors, keys ``init/NAME`` and ``final/NAME``) for the distance check."""
         import resource
 
         import torch
@@ -218,12 +244,62 @@ class Meter:
         for s in self.steps:
             s["flops"], s["flops_needed"] = step_flops(s, self.shape)
         losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        # the settings as the trainer read them; bools and strings as they are (enums by value)
+        settings = {k: getattr(v, "value", v) for k, v in self.settings.items()}
         out = {"steps": self.steps, "losses": losses, "shape": self.shape, "threads": torch.get_num_threads(),
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "settings": settings,
+               "vision_cache": vision_cache_counts(trainer)}
+        if adapter_path is not None and self.adapter_init:
+            from safetensors.torch import save_file
+
+            final = trainable_state(trainer.model)
+            save_file({**{f"init/{k}": v for k, v in self.adapter_init.items()}, **{f"final/{k}": v for k, v in final.items()}},
+                      str(adapter_path))
+            out["adapter"] = str(adapter_path)
         if self.cuda:
             out["peak_cuda_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
             out["peak_cuda_reserved_mb"] = torch.cuda.max_memory_reserved() / 2**20
         return out
+
+
+def trainable_state(model) -> dict:
+    """The trainable weights (LoRA's) by their name under PEFT, as float32 CPU copies."""
+    return {_peft_name(n): p.detach().float().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _peft_name(name: str) -> str:
+    """A parameter's name without the wrappers an arm may add around the PEFT model (DDP's ``module.``)."""
+    return name[len("module."):] if name.startswith("module.") else name
+
+
+def vision_cache_counts(trainer) -> dict | None:
+    """Images shown to and encoded by the vision tower under judgetrain's feature cache, when on."""
+    cache = getattr(trainer, "vision_features", None)
+    if cache is None:
+        return None
+    return {k: getattr(cache, k) for k in ("seen", "encoded", "hits", "bytes") if hasattr(cache, k)}
+
+
+def adapter_distance(path: Path, base_path: Path) -> dict:
+    """How far an arm's training went from the baseline's: the distance between their updates
+    (final - initial trainable weights, over the names both have), relative to the baseline's
+    update, and the relative distance of their initial weights (0 when both start alike)."""
+    import torch
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(path)), load_file(str(base_path))
+    names = sorted(k[len("final/"):] for k in b if k.startswith("final/") and k in a)
+    if not names:
+        return {"compared": 0, "error": "no trainable weight of the same name in both arms"}
+    upd_a = torch.cat([(a[f"final/{n}"] - a[f"init/{n}"]).flatten() for n in names])
+    upd_b = torch.cat([(b[f"final/{n}"] - b[f"init/{n}"]).flatten() for n in names])
+    init_a = torch.cat([a[f"init/{n}"].flatten() for n in names])
+    init_b = torch.cat([b[f"init/{n}"].flatten() for n in names])
+    only = len([k for k in b if k.startswith("final/")]) - len(names)
+    return {"compared": len(names), "not_in_both": only,
+            "update_distance": float((upd_a - upd_b).norm() / upd_b.norm().clamp_min(1e-30)),
+            "init_distance": float((init_a - init_b).norm() / init_b.norm().clamp_min(1e-30)),
+            "update_norm_ratio": float(upd_a.norm() / upd_b.norm().clamp_min(1e-30))}
 
 
 def run_trl(spec: dict, meter: Meter):
@@ -235,7 +311,8 @@ def run_trl(spec: dict, meter: Meter):
     from trl import SFTConfig, SFTTrainer
 
     set_seed(spec["sft"]["seed"])
-    model = AutoModelForImageTextToText.from_pretrained(spec["model"], dtype=getattr(torch, spec["dtype"]))
+    model = AutoModelForImageTextToText.from_pretrained(spec["model"], dtype=getattr(torch, spec["dtype"]),
+                                                        attn_implementation=spec.get("attn_implementation"))
     processor = AutoProcessor.from_pretrained(spec["model"])
     train = datasets.concatenate_datasets([datasets.load_from_disk(d)["train"] for d in spec["datasets"]])
     if spec.get("train_records"):
@@ -255,6 +332,7 @@ def run_judgetrain(spec: dict, meter: Meter):
     from judgetrain.train import setup, train_and_save
 
     run = setup(list(spec["argv"]))
+    meter.own_args = run.training_args
     meter.attach(run.trainer)
     train_and_save(run)
     return run.trainer
@@ -274,7 +352,7 @@ def child(spec_path: Path) -> int:
     try:
         meter = Meter()
         trainer = (run_trl if spec["kind"] == "trl" else run_judgetrain)(spec, meter)
-        out.update(meter.result(trainer), ok=True)
+        out.update(meter.result(trainer, Path(spec["result"]).with_suffix(".adapter.safetensors")), ok=True)
     except BaseException as e:  # reported as this arm's result; the other arms still run
         out["error"] = f"{type(e).__name__}: {e}".strip()
         traceback.print_exc()
@@ -360,16 +438,18 @@ def bench_recipe(args, model_dir: Path, data: list[Path], out: Path) -> tuple[Pa
         recipe.pop(key, None)
     recipe.update(model_name_or_path=str(model_dir), datasets=[str(d) for d in data], eval_split=None,
                   output_dir=str(out / "runs" / "judgetrain"), max_steps=args.warmup_steps + args.steps,
-                  eval_strategy="no", save_strategy="no", report_to="none", logging_steps=1)
+                  eval_strategy="no", save_strategy="no", report_to="none", logging_steps=1, overwrite=True)
     recipe.pop("run_name", None)
     if args.train_records:
         recipe["max_train_samples"] = args.train_records
     if args.device == "cpu":
         recipe.update(dtype="float32", bf16=False)
+    if args.schedule == "constant":  # equal training over the timed steps: no warm-up holding the rate near zero
+        recipe.update(lr_scheduler_type="constant", warmup_steps=0)
+    if args.lora_dropout is not None:  # LoRA dropout draws its masks per tensor shape: a padded batch and a packed
+        recipe["lora_dropout"] = args.lora_dropout  # row of the same records would train on different masks
     if args.batch:
         recipe["per_device_train_batch_size"] = args.batch
-    elif args.device == "cpu":
-        recipe["per_device_train_batch_size"] = min(recipe.get("per_device_train_batch_size", 2), 2)
     if args.effective_batch:
         recipe["effective_batch_size"] = args.effective_batch
     if args.max_length:
@@ -406,38 +486,59 @@ def resolved(recipe_path: Path, extra: list[str]):
     return model_args, data_args, derive(data_args, training_args, Facts(world_size=1)).training_args
 
 
-def trl_spec(args, model_dir: Path, data: list[Path], recipe_path: Path, out: Path) -> dict:
-    """The TRL arm: the recipe's optimizer/schedule/batch/precision/LoRA values, TRL's defaults otherwise."""
+def trl_spec(args, model_dir: Path, data: list[Path], recipe_path: Path, out: Path, label: str) -> dict:
+    """A TRL arm: the judgetrain arm's optimizer/schedule/batch/precision/LoRA values (``trl``, the fair
+    one, also its gradient checkpointing), TRL's defaults otherwise."""
     from transformers import AutoConfig
 
     from judgetrain.models import detect_family
 
-    model_args, _data_args, training_args = resolved(recipe_path, [])
+    model_args, _data_args, training_args = resolved(recipe_path, shlex.split(args.judgetrain_args))
     sft = {}
-    for k in SHARED_FIELDS:
+    for k in SHARED_FIELDS + (FAIR_FIELDS if label == "trl" else ()):
         if hasattr(training_args, k):
             v = getattr(training_args, k)
             sft[k] = getattr(v, "value", v)
     family = detect_family(AutoConfig.from_pretrained(model_dir))
     lora = {"r": model_args.lora_r, "lora_alpha": model_args.lora_alpha, "lora_dropout": model_args.lora_dropout,
             "target_modules": model_args.lora_target_modules or family.lora_target_regex}
-    return {"kind": "trl", "label": "trl", "model": str(model_dir), "dtype": model_args.dtype if model_args.dtype != "auto" else "float32",
+    return {"kind": "trl", "label": label, "model": str(model_dir), "dtype": model_args.dtype if model_args.dtype != "auto" else "float32",
             "datasets": [str(d) for d in data], "train_records": args.train_records, "sft": sft, "lora": lora,
-            "output_dir": str(out / "runs" / "trl")}
+            "attn_implementation": model_args.attn_implementation, "output_dir": str(out / "runs" / label)}
+
+
+def flag_value(words: list[str], flag: str, default: bool) -> bool:
+    """The last ``flag true|false`` in ``words`` (flags win over the recipe, the last over earlier ones)."""
+    value = default
+    for i, word in enumerate(words[:-1]):
+        if word == flag:
+            value = words[i + 1].lower() in ("true", "1", "yes")
+    return value
 
 
 def lever_args(lever: str, recipe: dict, base: list[str]) -> tuple[list[str] | None, str]:
-    """The judgetrain flags that change one §2 setting from the recipe's, and what they do (None: not here)."""
+    """The judgetrain flags that change one setting from the judgetrain arm's, and what they do (None: not here)."""
     import importlib.util
 
     from trl import SFTConfig
 
-    packing = bool(recipe.get("packing"))
-    for i, word in enumerate(base[:-1]):  # the flags win over the recipe, the last one over earlier ones
-        if word == "--packing":
-            packing = base[i + 1].lower() in ("true", "1", "yes")
+    packing = flag_value(base, "--packing", bool(recipe.get("packing")))
+    padding_free = flag_value(base, "--padding_free", bool(recipe.get("padding_free")))
+    if lever == "plain":
+        return ["--packing", "false", "--padding_free", "false", "--vision_feature_cache", "false"], (
+            "no packing, padding-free rows or vision cache: TRL's padded batches through judgetrain's trainer")
+    if lever == "vision_cache":
+        on = flag_value(base, "--vision_feature_cache", bool(recipe.get("vision_feature_cache")))
+        return ["--vision_feature_cache", str(not on).lower()], f"vision feature cache {'off' if on else 'on'}"
+    if lever == "padding_free":
+        if packing:
+            return None, "padding-free micro-batches: the arm packs rows already"
+        return ["--padding_free", str(not padding_free).lower()], (
+            "padding-free off (TRL's padded batches of the same records)" if padding_free else "padding-free micro-batches")
     if lever == "packing":
-        return ["--packing", str(not packing).lower()], f"packing {'off (padded batches of records)' if packing else 'on'}"
+        if packing:
+            return ["--packing", "false"], "best-fit packing off (padded batches of records)"
+        return ["--packing", "true", "--padding_free", "false"], "best-fit packing into rows of max_length (other records a step)"
     if lever == "attn":
         now = recipe.get("attn_implementation") or "sdpa"
         other = "eager" if now != "eager" else "sdpa"
@@ -461,12 +562,19 @@ def lever_args(lever: str, recipe: dict, base: list[str]) -> tuple[list[str] | N
         return [*flag, *(["--packing", "false"] if packing else [])], "length-grouped sampling" + (", packing off" if packing else "")
     if lever == "group_rows":
         if not packing:
-            return None, "length-grouped packed rows: the recipe does not pack"
+            return None, "length-grouped packed rows: the arm does not pack"
         return ["--train_sampling_strategy", "group_by_length"], "length-grouped packed rows (rows of like length per micro-batch)"
     if lever == "liger":
         if importlib.util.find_spec("liger_kernel") is None:
             return None, "Liger kernels: liger-kernel is not installed here (pip install liger-kernel; GPU only)"
         return ["--use_liger_kernel", "true"], "Liger kernels"
+    if lever == "flash_attn":
+        import torch
+
+        if not torch.cuda.is_available() or importlib.util.find_spec("flash_attn") is None:
+            return None, ("flash-attention 2 (varlen path for packed and padding-free rows): needs a CUDA GPU and the "
+                          "flash_attn package (pip install flash-attn --no-build-isolation)")
+        return ["--attn_implementation", "flash_attention_2"], "flash-attention 2 (varlen over the rows' restarting positions)"
     raise ValueError(f"unknown lever {lever!r}; known: {', '.join(LEVERS)}")
 
 
@@ -475,8 +583,7 @@ def arm_specs(args, model_dir: Path, data: list[Path], out: Path) -> tuple[list[
     recipe_path, recipe = bench_recipe(args, model_dir, data, out)
     base = shlex.split(args.judgetrain_args)
     specs, skipped = [], []
-    if "trl" in args.arms:
-        specs.append(trl_spec(args, model_dir, data, recipe_path, out))
+    specs += [trl_spec(args, model_dir, data, recipe_path, out, label) for label in TRL_ARMS if label in args.arms]
     if "judgetrain" in args.arms:
         specs.append({"kind": "judgetrain", "label": "judgetrain", "argv": ["--config", str(recipe_path), *base]})
     for lever in args.levers:
@@ -591,7 +698,28 @@ def compare(trl: dict, jt: dict, trl_run: dict, jt_run: dict) -> dict:
             "peak_memory_ratio": jt["peak_mb"] / trl["peak_mb"] if trl["peak_mb"] else None,
             "loss_difference": jt["loss_mean_timed"] - trl["loss_mean_timed"], "loss_tolerance": tol,
             "losses_agree": abs(jt["loss_mean_timed"] - trl["loss_mean_timed"]) <= tol,
-            "same_batches": [s["real"] for s in trl_run["steps"]] == [s["real"] for s in jt_run["steps"]]}
+            "same_batches": [(s["records"], s["real"]) for s in trl_run["steps"]] == [(s["records"], s["real"]) for s in jt_run["steps"]],
+            "adapter": adapter_distance(Path(jt_run["adapter"]), Path(trl_run["adapter"]))
+            if jt_run.get("adapter") and trl_run.get("adapter") else None}
+
+
+def distance_note(arm: dict, base: dict | None) -> str:
+    """"; adapter update X from the judgetrain arm's" for a lever arm (equal training shows as ~1e-6)."""
+    if not base or not arm.get("adapter") or not base.get("adapter"):
+        return ""
+    d = adapter_distance(Path(arm["adapter"]), Path(base["adapter"]))
+    arm["adapter_distance_from_judgetrain"] = d
+    return f"; update {d['update_distance']:.1e} from the judgetrain arm's" if "update_distance" in d else ""
+
+
+def settings_table(results: list[dict]) -> str:
+    """Every arm's settings as its trainer read them, side by side (a markdown table, arms as columns)."""
+    arms = [r for r in results if r.get("ok") and r.get("settings")]
+    keys = list(dict.fromkeys(k for r in arms for k in r["settings"]))
+    lines = ["| setting | " + " | ".join(r["label"] for r in arms) + " |", "| --- |" + " --- |" * len(arms)]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(str(r["settings"].get(k, "–")) for r in arms) + " |")
+    return "\n".join(lines)
 
 
 def table(rows: list[tuple[str, dict, str]], base: dict | None) -> str:
@@ -618,19 +746,34 @@ def report(results: list[dict], args, ceiling: float, skipped: list[str], info: 
            "failed": failed, "not_measured": skipped}
     print(f"\n## bench_train: {info['model']} on {info['device']}, {info['records']} records, "
           f"{args.warmup_steps} warm-up + {args.steps} timed optimizer steps per arm\n")
-    base_rows = [(k, summaries[k], "") for k in ("trl", "judgetrain") if k in summaries]
+    notes = {"trl": "fair baseline: the judgetrain arm's settings", "trl-defaults": "TRL's defaults (gradient checkpointing on)"}
+    base_rows = [(k, summaries[k], notes.get(k, "")) for k in (*TRL_ARMS, "judgetrain") if k in summaries]
     print(table(base_rows, summaries.get("trl")))
-    if "trl" in summaries and "judgetrain" in summaries:
-        c = compare(summaries["trl"], summaries["judgetrain"], by["trl"], by["judgetrain"])
-        out["comparison"] = c
-        print(f"\njudgetrain / trl: {c['tokens_per_s_ratio']:.2f}× real tokens/s, {c['records_per_s_ratio']:.2f}× records/s, "
-              f"peak memory {c['peak_memory_ratio']:.2f}×; same batches: {'yes' if c['same_batches'] else 'no (regrouped)'}; "
+    print("\n### settings, as each trainer read them\n")
+    print(settings_table(results))
+    out["comparison"] = {}
+    for base in TRL_ARMS:
+        if base not in summaries or "judgetrain" not in summaries:
+            continue
+        c = compare(summaries[base], summaries["judgetrain"], by[base], by["judgetrain"])
+        out["comparison"][base] = c
+        print(f"\njudgetrain / {base}: {c['tokens_per_s_ratio']:.2f}× real tokens/s, {c['records_per_s_ratio']:.2f}× records/s, "
+              f"peak memory {c['peak_memory_ratio']:.2f}×; same records every step: {'yes' if c['same_batches'] else 'NO'}; "
               f"timed-mean losses differ by {c['loss_difference']:+.4f} (tolerance {c['loss_tolerance']:.4f} = max(3 se of "
               f"the difference from the pooled step-to-step spread, 1% of TRL's loss)): {'agree' if c['losses_agree'] else 'DISAGREE'}")
-    lever_rows = [(k, s, by[k].get("what", "")) for k, s in summaries.items() if k.startswith("judgetrain + ")]
+        a = c.get("adapter")
+        if a and "update_distance" in a:
+            print(f"  adapters ({a['compared']} tensors): update distance {a['update_distance']:.2e} of TRL's update "
+                  f"(norm ratio {a['update_norm_ratio']:.4f}); initial weights {a['init_distance']:.2e} apart")
+    for r in results:
+        if r.get("vision_cache"):
+            v = r["vision_cache"]
+            print(f"- {r['label']}: vision feature cache encoded {v.get('encoded')} of {v.get('seen')} images shown")
+    lever_rows = [(k, s, by[k].get("what", "") + distance_note(by[k], by.get("judgetrain")))
+                  for k, s in summaries.items() if k.startswith("judgetrain + ")]
     if lever_rows and "judgetrain" in summaries:
-        print("\n### levers (on the judgetrain arm; ratio against the recipe's settings)\n")
-        print(table([("judgetrain (recipe)", summaries["judgetrain"], "")] + lever_rows, summaries["judgetrain"]))
+        print("\n### levers (one setting of the judgetrain arm changed each; ratio against the judgetrain arm)\n")
+        print(table([("judgetrain", summaries["judgetrain"], "")] + lever_rows, summaries["judgetrain"]))
     for what in skipped:
         print(f"- not measured: {what}")
     for label, err in failed.items():
@@ -639,6 +782,13 @@ def report(results: list[dict], args, ceiling: float, skipped: list[str], info: 
              "shared machine do not inflate; (wall): per wall second") if args.clock == "cpu" else "per wall second"
     print(f"\nrates: {clock}. ceiling: {ceiling / 1e12:.3f} TFLOP/s ({info['ceiling_kind']}, same clock). {MFU_CONVENTION}")
     return out
+
+
+def yaml_value(path: Path, key: str):
+    """One top-level value of a recipe file (None when absent)."""
+    import yaml
+
+    return (yaml.safe_load(path.read_text()) or {}).get(key)
 
 
 def parse_args(argv=None):
@@ -651,16 +801,27 @@ def parse_args(argv=None):
     p.add_argument("--model", type=Path, help="a model folder instead of --arch (real checkpoint or earlier build)")
     p.add_argument("--recipe", type=Path, default=REPO / "recipes/qwen3vl-2b/timecatch-lora.yaml",
                    help="the judgetrain arm's recipe (default: the Qwen3-VL-2B one, which packs)")
-    p.add_argument("--judgetrain-args", default="--packing true", help="extra judgetrain flags (default: --packing true)")
-    p.add_argument("--arms", default="trl,judgetrain")
+    p.add_argument("--judgetrain-args", default=DEFAULT_JUDGETRAIN_ARGS,
+                   help=f"extra judgetrain flags (default: {DEFAULT_JUDGETRAIN_ARGS})")
+    p.add_argument("--arms", default="trl,trl-defaults,judgetrain", help="which of trl, trl-defaults, judgetrain to run")
+    p.add_argument("--schedule", choices=["constant", "recipe"], default="constant",
+                   help="learning-rate schedule of every arm: constant (default; equal training over the timed steps) "
+                        "or the recipe's (its warm-up keeps the rate near zero over a few steps)")
+    p.add_argument("--lora-dropout", type=float, default=0.0,
+                   help="LoRA dropout of every arm (default 0: dropout draws its masks per tensor shape, so a padded "
+                        "batch and a packed row of the same records would train differently; -1: the recipe's)")
     p.add_argument("--levers", default="", help=f"comma list of {', '.join(LEVERS)}, or all")
-    p.add_argument("--steps", type=int, help="timed optimizer steps per arm (default: CPU 3, CUDA 4)")
+    p.add_argument("--steps", type=int, help="timed optimizer steps per arm (default: the rest of --epochs)")
+    p.add_argument("--epochs", type=int, default=3, help="passes over the records, warm-up included, when --steps is not "
+                   "given (default 3, as the recipes train: the vision feature cache pays from the second)")
     p.add_argument("--warmup-steps", type=int, help="untimed optimizer steps first (default: CPU 1, CUDA 2)")
-    p.add_argument("--batch", type=int, help="per-device batch (default: the recipe's; CPU: the recipe's, at most 2)")
-    p.add_argument("--effective-batch", type=int, help="effective batch in records (default: the recipe's; CPU: 4)")
+    p.add_argument("--batch", type=int, help="per-device batch in records (default: CPU 2, CUDA 4: micro-batches of "
+                                             "several records of mixed lengths, where padding exists)")
+    p.add_argument("--effective-batch", type=int, help="effective batch in records (default: CPU 4, CUDA the recipe's)")
     p.add_argument("--max-length", type=int, help="max_length, the packed row length (default: the recipe's; CPU: 1024, "
                                                   "as CPU-size records are about a quarter of 448² ones)")
-    p.add_argument("--train-records", type=int, help="use the first N training records of the mix (default: all)")
+    p.add_argument("--train-records", type=int, help="use the first N training records of the mix (default: CPU 24, "
+                   "six steps an epoch; CUDA all)")
     p.add_argument("--timecatch-clips", type=int, default=8)
     p.add_argument("--prism-procedures", type=int, default=2)
     p.add_argument("--prism-layouts", default="P0,P5,P6")
@@ -682,7 +843,6 @@ def parse_args(argv=None):
     cpu = args.device == "cpu"
     layers = args.layers or ("2,1" if cpu else "full")
     args.layers = None if layers == "full" else tuple(int(x) for x in layers.split(","))
-    args.steps = args.steps if args.steps is not None else (3 if cpu else 4)
     args.clock = args.clock or ("cpu" if cpu else "wall")
     args.warmup_steps = args.warmup_steps if args.warmup_steps is not None else (1 if cpu else 2)
     args.arms = [a for a in args.arms.split(",") if a]
@@ -694,8 +854,11 @@ def parse_args(argv=None):
     if args.device == "cpu":
         # Scaled to a CPU: a few records a step, rows of about two CPU-size records (as 4096 holds about two
         # 448² ones on a GPU), and no torch.compile in "all" (inductor's compile on 2 cores outlasts the run).
-        args.effective_batch = args.effective_batch or 4  # the per-device batch: the recipe's, at most 2 (bench_recipe)
+        args.effective_batch = args.effective_batch or 4
         args.max_length = args.max_length or 1024
+    args.batch = args.batch or (2 if cpu else 4)
+    args.train_records = args.train_records or (24 if cpu else None)
+    args.lora_dropout = None if args.lora_dropout is not None and args.lora_dropout < 0 else args.lora_dropout
     args.skip_compile = args.device == "cpu" and "compile" in args.levers and not explicit_compile
     return args
 
@@ -713,7 +876,14 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     data = build_data(args)
+    import datasets
+
+    n_records = sum(len(datasets.load_from_disk(str(d))["train"]) for d in data)
+    n_records = min(n_records, args.train_records or n_records)
     model_dir = build_model(args)
+    if args.steps is None:  # --epochs passes over the records, the warm-up steps included
+        per_step = args.effective_batch or yaml_value(args.recipe, "effective_batch_size") or args.batch
+        args.steps = max(1, args.epochs * -(-n_records // per_step) - args.warmup_steps)
     print(f"[bench] data {', '.join(map(str, data))}; model {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
     specs, recipe, skipped = arm_specs(args, model_dir, data, work)
     dtype = "float32" if args.device == "cpu" else "bfloat16"
@@ -726,14 +896,11 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps({"partial": True, "results": results}, default=str))  # kept if a time limit stops the run
         print(f"[bench] arm {spec['label']}: {time.perf_counter() - t1:.0f} s, {status}", flush=True)
     ceiling = max(ceiling, matmul_ceiling(args.device, dtype, seconds=2.0))  # the better of before and after the arms
-    import datasets
-
-    n_records = sum(len(datasets.load_from_disk(str(d))["train"]) for d in data)
     depth = "" if args.model or args.arch == "tiny" else (" (full depth)" if args.layers is None else
                                                            f" ({args.layers[0]}+{args.layers[1]} layers)")
     info = {"model": f"{args.model or args.arch}{depth}",
             "device": torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads",
-            "records": min(n_records, args.train_records or n_records), "recipe": str(args.recipe),
+            "records": n_records, "recipe": str(args.recipe),
             "judgetrain_args": args.judgetrain_args, "ceiling_kind": f"{dtype} torch.matmul", "model_dir": str(model_dir),
             "versions": {m: __import__(m).__version__ for m in ("torch", "transformers", "trl", "peft")},
             "loadavg": os.getloadavg(), "total_s": time.perf_counter() - t0, "command": shlex.join(sys.argv)}

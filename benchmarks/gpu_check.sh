@@ -5,15 +5,18 @@
 #
 # 1. installs what the machine lacks from wheels carried in benchmarks/out/wheels/ (no network:
 #    pip --no-index), and judgetrain itself from this checkout (--no-deps);
-# 2. training throughput, both arms side by side (plain TRL vs `judgetrain train` on
-#    recipes/qwen3vl-2b/timecatch-lora.yaml, which packs), at Qwen3-VL-2B's real widths and full
-#    depth (28 + 24 layers, random weights), TimeCatch 4-16 frames and PRISM pairs at 448x448,
-#    bf16: real tokens/s, padding, peak memory, loss, MFU against a bf16 matmul ceiling measured in
-#    the same run; plus the levers in $LEVERS on the judgetrain arm (benchmarks/bench_train.py);
+# 2. training throughput, three arms side by side (plain TRL configured fairly: the judgetrain
+#    arm's batch, schedule and gradient checkpointing; TRL with its defaults; `judgetrain train` on
+#    recipes/qwen3vl-2b/timecatch-lora.yaml with padding-free micro-batches and the vision feature
+#    cache), at Qwen3-VL-2B's real widths and full depth (28 + 24 layers, random weights),
+#    TimeCatch 4-16 frames and PRISM pairs at 448x448, bf16, constant learning rate, the same
+#    records every optimizer step: real tokens/s, padding, peak memory, loss, the adapters' distance,
+#    MFU against a bf16 matmul ceiling measured in the same run; plus the levers in $LEVERS on the
+#    judgetrain arm (benchmarks/bench_train.py);
 # 3. scoring: batched vs one at a time, shared prefix vs full passes (benchmarks/bench_scoring.py)
 #    on the same 2B folder;
 # 4. PhaseFusion cost at Qwen3-VL-8B's real widths, full depth (benchmarks/bench_phasefusion.py);
-# 5. evaluation cost at Qwen2.5-VL-7B and Qwen3-VL-8B widths, full depth, real vocabularies, 360 px
+# 5. evaluation cost at Qwen2.5-VL-7B and Qwen3-VL-8B widths, full depth, real vocabularies, 448 px
 #    frames (benchmarks/bench_eval.py: batched vs one at a time, length-sorted batches, frames shared
 #    across records, orderings, PhaseFusion, LPIPS;
 #    EVAL_LAYERS sets the depth, 1 when DEVICE=cpu).
@@ -35,9 +38,11 @@
 # against the machine's torch, so it is left out. Carry the folder with the checkout (it is git-ignored).
 #
 # Settings (environment): DEVICE (cuda), ARCH (qwen3-vl-2b), LAYERS (full), SIZE (448: frame and step
-# image side), CLIPS (12 TimeCatch clips), PROCS (3 PRISM procedures), STEPS (4 timed), WARMUP (2),
-# LEVERS (checkpointing,liger; "all" adds packing off, attention, batch, torch.compile, dataloader
-# workers and length grouping, about 6 more minutes: raise TRAIN_TIMEOUT), PF_ARCH (qwen3-vl-8b), WHEELS (benchmarks/out/wheels), PYTHON (python).
+# image side), CLIPS (12 TimeCatch clips), PROCS (3 PRISM procedures), EPOCHS (2 passes over the records,
+# warm-up included; STEPS instead sets the timed steps), WARMUP (2),
+# LEVERS (vision_cache,padding_free,packing,checkpointing,liger,flash_attn: the last two where installed; "all" adds attention, batch, torch.compile,
+# dataloader workers and length grouping, about 6 more minutes: raise TRAIN_TIMEOUT), PF_ARCH (qwen3-vl-8b),
+# WHEELS (benchmarks/out/wheels), PYTHON (python).
 # `DEVICE=cpu ARCH=tiny SIZE=64 CLIPS=2 PROCS=2 STEPS=1 WARMUP=1 LEVERS=packing PF_ARCH= WHEELS=/nonexistent \
 #  PYTHON=.venv/bin/python bash benchmarks/gpu_check.sh`
 # runs the same steps on a CPU in a couple of minutes, to check the script itself.
@@ -52,9 +57,9 @@ LAYERS=${LAYERS:-full}
 SIZE=${SIZE:-448}
 CLIPS=${CLIPS:-12}
 PROCS=${PROCS:-3}
-STEPS=${STEPS:-4}
+EPOCHS=${EPOCHS:-2}
 WARMUP=${WARMUP:-2}
-LEVERS=${LEVERS:-checkpointing,liger}
+LEVERS=${LEVERS:-vision_cache,padding_free,packing,checkpointing,liger,flash_attn}
 PF_ARCH=${PF_ARCH-qwen3-vl-8b}
 WHEELS=${WHEELS:-benchmarks/out/wheels}
 RESULTS=${OUT:-benchmarks/out/gpu-check}
@@ -93,10 +98,10 @@ $PY -c "import transformers, peft, accelerate; print('transformers', transformer
 $PY -c "import trl; print('trl', trl.__version__)" 2>/dev/null
 echo "missing modules: ${missing:-none}"
 
-section "training throughput: plain TRL vs judgetrain train ($ARCH, layers $LAYERS, ${SIZE}x${SIZE} images, levers $LEVERS)"
-timeout ${TRAIN_TIMEOUT:-360} $PY benchmarks/bench_train.py --device "$DEVICE" --arch "$ARCH" --layers "$LAYERS" \
+section "training throughput: plain TRL (fair, defaults) vs judgetrain train ($ARCH, layers $LAYERS, ${SIZE}x${SIZE} images, levers $LEVERS)"
+timeout ${TRAIN_TIMEOUT:-420} $PY benchmarks/bench_train.py --device "$DEVICE" --arch "$ARCH" --layers "$LAYERS" \
     --frame-size "$SIZE" --prism-size "$SIZE" --max-pixels $(( SIZE * SIZE )) --timecatch-clips "$CLIPS" \
-    --prism-procedures "$PROCS" --steps "$STEPS" --warmup-steps "$WARMUP" --levers "$LEVERS" \
+    --prism-procedures "$PROCS" --epochs "$EPOCHS" ${STEPS:+--steps "$STEPS"} --warmup-steps "$WARMUP" --levers "$LEVERS" \
     --out "$RESULTS/bench_train.json"
 echo "bench_train exit code: $?"
 MODEL=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['info']['model_dir'])" "$RESULTS/bench_train.json" 2>/dev/null)
@@ -119,7 +124,7 @@ if [ -n "$PF_ARCH" ]; then
 fi
 
 section "evaluation cost at real widths (qwen2.5-vl-7b, qwen3-vl-8b; decoder / ViT layers ${EVAL_LAYERS:=$([ "$DEVICE" = cpu ] && echo 1 || echo full)})"
-EVAL_SIZE=$([ "$DEVICE" = cpu ] && echo 96 || echo 360)
+EVAL_SIZE=$([ "$DEVICE" = cpu ] && echo 96 || echo 448)
 timeout ${EVAL_TIMEOUT:-240} $PY benchmarks/bench_eval.py --device "$DEVICE" --dtype "$DTYPE" --layers "$EVAL_LAYERS" \
     --vision-layers "$EVAL_LAYERS" --frame-size "$EVAL_SIZE" $([ "$DEVICE" = cpu ] && echo --items 6 --timecatch-frames 2,4 --lpips-pairs 4 || echo --real-vocab --items 32 --batch-size 8 --repeats 3 --lpips-pairs 64) \
     --out "$RESULTS/bench_eval.json"
