@@ -183,6 +183,7 @@ class Meter:
         self.adapter_init: dict = {}
         self.settings: dict = {}
         self.own_args = None
+        self.attn = None  # the attention implementation the arm asked for (its spec or its model arguments)
 
     def _now(self) -> tuple[float, float]:
         """(wall seconds, CPU seconds of this process and its dataloader workers, live or ended)."""
@@ -221,7 +222,7 @@ class Meter:
                 meter.adapter_init = trainable_state(trainer.model)
                 own = meter.own_args or args  # judgetrain's own settings (its TRL copy says packing: false when it packs)
                 meter.settings = {k: getattr(own, k, None) for k in SETTINGS_SHOWN}
-                meter.settings["attn_implementation"] = getattr(trainer.model.config, "_attn_implementation", None)
+                meter.settings["attn_implementation"] = meter.attn
                 if meter.cuda:
                     torch.cuda.reset_peak_memory_stats()
                 meter.t_last = meter._now()
@@ -322,6 +323,7 @@ def run_trl(spec: dict, meter: Meter):
                      **{k: v for k, v in spec["sft"].items() if k in known})
     peft_config = LoraConfig(task_type="CAUSAL_LM", **spec["lora"])
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=processor, peft_config=peft_config)
+    meter.attn = spec.get("attn_implementation")
     meter.attach(trainer)
     trainer.train()
     return trainer
@@ -332,7 +334,7 @@ def run_judgetrain(spec: dict, meter: Meter):
     from judgetrain.train import setup, train_and_save
 
     run = setup(list(spec["argv"]))
-    meter.own_args = run.training_args
+    meter.own_args, meter.attn = run.training_args, run.model_args.attn_implementation
     meter.attach(run.trainer)
     train_and_save(run)
     return run.trainer

@@ -109,7 +109,15 @@ def test_each_lever_changes_one_setting(bench) -> None:
     recipe = {"attn_implementation": "sdpa", "gradient_checkpointing": True, "per_device_train_batch_size": 2,
               "effective_batch_size": 16, "packing": True}
     assert bench.lever_args("packing", recipe, [])[0] == ["--packing", "false"]
-    assert bench.lever_args("packing", recipe, ["--packing", "false"])[0] == ["--packing", "true"]
+    assert bench.lever_args("packing", recipe, ["--packing", "false"])[0] == ["--packing", "true", "--padding_free", "false"]
+    # the levers of the judgetrain arm's defaults: each turns one off, `plain` both (TRL's padded batches)
+    base = bench.DEFAULT_JUDGETRAIN_ARGS.split()
+    assert bench.lever_args("vision_cache", recipe, base)[0] == ["--vision_feature_cache", "false"]
+    assert bench.lever_args("vision_cache", recipe, [])[0] == ["--vision_feature_cache", "true"]
+    assert bench.lever_args("padding_free", recipe, base)[0] == ["--padding_free", "false"]
+    assert bench.lever_args("padding_free", recipe, [])[0] is None  # the recipe packs: its rows are padding-free
+    assert bench.lever_args("plain", recipe, base)[0] == [
+        "--packing", "false", "--padding_free", "false", "--vision_feature_cache", "false"]
     assert bench.lever_args("attn", recipe, [])[0] == ["--attn_implementation", "eager"]
     assert bench.lever_args("attn", {**recipe, "attn_implementation": "eager"}, [])[0] == ["--attn_implementation", "sdpa"]
     assert bench.lever_args("checkpointing", recipe, [])[0] == ["--gradient_checkpointing", "false"]
@@ -129,6 +137,13 @@ def test_each_lever_changes_one_setting(bench) -> None:
         assert liger is None and "not installed" in what
     else:
         assert liger == ["--use_liger_kernel", "true"]
+    flash, what = bench.lever_args("flash_attn", recipe, [])
+    import torch
+
+    if importlib.util.find_spec("flash_attn") is None or not torch.cuda.is_available():
+        assert flash is None and "CUDA GPU" in what
+    else:
+        assert flash == ["--attn_implementation", "flash_attention_2"]
     with pytest.raises(ValueError, match="unknown lever 'flash'"):
         bench.lever_args("flash", recipe, [])
 
@@ -176,7 +191,7 @@ def test_bench_runs_both_arms_on_the_same_records(bench, tmp_path) -> None:
     out = tmp_path / "bench.json"
     argv = ["--arch", "tiny", "--cache", str(tmp_path), "--out", str(out), "--timecatch-clips", "2", "--prism-procedures", "2",
             "--prism-layouts", "P0", "--train-records", "24", "--batch", "8", "--effective-batch", "8", "--steps", "2",
-            "--warmup-steps", "1", "--judgetrain-args", "--packing false", "--levers", "packing"]
+            "--warmup-steps", "1", "--judgetrain-args", "--packing false", "--levers", "packing", "--arms", "trl,judgetrain"]
     assert bench.main(argv) == 0
     got = json.loads(out.read_text())
     trl, jt, packed = (got["arms"][k] for k in ("trl", "judgetrain", "judgetrain + packing"))
@@ -185,8 +200,12 @@ def test_bench_runs_both_arms_on_the_same_records(bench, tmp_path) -> None:
     # both arms see the same records in the same batches, and train the same
     assert [s["real"] for s in steps["trl"]] == [s["real"] for s in steps["judgetrain"]]
     assert [s["records"] for s in steps["trl"]] == [8, 8, 8]
-    assert got["comparison"]["same_batches"] and got["comparison"]["losses_agree"]
-    assert got["comparison"]["loss_difference"] == pytest.approx(0.0, abs=1e-5)
+    assert got["comparison"]["trl"]["same_batches"] and got["comparison"]["trl"]["losses_agree"]
+    assert got["comparison"]["trl"]["loss_difference"] == pytest.approx(0.0, abs=1e-5)
+    # one micro-batch a step: the same training, so the adapters' updates agree (the judgetrain arm keeps the
+    # vision features, as its recipe says, which changes nothing but float rounding)
+    assert got["comparison"]["trl"]["adapter"]["init_distance"] == 0.0
+    assert got["comparison"]["trl"]["adapter"]["update_distance"] < 1e-3
     # one epoch: the real tokens are the 24 records' lengths, images expanded
     processor = AutoProcessor.from_pretrained(next((tmp_path / "train-models").iterdir()))
     data = sorted((tmp_path / "train-data").iterdir())[0]

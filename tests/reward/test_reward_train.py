@@ -103,11 +103,14 @@ def test_a_killed_reward_run_resumes_to_the_adapter_of_an_uninterrupted_one(tmp_
     train_and_save(setup(argv(tiny, pointwise, killed, "--resume_from_checkpoint", "auto")))
     a, b = load_file(full / "adapter_model.safetensors"), load_file(killed / "adapter_model.safetensors")
     assert a.keys() == b.keys()
-    # Adam at lr 1e-3 divides each gradient by its own running scale, so a weight whose gradients are near zero moves
-    # by up to lr on a last-bit difference of them: a CI run under load saw 1.7e-6 on 3 of 512 elements. A resume that
-    # lost the optimizer state, the RNG or the data order moves whole tensors by ~lr; atol 1e-5 (1% of lr) tells the two.
+    # Adam at lr 1e-3 divides each gradient by its running scale plus eps 1e-8: a weight whose gradients are near zero
+    # moves by about lr * g / eps, so a last-bit difference in g moves it by up to ~lr. Clean-clone CI runs under load
+    # saw 3 of 512 elements 1.7e-6 apart, and 2 of 512 2.9e-5 apart (never reproduced in or out of process here).
+    # A resume that lost the optimizer state, the RNG or the data order moves nearly every weight by ~lr; so: all but
+    # 1% of each tensor's weights (at least 3) equal to 1e-6, and none further apart than two steps' worth of lr.
     for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-5)
+        diff = (a[k] - b[k]).abs()
+        assert int((diff > 1e-6).sum()) <= max(3, diff.numel() // 100) and diff.max().item() <= 2e-3, (k, diff.max().item())
     losses = [[h["loss"] for h in json.loads((run / "trainer_state.json").read_text())["log_history"] if "loss" in h]
               for run in (full, killed)]
     assert losses[0] == losses[1]
