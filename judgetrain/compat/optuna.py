@@ -10,7 +10,7 @@ from typing import Any
 
 from .versions import UpstreamChanged
 
-__all__ = ["reopen_trial", "requeue_failed", "trial_id"]
+__all__ = ["name_values", "reopen_trial", "requeue_failed", "trial_id"]
 
 LIBRARY = "optuna"
 
@@ -67,3 +67,20 @@ def requeue_failed(study: Any, trial: Any, max_retry: int, drop_user_attrs: tupl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, kept)
+
+
+def name_values(study: Any, names: list[str]) -> None:
+    """Name the study's objective values (what optuna-dashboard and ``trials_dataframe`` show instead
+    of "Objective 0"): ``Study.set_metric_names``, experimental since Optuna 3.2, without its
+    ExperimentalWarning (judgetrain chose it; the user cannot act on it)."""
+    import warnings
+
+    try:
+        from optuna.exceptions import ExperimentalWarning
+    except ImportError as e:
+        raise UpstreamChanged(LIBRARY, "optuna.exceptions.ExperimentalWarning", "name a study's objectives", str(e)) from None
+    if not callable(getattr(study, "set_metric_names", None)):
+        raise UpstreamChanged(LIBRARY, "Study.set_metric_names", "name a study's objectives", "no such method")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        study.set_metric_names(list(names))

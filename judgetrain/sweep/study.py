@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import socket
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, cast
 
-from judgetrain.compat.optuna import reopen_trial, requeue_failed, trial_id
+from judgetrain.compat.optuna import name_values, reopen_trial, requeue_failed, trial_id
 from judgetrain.writer import process_alive
 
 from .config import SweepConfig
@@ -74,9 +73,7 @@ def open_study(cfg: SweepConfig):
         study.set_user_attr("fixed", cfg.search_space.fixed)
         study.set_user_attr("extra", cfg.overrides)
     if study.metric_names is None:  # what optuna-dashboard and the study's dataframe call each value ("Objective 0" without)
-        with warnings.catch_warnings():  # Optuna's note that the method is experimental: for who chose it, here
-            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([o.name for o in cfg.objectives])
+        name_values(study, [o.name for o in cfg.objectives])
     return study
 
 

@@ -102,3 +102,12 @@ def test_a_trial_without_a_storage_id_is_named():
 
     with pytest.raises(UpstreamChanged, match=r"^optuna \S+ no longer offers Trial\._trial_id"):
         compat.trial_id(Renamed())
+
+
+def test_the_values_are_named_without_an_experimental_warning(tmp_path, recwarn):
+    """What the sweep relies on to name its objectives in optuna-dashboard: Study.set_metric_names, silently."""
+    study, _ = _studies(tmp_path)
+    with relied_on("Study.set_metric_names (experimental)"):
+        compat.name_values(study, ["judge:all/accuracy"])
+        assert study.metric_names == ["judge:all/accuracy"]
+    assert not [w for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]
