@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -106,8 +105,10 @@ def test_digests_tell_images_apart_and_the_collator_keeps_the_inner_ones_attribu
     rows = [tuple(r) for r in keys.tolist()]
     assert rows[1] == rows[2] and len(set(rows)) == 3  # A, B, B, C
     assert torch.equal(image_digests(batch["pixel_values"], batch["image_grid_thw"]), keys)
-    again = pickle.loads(pickle.dumps(collate))  # data loader workers get a copy
-    assert torch.equal(again(copy.deepcopy(BATCHES[0]))[IMAGE_KEYS], keys)
+    # data loader workers started by spawn get a copy of the collator (torch pickles it for them)
+    loader = torch.utils.data.DataLoader(copy.deepcopy(BATCHES[0]), batch_size=len(BATCHES[0]), collate_fn=collate,
+                                         num_workers=1, multiprocessing_context="spawn")
+    assert torch.equal(next(iter(loader))[IMAGE_KEYS], keys)
 
 
 # --------------------------------------------------------------------------- one step: equal loss and gradients
