@@ -43,7 +43,7 @@ from .registry import evaluation_of, module_for, paired_tests_for
 from .runs import METRICS, PREDICTIONS, PredictionsError
 from .stats import difference_interval
 
-__all__ = ["CompareConfig", "compare", "delta_cell", "main", "make_parser", "p_cell", "rate_cell"]
+__all__ = ["CompareConfig", "compare", "delta_cell", "main", "make_parser", "p_cell", "rate_cell", "table_rows"]
 
 
 def _what_was_evaluated(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,9 +183,10 @@ def _paired(
     return out, tests
 
 
-def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[float | None]]]:
-    """The table's rows in display order: (label, cells as text, kind, values), kind ``run``,
-    ``delta`` or ``p``; each later run's p row (if any) follows its Δ row."""
+def table_rows(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[float | None], int]]:
+    """The table's rows in display order: (label, cells as text, kind, values, run), kind ``run``,
+    ``delta`` or ``p``, run the index of the run the row belongs to; each later run's p row (if
+    any) follows its Δ row. The console, Markdown and the run browser all lay out these rows."""
     p_rows = iter(result["paired"])
     names = result["names"]
     counts = result.get("counts") or [[None] * len(result["columns"]) for _ in names]
@@ -196,9 +197,9 @@ def _table(result: Mapping[str, Any]) -> list[tuple[str, list[str], str, list[fl
             texts = [rate_cell(v, c) for v, c in zip(vals, counts[run], strict=False)]
         else:
             texts = [delta_cell(v, names[run], names[0], c, c0) for v, c, c0 in zip(vals, counts[run], counts[0], strict=True)]
-        out.append((label, texts, "delta" if delta else "run", vals))
+        out.append((label, texts, "delta" if delta else "run", vals, run))
         if delta and (p := next(p_rows, None)) is not None:
-            out.append((p["label"], [p_cell(v) for v in p["pvalues"]], "p", p["pvalues"]))
+            out.append((p["label"], [p_cell(v) for v in p["pvalues"]], "p", p["pvalues"], run))
     return out
 
 
@@ -213,7 +214,7 @@ def _markdown(result: Mapping[str, Any]) -> str:
         )
     md += "".join(f"{line}\n\n" for line in _items_lines(result))
     md += "| | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns) + "\n"
-    for label, texts, _, _ in _table(result):
+    for label, texts, _, _, _ in table_rows(result):
         md += f"| {label} | " + " | ".join(texts) + " |\n"
     if result["paired"]:
         md += "\n" + _tests_note(result) + "\n"
@@ -326,7 +327,7 @@ def _console_table(result: Mapping[str, Any], wide: bool):
     from rich.table import Table
 
     rows = []
-    for label, texts, kind, values in _table(result):
+    for label, texts, kind, values, _ in table_rows(result):
         if kind == "delta":  # colour the sign of each difference
             texts = [
                 s if v is None or v == 0 else f"[{'green' if v > 0 else 'red'}]{s}[/]" for s, v in zip(texts, values, strict=True)

@@ -22,7 +22,7 @@ __all__ = ["compare_table"]
 def compare_table(run_dirs: Sequence[str | os.PathLike], names: Sequence[str]) -> dict[str, Any]:
     """``{"columns", "rows": [{"label", "kind" (run, delta, p), "run", "cells"}], "notes"}`` of the
     runs side by side, or ``{"error"}`` saying why they cannot be (other evaluations, no metrics)."""
-    from ..core.compare import compare, delta_cell, p_cell, rate_cell
+    from ..core.compare import compare, table_rows
     from ..core.runs import PredictionsError
 
     try:
@@ -30,17 +30,7 @@ def compare_table(run_dirs: Sequence[str | os.PathLike], names: Sequence[str]) -
     except (PredictionsError, OSError, ValueError, KeyError) as e:
         return {"error": f"these runs are not compared side by side: {e}"}
     names = result["names"]
-    counts = result["counts"] or [[None] * len(result["columns"]) for _ in names]
-    p_rows, rows, k = iter(result["paired"]), [], -1
-    for label, values, is_delta in result["rows"]:
-        if not is_delta:
-            k += 1
-            cells = [rate_cell(v, c) for v, c in zip(values, counts[k], strict=False)]
-        else:
-            cells = [delta_cell(v, names[k], names[0], c, c0) for v, c, c0 in zip(values, counts[k], counts[0], strict=True)]
-        rows.append({"label": label, "kind": "delta" if is_delta else "run", "run": k, "cells": cells})
-        if is_delta and (p := next(p_rows, None)) is not None:
-            rows.append({"label": p["label"], "kind": "p", "run": k, "cells": [p_cell(x) for x in p["pvalues"]]})
+    rows = [{"label": label, "kind": kind, "run": run, "cells": cells} for label, cells, kind, _, run in table_rows(result)]
     notes = [
         f"Values in %; run cells: value [Wilson 95% interval] (n); Δ rows: difference to {names[0]} in percentage "
         "points, as `judgetrain eval compare` computes it, with its 95% interval (Newcombe's score interval from the "
