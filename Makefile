@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # the fast suite's and CI's closing list of the slowest tests
 DURATIONS ?= --durations=15
 
-.PHONY: setup system-deps quickstart test test-slow test-readme test-all test-latest lint lock bench clean
+.PHONY: setup system-deps quickstart test test-slow test-readme test-all test-latest lint lock bench docs docs-serve clean
 
 $(BIN)/.installed: $(LOCK) pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
@@ -88,9 +88,30 @@ test-readme: setup system-deps
 test-all: setup system-deps
 	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)
 
+# The documentation site (mkdocs.yml, docs/): the command pages are written again from each
+# command's parser (docs/gen_commands.py, with .venv's judgetrain), then MkDocs builds strictly
+# (a broken link, anchor or missing page fails) into site/. MkDocs, Material and mkdocstrings
+# live in a venv of their own, build/docs-venv, installed from pyproject.toml's `docs` extra.
+DOCS_VENV ?= build/docs-venv
+DOCS_ADDR ?= 127.0.0.1:8000
+
+$(DOCS_VENV)/.installed: pyproject.toml
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q $$($(DOCS_VENV)/bin/python -c \
+	  'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))')
+	touch $@
+
+docs: setup $(DOCS_VENV)/.installed
+	$(BIN)/python docs/gen_commands.py
+	$(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: setup $(DOCS_VENV)/.installed
+	$(BIN)/python docs/gen_commands.py
+	$(DOCS_VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
 bench: setup
 	$(BIN)/python benchmarks/bench_builder.py
 	$(BIN)/python benchmarks/bench_scoring.py --threads 1
 
 clean:
-	rm -rf $(VENV) $(LATEST) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) build dist site *.egg-info .pytest_cache
