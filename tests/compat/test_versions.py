@@ -16,18 +16,14 @@ from judgetrain.compat.versions import UpstreamChanged, lock_differences, read_l
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "requirements" / "lock.txt"
-# extras that never go into .venv, so the lock does not cover them: `make docs` installs
-# `docs` (MkDocs) into a venv of its own, build/docs-venv
-UNLOCKED_EXTRAS = {"docs"}
 
 
 def _declared() -> list[Requirement]:
-    """Every requirement of the package and of the extras `make setup` installs (test pulls in the
-    others), that is every extra but those of UNLOCKED_EXTRAS."""
+    """Every requirement of the package and of the extras `make setup` installs (test pulls in the others)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
     found = [Requirement(r) for r in project["dependencies"]]
-    for name in sorted(set(extras) - UNLOCKED_EXTRAS):
+    for name in extras:
         found += [Requirement(r) for r in extras[name] if not r.startswith("judgetrain[")]
     return found
 
