@@ -4,5 +4,5 @@ smaller ones (``ordering``: the chronological-ordering probe; ``consistency_view
 views of consistency tuning), the sources they share (``synthetic``: the built-in physics
 clips; ``procedures``: procedure manifests and their synthetic renders) and ``core``, what
 every builder shares.
-README: "Commands".
+Docs: "concepts/index.md", "how-to/own-data.md".
 """

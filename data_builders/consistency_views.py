@@ -24,7 +24,7 @@ Each video is decoded once for the union of the frames its questions need
 ``OUT.work/frames`` as PNG and every view that shows a frame stores those same bytes. A
 build run again after a kill decodes only the questions whose frames are not there yet
 (``frames.json`` marks a question's folder complete, with the video and settings it holds).
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "reference/commands/build-consistency-views.md", "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

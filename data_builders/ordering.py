@@ -4,7 +4,7 @@ shuffled order that is never the identity, with no text but their labels (``Imag
 and the instruction; the answer is the labels in chronological order (``B-D-A-C``, or
 ``2, 4, 1, 3`` with ``--labels numbers``). One ``test`` split (a zero-shot probe);
 :func:`parse_ordering` reads a numbered answer strictly, the metrics are
-``judgetrain.eval.core.metrics.ordering_metrics``. README: "`judgetrain build ordering-probe`"."""
+``judgetrain.eval.core.metrics.ordering_metrics``. Docs: "reference/commands/build-ordering-probe.md", "concepts/ordering-probe.md"."""
 
 from __future__ import annotations
 

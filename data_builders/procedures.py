@@ -4,7 +4,7 @@
 bad lines become located skips); :func:`load_procedures` is the builders' source step;
 :func:`write_procedures` renders the offline synthetic set (six categories whose order
 can be checked by eye) in that manifest format; :func:`image_bytes` is what a record
-stores for an image. README: "`judgetrain build prism`", "`judgetrain build ordering-probe`".
+stores for an image. Docs: "concepts/prism-mirage.md", "concepts/ordering-probe.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Physics runs at a fixed ``SUBSTEP_HZ`` whatever the output fps, so a clip's
 motion depends only on its seed and index. Everything random comes from numpy
 generators seeded by :func:`derive_seed` (sha256), never from Python's salted
 salted built-in ``hash``, so outputs are byte-identical across processes and machines.
-README: "`judgetrain build timecatch`", "`judgetrain build video-mcq`".
+Docs: "concepts/timecatch.md", "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -2,5 +2,5 @@
 ``judge``, ``phasefusion``), the positional-bias analysis over their runs
 (``bias``), and ``core``, what every evaluation shares (run folders, the
 multi-process loop, statistics, ``eval report`` and ``eval compare``).
-README: "Run folders".
+Docs: "concepts/identity.md".
 """

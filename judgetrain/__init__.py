@@ -1,5 +1,5 @@
 """judgetrain: turn vision-language models into reliable judges of time.
-README: "Layout".
+Docs: "reference/development.md".
 """
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""``python -m judgetrain``: the ``judgetrain`` command. README: "Commands"."""
+"""``python -m judgetrain``: the ``judgetrain`` command. Docs: "reference/configuration.md", "reference/commands/index.md"."""
 
 import sys
 

@@ -4,7 +4,7 @@ One registry (:data:`COMMANDS`, a plain dict) maps each command to the module th
 implements it. A module exposes ``make_parser()`` (its typed config, see
 :mod:`judgetrain.config`) and ``main(cfg)``, the shape of TRL's ``scripts/sft.py``;
 only the module of the command being run is imported.
-README: "Commands".
+Docs: "reference/configuration.md", "reference/commands/index.md".
 """
 
 from __future__ import annotations

@@ -20,9 +20,8 @@ The YAML itself is read by :mod:`judgetrain.yamlfile` (no key twice, no alias bo
 
 A field whose value changes results is marked with ``identity=True`` in its
 metadata (:func:`arg`); :func:`identity` restricts ``asdict(cfg)`` to those fields,
-which is what a run folder must agree on before it resumes. See the README's
-"Configuration files" section.
-README: "Configuration files".
+which is what a run folder must agree on before it resumes.
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the ``judgetrain`` CLI and the ``python -m`` / ``accelerate launch -m`` entries 
 evaluations catch :class:`UserError` and nothing narrower. Each concrete error also
 derives from the built-in it has always been (``ValueError``, ``OSError``, …), so
 existing ``except`` clauses keep working.
-README: "Commands".
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ unless the user passes ``--overwrite``.
   files by content (a relative and an absolute spelling of one folder are the same
   model; the same ``config.json`` over other weights is not), or a hub id by name.
 - :func:`git_state` is the checkout's commit and whether it had uncommitted changes.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

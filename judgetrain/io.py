@@ -3,7 +3,7 @@
 Every output file judgetrain writes goes through here: the content is written to a
 temporary file beside the target, flushed and fsync'd, then renamed onto it, so a
 reader (or a resumed run) sees the old file or the new one, never half of one.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ is the one ``json.loads`` of user files: it turns every way that fails (bad synt
 
 :func:`text` and :func:`optional_text` check the common field shapes with messages
 of the form ``field: what is wrong; how to fix``.
-README: "Commands" (each builder's manifest format).
+Docs: "how-to/own-data.md".
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ the package's modules reachable as attributes without listing them in ``__all__`
 ``import *`` imports no module that the names do not need. As with every ``lazy_loader`` package, ``EAGER_IMPORT=1`` in
 the environment imports every listed name at once (a check that each resolves), and then
 no command is fast.
-README: "Layout".
+Docs: "reference/development.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ user.
 Importing judgetrain as a library changes nothing; :func:`quiet_libraries` is called by the
 ``judgetrain`` command line, the ``python -m`` entries of the evaluations, the tiny-model
 builder and the training process.
-README: "Commands".
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations

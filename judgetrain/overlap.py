@@ -10,7 +10,7 @@ input it meets and the fix. :func:`manifest_media` adds what a JSON Lines manife
 manifest's folder), each by its first folder under the manifest's, so that a media folder
 counts as an input as the manifest does. Paths are compared as the file system resolves them
 (``realpath``: a link and its target are one folder; a link loop never raises here).
-README: "Build folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

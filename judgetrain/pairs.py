@@ -12,7 +12,7 @@ structure GRPO's consistency reward and the reward models both read.
   shows the same two sequences names it, so a reward model and a generative judge are compared
   on the same items.
 
-A leaf: records only. README: "Reward models".
+A leaf: records only. Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ reductions differ in the last bits with the thread count and the device), and th
 filter decides on the distance rounded to :data:`LPIPS_DECIMALS` places, which is
 also the value stored (see :func:`quantize`). The one exception is a distance within
 ~1e-12 of a rounding midpoint, which a few float64 ulps could still tip.
-README: "LPIPS weights", "`judgetrain build timecatch`" (what is guaranteed).
+Docs: "how-to/real-checkpoints.md", "concepts/timecatch.md" (what is guaranteed).
 """
 
 from __future__ import annotations

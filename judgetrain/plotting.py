@@ -1,6 +1,6 @@
 """matplotlib for files only: every figure judgetrain draws (reports, build summaries) is a PNG.
 
-README: "Layout".
+Docs: "reference/development.md".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ positions and layouts from it instead of re-deriving them.
 This module owns the schema (:data:`FEATURES`), row validation that names the
 split, row, id and column of every violation, stable ids, per-split content
 hashes, and atomic :func:`save` / :func:`load`.
-README: "The task record".
+Docs: "concepts/task-record.md", "reference/api/records.md".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hash-based seeding: the same parts give the same seed in every process and
 on every machine (never Python's built-in string hashing, which is salted per process).
-README: "Layout".
+Docs: "reference/development.md".
 """
 
 from __future__ import annotations

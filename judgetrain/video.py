@@ -19,7 +19,7 @@ holds exactly: the ``S`` phase grids are the polyphase components of the dense
 :class:`FrameCache` decodes each video once for the union of every grid asked
 of it and keeps the frames, resized so the longer side is at most 360 px
 (paper 001 App. A).
-README: "`judgetrain build timecatch`", "`judgetrain eval phasefusion`".
+Docs: "concepts/timecatch.md", "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ prompt (upload later with ``wandb sync``). Training, the sweep's summary run and
 evaluation's ``--report_to wandb`` decide by this one rule; the key itself is never read
 here beyond its presence. Where wandb is not used, nothing says anything about it
 (:func:`offline_mode_hidden`).
-README: "`judgetrain train`" (wandb).
+Docs: "how-to/wandb.md".
 """
 
 from __future__ import annotations

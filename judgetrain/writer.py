@@ -14,7 +14,7 @@ to wait (``--wait``), says whom it waits for and starts once the lock is free.
 Taking the lock is also the first write into the folder's parent, so a parent that cannot be
 written (no permission, a file where a folder should be, a read-only file system) ends here
 in one :class:`FolderNotWritableError` naming the folder and the fix, never a traceback.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
 - Text that is not UTF-8, nesting too deep for the parser, and every YAML syntax error fail
   as :class:`YamlError`, a :class:`~judgetrain.errors.UserError` naming the file, with a
   bounded message.
-README: "Configuration files".
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations

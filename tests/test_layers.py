@@ -2,8 +2,8 @@
 makes (lazy ones inside functions and type-checking ones too): the layers below, no import
 circle, ``data_builders`` and ``eval`` apart, inside each of them the shared packages below
 the protocols; no private name crosses a module; no name-prefix family outside a package;
-no re-export outside a package face; every module points to its README section; no library
-file or function too long. README: "Layout"."""
+no re-export outside a package face; every module points to the docs pages about it; no
+library file or function too long. Docs: "reference/development.md"."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("judgetrain", "judgetrain.data_builders", "judgetrain.eval")
@@ -47,7 +48,7 @@ BUILDS_ON = {
     # an item page shows a PhaseFusion question's arm posterior as that evaluation computes it
     "judgetrain.eval.view": {"judgetrain.eval.phasefusion"},
 }
-README = REPO / "README.md"
+DOCS, MKDOCS = REPO / "docs", REPO / "mkdocs.yml"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
 
 
@@ -312,17 +313,40 @@ def test_no_folder_holds_a_name_prefix_family():
 # --------------------------------------------------------------------------- docstrings and sizes
 
 
-def test_module_docstrings_say_what_they_are_for_and_point_to_the_readme():
-    headings = {line.lstrip("#").strip() for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+class _IgnoreTags(yaml.SafeLoader):
+    """A safe loader that reads any tag it does not know (``!ENV``, ``!!python/name:…``) as None."""
+
+
+_IgnoreTags.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
+def nav_pages(entry) -> set[str]:
+    """The pages mkdocs.yml's ``nav`` lists: a page's path, ``{title: page or section}``, a section's list."""
+    if isinstance(entry, str):
+        return {entry}
+    if isinstance(entry, dict):
+        return set().union(*(nav_pages(value) for value in entry.values()))
+    if isinstance(entry, list):
+        return set().union(*(nav_pages(item) for item in entry))
+    return set()
+
+
+def test_module_docstrings_say_what_they_are_for_and_point_to_the_docs():
+    """Each module's docstring ends in ``Docs: "PAGE.md"`` (or several, comma-separated): paths
+    relative to docs/, each a page that exists and that the site's nav lists."""
+    nav = nav_pages(yaml.load(MKDOCS.read_text(encoding="utf-8"), Loader=_IgnoreTags)["nav"])
     wrong = []
     for _module, (path, _is_package) in modules().items():
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-        pointer = re.search(r"README: ((?:\"[^\"]+\"(?:,\s*)?)+)", doc)
+        pointer = re.search(r"Docs: ((?:\"[^\"]+\"(?:,\s*)?)+)", doc)
         if not doc.strip() or pointer is None:
-            wrong.append(f"{path.relative_to(REPO)}: no module docstring ending in README: \"SECTION\"")
+            wrong.append(f'{path.relative_to(REPO)}: no module docstring ending in Docs: "PAGE.md"')
             continue
-        wrong += [f"{path.relative_to(REPO)}: README has no section {name!r}"
-                  for name in re.findall(r"\"([^\"]+)\"", pointer.group(1)) if name not in headings]
+        for page in re.findall(r"\"([^\"]+)\"", pointer.group(1)):
+            if not (DOCS / page).is_file():
+                wrong.append(f"{path.relative_to(REPO)}: no page docs/{page}")
+            elif page not in nav:
+                wrong.append(f"{path.relative_to(REPO)}: docs/{page} is not in mkdocs.yml's nav")
     assert wrong == [], "\n".join(wrong)
 
 
@@ -340,12 +364,13 @@ def test_no_library_file_or_function_is_too_long():
 
 def test_tests_mirror_the_packages():
     """Every test folder is named after a package (``tests/eval/phasefusion`` ↔
-    ``judgetrain.eval.phasefusion``); ``tests/benchmarks`` tests the scripts of ``benchmarks/``."""
+    ``judgetrain.eval.phasefusion``); ``tests/benchmarks`` tests the scripts of ``benchmarks/``,
+    ``tests/docs`` the documentation site of ``docs/``."""
     packages = {m for m, (_, is_package) in modules().items() if is_package}
     wrong = []
     for folder in sorted(p for p in (REPO / "tests").rglob("*") if p.is_dir() and p.name != "__pycache__"):
         rel = folder.relative_to(REPO / "tests").parts
-        if rel[0] == "benchmarks":
+        if rel[0] in ("benchmarks", "docs"):
             continue
         name = "judgetrain." + ".".join(rel)
         if name not in packages:

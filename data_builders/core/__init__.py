@@ -2,7 +2,7 @@
 ``build *`` command inherits (:mod:`.args`), splits and the ``build.json`` of a build
 (:mod:`.steps`, :mod:`.common`), the loop over a JSON Lines manifest (:mod:`.manifests`), and what
 a build is and what its ``--out`` may already hold (:mod:`.identity`, :mod:`.outfolder`).
-README: "Commands".
+Docs: "concepts/identity.md", "reference/configuration.md", "how-to/own-data.md".
 """
 
 from judgetrain.lazy import attach

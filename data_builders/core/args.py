@@ -1,5 +1,5 @@
 """What every ``judgetrain build *`` command takes: the fields its typed config inherits.
-README: "Configuration files".
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class OutputArgs:
     )
     wait: bool = arg(
         False,
-        'when another process is writing --out, wait until it has finished instead of stopping at once (README, "Build folders")',
+        "when another process is writing --out, wait until it has finished instead of stopping at once (docs: concepts/identity.md)",
     )
 
 

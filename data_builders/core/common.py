@@ -1,7 +1,7 @@
 """What every builder shares: the build error, skipped-input entries, and the
 rule that manifest paths stay inside the manifest's folder. Kept free of heavy
 imports so that reading a manifest never pulls in torch.
-README: "Commands".
+Docs: "how-to/own-data.md".
 """
 
 from __future__ import annotations

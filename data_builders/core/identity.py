@@ -4,7 +4,7 @@ each input a field names by its content (sha256), never by how its path is spell
 ``a.jsonl`` and ``/abs/a.jsonl`` are one build. The saved ``build.json`` records it
 (:func:`judgetrain.records.save`); :mod:`.outfolder` compares it before a build starts. Also
 here: what killed atomic writes (:mod:`judgetrain.io`) leave behind, and its removal.
-README: "Build folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The images a record stores: a file checked by decoding it whole, any Pillow mode as 8-bit
 RGB and upright (its EXIF orientation applied), and the bytes kept for a file (the source's own
 bytes when it is already an upright RGB PNG or JPEG, so a record's image is byte-identical to it).
-README: "`judgetrain build prism`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ each object into a record with the builder's own parser, refuses a repeated id, 
 every bad line a :class:`~.common.Skip` naming ``PATH:LINE`` and ``field: problem; fix``;
 :func:`report_skips` prints them and fails the build under ``--strict`` (with that line alone when
 there is one); :func:`nothing_left` is the error of a build with nothing left to make records of.
-README: "`judgetrain build timecatch`", "`judgetrain build prism`", "`judgetrain build mirage`".
+Docs: "concepts/timecatch.md", "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

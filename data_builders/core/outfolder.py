@@ -5,7 +5,7 @@ retry) resumes; another build, or a folder that holds no build, is refused namin
 difference ``old → new`` and the two ways out (another ``--out``, or ``--overwrite``, which
 replaces it once the new build is complete). :func:`build_in_place` does the same for a
 builder that writes into ``OUT`` itself (video-mcq).
-README: "Build folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

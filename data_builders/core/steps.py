@@ -2,7 +2,7 @@
 option checks of their sources and splits, the ``OUT.work/`` folder, the JSON form of a
 config, one pass over a split's plans (progress bar, images read once per plan), the
 arrow splits, and the head of ``build.json``.
-README: "`judgetrain build prism`", "`judgetrain build mirage`", "`judgetrain build ordering-probe`"."""
+Docs: "concepts/prism-mirage.md", "concepts/ordering-probe.md"."""
 
 from __future__ import annotations
 

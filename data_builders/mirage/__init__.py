@@ -4,7 +4,7 @@ sequences against rejected ones of the same prompt, as pairwise judge records in
 :mod:`.command` builds (:class:`MirageConfig`, :func:`build`, the CLI); :mod:`.sources`
 reads the manifest (and writes its synthetic stand-in), :mod:`.records` pairs sequences and
 makes the records.
-README: "`judgetrain build mirage`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from judgetrain.lazy import attach

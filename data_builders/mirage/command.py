@@ -2,7 +2,7 @@
 sequences against rejected ones of the same prompt, as pairwise judge records in the PRISM
 layouts. This module holds the config, the build in named steps and the summary; the
 manifest and its synthetic stand-in are :mod:`.sources`, the pairs, plans and records
-:mod:`.records`. README: "`judgetrain build mirage`"."""
+:mod:`.records`. Docs: "reference/commands/build-mirage.md", "concepts/prism-mirage.md"."""
 
 from __future__ import annotations
 

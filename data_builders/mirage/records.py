@@ -1,7 +1,7 @@
 """MIRAGE's pairs and records: every human-validated (positive) sequence of a prompt against
 every rejected (negative) one of equal length, the plans of each split with the gold letters
 dealt as PRISM deals them, and the pairwise records made from a plan.
-README: "`judgetrain build mirage`"."""
+Docs: "concepts/prism-mirage.md"."""
 
 from __future__ import annotations
 

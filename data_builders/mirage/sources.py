@@ -1,7 +1,7 @@
 """MIRAGE's source: the manifest of prompts (one per line, with its generated sequences and
 their human votes; the fields in :class:`MiragePrompt`), its reader, and the synthetic
 manifest that stands in for it offline (paper 002 §5E, C.2).
-README: "`judgetrain build mirage`"."""
+Docs: "concepts/prism-mirage.md"."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ and non-consecutive swaps, a full shuffle) in the prompt layouts P0–P6.
 :mod:`.command` builds (:class:`PrismConfig`, :func:`build`, the CLI); :mod:`.negatives`
 makes the negatives, :mod:`.layouts` and :mod:`.render` the prompt layouts (MIRAGE and the
 ordering probe use them too), :mod:`.records` the records and their balanced A/B order.
-README: "`judgetrain build prism`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from judgetrain.lazy import attach

@@ -4,7 +4,7 @@ sequence, answer 1–5) judge records in the prompt layouts P0–P6. This module
 command: its config, the build in named steps, the summary. The parts live beside it:
 negatives in :mod:`.negatives`, layouts and instructions in :mod:`.layouts`, rendering in
 :mod:`.render`, letters and records in :mod:`.records`; splits are every builder's
-(:func:`judgetrain.data_builders.core.steps.assign_splits`). README: "`judgetrain build prism`"."""
+(:func:`judgetrain.data_builders.core.steps.assign_splits`). Docs: "reference/commands/build-prism.md", "concepts/prism-mirage.md"."""
 
 from __future__ import annotations
 

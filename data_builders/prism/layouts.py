@@ -4,7 +4,7 @@ A prompt is a list of parts ``("text", str)``, ``("image", x)`` or ``("grid", [x
 (P6: one grid image per sequence), rendered into a record by
 :func:`.render.layout_record`. The step texts are always the gold sequence's;
 only the images differ between Sequence A and B. MIRAGE uses the same layouts.
-README: "`judgetrain build prism`" (the layout table), "`judgetrain build mirage`"."""
+Docs: "concepts/prism-mirage.md" (the layout table)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def pairwise_parts(
     layout: str, title: str, steps: Sequence[str], seq_a: Sequence, seq_b: Sequence, instruction: str, title_label: str = "Task"
 ) -> list[tuple[str, Any]]:
     """The prompt of a pairwise record as parts ``("text", str)``, ``("image", x)``
-    or ``("grid", [x, …])``, per the README's layout table;
+    or ``("grid", [x, …])``, per the layout table of docs/concepts/prism-mirage.md;
     ``instruction`` is the last part. Under P5 the sequences may differ in
     length (MIRAGE): step k shows the k-th image of each sequence that has one."""
     S = ("text", steps_block(title, steps, title_label))
@@ -112,7 +112,7 @@ def pointwise_parts(
     layout: str, title: str, steps: Sequence[str], seq: Sequence, instruction: str, title_label: str = "Task"
 ) -> list[tuple[str, Any]]:
     """The prompt of a pointwise record as parts (see :func:`pairwise_parts`);
-    P4 is P0 (one sequence), per the README's layout table."""
+    P4 is P0 (one sequence), per that layout table."""
     S, X = ("text", steps_block(title, steps, title_label)), ("text", "Sequence:")
     imgs = [("image", x) for x in seq]
     if layout in ("P0", "P4"):

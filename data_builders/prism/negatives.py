@@ -1,7 +1,7 @@
 """PRISM's negatives: the perturbed copies of a gold sequence (semantic outliers of
 Types 1–3, consecutive and non-consecutive swaps, a shuffle), each drawn from a
 generator seeded by (seed, kind, source, id) through hashlib; positions are 0-based.
-README: "`judgetrain build prism`" (the negatives table)."""
+Docs: "concepts/prism-mirage.md" (the negatives table)."""
 
 from __future__ import annotations
 

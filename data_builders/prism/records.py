@@ -1,7 +1,7 @@
 """PRISM's records: which split each gold sequence goes to, the gold letter of each pairwise
 record (exact A/B balance), the plan of one gold sequence (its negatives and the records
 they give), and the pairwise / pointwise records made from a plan.
-README: "`judgetrain build prism`" (splits, pairwise, A/B order, pointwise, positional subset)."""
+Docs: "concepts/prism-mirage.md" (splits, pairwise, A/B order, pointwise, positional subset)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 and the P6 grid (one PNG per sequence: ⌈√n⌉ columns, row-major, numbered cells of the
 record's largest frame, frames over ``GRID_MAX_CELL`` px shrunk to fit). PRISM, MIRAGE
 and the ordering probe render through :func:`layout_record`.
-README: "`judgetrain build prism`", "`judgetrain build mirage`", "`judgetrain build ordering-probe`"."""
+Docs: "concepts/prism-mirage.md", "concepts/ordering-probe.md"."""
 
 from __future__ import annotations
 

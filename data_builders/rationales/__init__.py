@@ -4,7 +4,7 @@
 :mod:`.command` builds (:func:`build`, the CLI); :mod:`.config` is its typed config,
 :mod:`.prompts` the teacher's prompt and the answer checks, :mod:`.items` the items and the
 answer cache, :mod:`.teachers` the teachers, :mod:`.export` the records, statistics and summary.
-README: "`judgetrain build rationales`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from judgetrain.lazy import attach

@@ -4,7 +4,7 @@ pointwise record of a built PRISM / MIRAGE dataset into two SFT datasets, ``with
 is :mod:`.config`, the prompts and answer checks :mod:`.prompts`, items and the answer cache
 :mod:`.items`, the teachers :mod:`.teachers`, records, statistics and the summary :mod:`.export`.
 
-README: "`judgetrain build rationales`".
+Docs: "reference/commands/build-rationales.md", "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def make_parser():
         "  judgetrain build rationales --data data/prism-teach --out data/prism-teach-replayed --teacher replay --replay data/prism-teach-local/rationales.jsonl \\\n"
         "      --limit 2\n"
         "\nGemini (the paper's teacher): --teacher gemini --rpm 300 --workers 8, the key from GEMINI_API_KEY (read from the\n"
-        'environment only, never written anywhere); README, "`judgetrain build rationales`".\n'
+        "environment only, never written anywhere); docs: concepts/prism-mirage.md.\n"
         "A killed or partly failed run: rerun the same command; finished answers come from the cache, failures are asked again.\n",
     )
 

@@ -1,6 +1,6 @@
 """``judgetrain build rationales``' typed config: every field a flag (``--field-name``) and a
 ``--config`` key, with the cross-field checks that report every problem at once. A leaf:
-the command, the teachers and the items read it. README: "`judgetrain build rationales`".
+the command, the teachers and the items read it. Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

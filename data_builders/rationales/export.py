@@ -2,7 +2,7 @@
 (``with_rationale`` / ``score_only``), the paper 002 Table S6 statistics and answer-distribution plot, the
 replay-format export ``rationales.jsonl``, and the console summary.
 
-README: "`judgetrain build rationales`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 prompt and its cache key), :class:`TeacherAnswer` / :class:`TeacherRun`, and :class:`TeacherCache`, the
 on-disk store of finished answers that lets a killed or partly failed build resume.
 
-README: "`judgetrain build rationales`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 PRISM / MIRAGE prompt's commit-first one, the answer formats (JSON fields, ``Answer: X`` line), and the checks
 that turn a teacher's reply into a usable (rationale, answer) or the reason it is not.
 
-README: "`judgetrain build rationales`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

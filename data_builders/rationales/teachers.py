@@ -2,7 +2,7 @@
 SDK's retries, a client-side rate limit), a local VLM through the scoring engine, and a replay of an earlier
 export. Each turns the items to ask about into a :class:`TeacherRun`, reading and filling the answer cache.
 
-README: "`judgetrain build rationales`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

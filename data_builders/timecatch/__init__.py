@@ -5,7 +5,7 @@ detection and a localization task, from videos, frame folders or the built-in sy
 :mod:`.command` builds (:func:`build`, the CLI); :mod:`.config` holds the typed config and
 the prompts, :mod:`.sequences` the manifest and each source's frames (subsampling, LPIPS
 filter), :mod:`.records` the splits, the anomalies and the records.
-README: "`judgetrain build timecatch`".
+Docs: "concepts/timecatch.md".
 """
 
 from judgetrain.lazy import attach

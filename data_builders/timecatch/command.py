@@ -5,7 +5,7 @@ manifest, or synthetic physics clips), decode, subsample and LPIPS-filter each s
 (cached in ``OUT.work/``, so a killed build resumes), split by sequence, make the four
 tasks' records, and write the dataset atomically with ``build.json``. The parts live beside it:
 ``config`` (constants, prompts, options), ``sequences`` (manifests, per-sequence work) and
-``records`` (splits, anomalies, records). README: "`judgetrain build timecatch`".
+``records`` (splits, anomalies, records). Docs: "reference/commands/build-timecatch.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations

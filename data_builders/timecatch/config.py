@@ -3,7 +3,7 @@
 The numbers of paper 000 §3 (lengths, LPIPS threshold, sampling intervals, noise), the
 temporal-detection prompts A–E (Appendix A.2) and the localization / frame prompts, and
 the typed options of ``judgetrain build timecatch`` with their cross-field checks.
-README: "`judgetrain build timecatch`".
+Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

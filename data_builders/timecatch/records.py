@@ -4,7 +4,7 @@
 (:func:`shared_media`) in the same one; :func:`draw_anomalies` and
 :func:`noise_frame` draw a sequence's swap, noise frame and noise pixels from generators
 seeded by (seed, source, sequence id); :func:`sequence_records` makes the detection and
-localization records of one kept sequence. README: "`judgetrain build timecatch`".
+localization records of one kept sequence. Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

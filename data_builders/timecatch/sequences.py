@@ -4,7 +4,7 @@
 :class:`SourceSequence` entries (bad lines become located skips); :func:`process_sequence`
 decodes, subsamples and LPIPS-filters one sequence and caches its kept frames in
 ``OUT.work/`` so that a killed build resumes, keyed by everything the result depends on
-(:func:`work_key`). README: "`judgetrain build timecatch`".
+(:func:`work_key`). Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

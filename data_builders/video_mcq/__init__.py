@@ -6,7 +6,7 @@ EgoSchema, MVBench, Video-MME and NExT-QA.
 :mod:`.questions` make the synthetic set, :mod:`.converters` the converted ones (from the
 benchmark readers of :mod:`.benchmarks`, on the file readers of :mod:`.annotations`), :mod:`.common`
 what both write.
-README: "`judgetrain build video-mcq`".
+Docs: "concepts/phasefusion.md".
 """
 
 from judgetrain.lazy import attach

@@ -2,7 +2,7 @@
 JSON (parsed whole), JSON Lines and CSV, each item located (``file:line`` or ``file[index]``) so
 that one broken item is one counted skip and the others are read; and :class:`Item`, one
 converted question before its video is checked. The readers of :mod:`.benchmarks` build on these.
-README: "`judgetrain build video-mcq`"."""
+Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 converts: one reader per benchmark's published annotation files (EgoSchema, MVBench, Video-MME,
 NExT-QA; their field names are in the docstrings of ``_egoschema``, ``_mvbench``, ``_videomme`` and
 ``_nextqa``), each turning them into located :class:`~.annotations.Item` objects, the unusable
-ones carrying their problem. README: "`judgetrain build video-mcq`"."""
+ones carrying their problem. Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ records. ``--synthetic N`` writes physics questions whose answers follow from th
 benchmark's annotations (:mod:`.converters`). This module is the command: its config (the
 two modes' settings, each refused in the other mode), ``make_parser``, ``main`` and the
 summary. The manifest format and its reader: :mod:`judgetrain.mcq.manifest`.
-README: "`judgetrain build video-mcq`".
+Docs: "reference/commands/build-video-mcq.md", "concepts/phasefusion.md".
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def make_parser():
         "  judgetrain build video-mcq --out data/vmcq-long --synthetic 6 --seed 1 --frames 128 --options 4-5\n"
         "  judgetrain build video-mcq --config vmcq.yaml --seed 3   # YAML keys are the fields below (--from's is source)\n"
         "\nfrom EgoSchema, MVBench, NExT-QA or Video-MME: --from NAME --annotations FILE --videos DIR, the commands per benchmark\n"
-        'in the README ("`judgetrain build video-mcq`").\n',
+        "in the docs (concepts/phasefusion.md).\n",
     )
 
 

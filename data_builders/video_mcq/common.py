@@ -1,7 +1,7 @@
 """What both modes of ``judgetrain build video-mcq`` share: the builder's name and version,
 the file names it writes, one manifest row and the writing of the manifest (which must read
 back through :func:`judgetrain.mcq.manifest.load_manifest`), and how a config reports its
-problems. README: "`judgetrain build video-mcq`"."""
+problems. Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

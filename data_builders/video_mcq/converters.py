@@ -1,7 +1,7 @@
 """``judgetrain build video-mcq --from egoschema|mvbench|videomme|nextqa``: a benchmark's published
 annotation files (read by :mod:`.benchmarks`) into one manifest beside its videos, with every
 unusable question located and counted in build.json; this module is the conversion's config
-(:class:`ConvertConfig`) and the build itself. README: "`judgetrain build video-mcq`"."""
+(:class:`ConvertConfig`) and the build itself. Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

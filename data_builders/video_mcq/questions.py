@@ -1,7 +1,7 @@
 """The synthetic physics questions of ``judgetrain build video-mcq --synthetic``: from one
 simulated clip (:class:`~judgetrain.data_builders.synthetic.PhysicsRun`), a question of each
 type whose answer follows from the event log and positions, or None when the clip leaves it
-ambiguous (see :func:`draft_question`). README: "`judgetrain build video-mcq`"."""
+ambiguous (see :func:`draft_question`). Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

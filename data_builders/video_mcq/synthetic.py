@@ -1,7 +1,7 @@
 """``judgetrain build video-mcq --synthetic N``: its settings, the plan of question types,
 option counts and gold positions, and the build that simulates a clip per question
 (data_builders/synthetic.py), asks it a question (video_mcq/questions.py) and writes the videos,
-the manifest and build.json, resuming a killed build. README: "`judgetrain build video-mcq`"."""
+the manifest and build.json, resuming a killed build. Docs: "concepts/phasefusion.md"."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ and letter bias and the ordering probe's answers-by-position signature.
 :mod:`.metrics` computes the analyses (its docstring states each), :mod:`.plots` draws the
 figures, :mod:`.report` writes ``bias.json``, ``bias.md`` and the PNGs (:func:`bias`), and
 :mod:`.command` is the CLI (:class:`BiasConfig`, :func:`make_parser`, :func:`main`).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/positional-bias.md".
 """
 
 from judgetrain.lazy import attach

@@ -6,7 +6,7 @@
 effect (:func:`.report.presentation_summary`: letter or first-option bias, whichever is significant,
 and whether one explains the other), the ordering probe's signature. A run with nothing to analyse
 stops it before anything is written (:class:`.report.NothingToAnalyseError`, exit status 2).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "reference/commands/eval-bias.md", "concepts/positional-bias.md".
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class BiasConfig:
     out: Path | None = arg(None, "output folder (default: the run folder when there is one run)")
     wait: bool = arg(
         False,
-        'when another process is writing that folder, wait until it has finished instead of stopping at once (README, "Run folders")',
+        "when another process is writing that folder, wait until it has finished instead of stopping at once (docs: concepts/identity.md)",
     )
 
     def __post_init__(self) -> None:

@@ -52,7 +52,7 @@ the report share. Everything comes from the prediction rows:
 - **Ordering probe** (App. G, Table S21): exact match, invalid rate and the
   "answers by position" signature, the share of items answered in the label
   order 1, 2, …, n or its reverse (:func:`judgetrain.eval.judge.ordering_cell`).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/positional-bias.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The figures of ``judgetrain eval bias``: PRISM Type-1 accuracy heatmaps (run × position), the
 W_avg bars, the first-option bars, and TimeCatch accuracy by true position; each ``*_figure``
 returns a matplotlib figure (``None`` when there is nothing to draw) and each ``plot_*`` saves it.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/positional-bias.md".
 """
 
 from __future__ import annotations

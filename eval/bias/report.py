@@ -2,7 +2,7 @@
 (:func:`bias`: into the run folder for one run, into ``--out`` for several), from the runs'
 ``predictions.jsonl`` through :func:`.metrics.analyze`. ``bias.md`` prints every rate in % with
 its Wilson 95% interval and n (:func:`judgetrain.eval.core.markdown.rate`).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/positional-bias.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and its identity (:mod:`.runs`), the multi-process run loop (:mod:`.sharded`), a
 registry of evaluations (:mod:`.registry`) behind ``judgetrain eval report``
 (:mod:`.rebuild`) and ``judgetrain eval compare`` (:mod:`.compare`), and a finished run
 logged to wandb (:mod:`.wandb_report`).
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from judgetrain.lazy import attach

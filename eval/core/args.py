@@ -1,6 +1,6 @@
 """What every model evaluation (``judgetrain eval timecatch|judge|phasefusion``) takes: the
 fields its typed config inherits (``--prefill`` and ``--report_to`` among them), and ``--batch-size``'s two forms.
-README: "Configuration files".
+Docs: "reference/configuration.md".
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class EvalArgs(ReportToArgs):
     overwrite: bool = arg(False, "start the run folder afresh when it holds a run of another configuration")
     wait: bool = arg(
         False,
-        'when another process is writing --out, wait until it has finished instead of stopping at once (README, "Run folders")',
+        "when another process is writing --out, wait until it has finished instead of stopping at once (docs: concepts/identity.md)",
     )
     progress: bool = arg(True, "progress bars (--no-progress to silence them)")
     collective_timeout: int = arg(

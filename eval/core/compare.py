@@ -22,7 +22,7 @@ two rates with its 95% interval (Newcombe's, :func:`judgetrain.eval.core.stats.d
 and names the two runs and the n of each, ``+25.0 [-28.1, +69.9] (FT vs ZS, n=4/4)``. Cells
 without counts print the bare value. The cells' formats are public (:func:`rate_cell`,
 :func:`delta_cell`, :func:`p_cell`) for the run browser's table.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "reference/commands/eval-compare.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A rate of 3 of 3 is not "1.00": :func:`rate_heatmap` draws a cell that counts fe
 run's heatmap is not all grey), every cell annotated with its value and n in a legible font;
 an empty cell is left blank. Rates are fractions in 0..1 (the colour scale),
 annotated in %. :func:`wilson_yerr` turns Wilson intervals into matplotlib's ``yerr``.
-README: "`judgetrain eval judge`, `eval bias`", "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/prism-mirage.md", "concepts/positional-bias.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations

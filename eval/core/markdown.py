@@ -3,7 +3,7 @@ items), its figures section, the short name of a model (+ adapter), numbers, rat
 
 One unit across reports: rates are printed in % with one decimal, each with its Wilson 95%
 interval and its n, as ``75.0 [30.1, 95.4] (n=4)`` (:func:`rate`).
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

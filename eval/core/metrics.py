@@ -8,7 +8,7 @@ fields read are ``label``, ``prediction`` and ``choices``. Accuracy is scikit-le
 ``accuracy_score`` over (label, prediction) pairs, a fraction in 0..1; intervals are Wilson
 score intervals (:func:`judgetrain.eval.core.stats.wilson`, the interval of paper 001's
 bracketed rates), as fractions too.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Every evaluation (``eval timecatch``, ``eval judge``, ``eval phasefusion``) reso
 before its run folder is checked: the text goes into ``run.json`` (``prefill``, and
 ``prefill_from`` saying how it was decided) and into the run's identity, so a run scored with
 another prefill is never resumed into this one, and the scorer is built with exactly that text.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`" (its "Reasoning judges: the prefill").
+Docs: "concepts/reasoning-prefill.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ run a TimeCatch one. Nothing is scored. It holds the run folder's writer lock
 (:mod:`judgetrain.writer`) while it writes, so it never rewrites the report of a run that is
 still being written (``--wait``: wait for that run to finish); predictions that repeat a row
 (:func:`~judgetrain.eval.core.runs.check_unique`) are refused, never counted twice.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "reference/commands/eval-report.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the numbers ``eval compare`` puts side by side; an optional ``cell_counts(metric
 names the module whose ``paired(first_run, other_run) -> {column: {"pvalue", "n", "test"}}``
 gives ``eval compare`` its p rows (PhaseFusion: :mod:`judgetrain.eval.phasefusion.paired`).
 Modules are imported only when used.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A reward run writes one row per PRISM pointwise record (one sequence each) with 
 negative's, same gold and layout), so the report (:mod:`judgetrain.eval.judge.reward_metrics`) and
 the run browser (:mod:`judgetrain.eval.view`) read the same pairs. The gold wins a pair when its
 reward is strictly higher; an equal reward is a tie, counted as neither.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md", "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ checkpoint is read once. A rerun into the same folder resumes only when the iden
 blocks are equal; otherwise :func:`check_resume` names each differing field (old → new)
 and the two ways out. It also records the package versions, the git commit of a checkout
 and whether it had uncommitted changes, start and finish times and the exact command line.
-See the README's "Run folders" section.
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ every source, within a source every layout, within a layout every perturbation, 
 that each in proportion to its size. A larger N therefore extends a run made with a smaller
 one, as ``--limit`` does, and the same items, seed and N give the same sample on any machine
 (``random.Random`` seeded from a string, which hashes with SHA-512).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

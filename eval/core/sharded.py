@@ -29,7 +29,7 @@ evaluation:
 - ``--report_to wandb``: the main process then logs the finished run to wandb
   (:mod:`judgetrain.eval.core.wandb_report`).
 
-README: "Run folders".
+Docs: "concepts/identity.md".
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ def _check_shared(out: Path, state: Any) -> None:
         raise PredictionsError(
             f"--out {out}: process {state.process_index} does not see the {RUN_INFO} that process 0 "
             "wrote there; on several machines --out must be a folder every machine shares (a network "
-            'filesystem: NFS, Lustre, …), the same path on each (README, "On a cluster")'
+            "filesystem: NFS, Lustre, …), the same path on each (docs: how-to/cluster.md)"
         )
 
 

@@ -31,7 +31,7 @@ opening a second one of the same name; offline, that is a new ``offline-run-…-
 with the same id (sync the newest, printed). Keys are never logged: wandb reads them from
 the environment itself, and config keys that look like secrets are left out.
 
-README: "Run folders".
+Docs: "how-to/wandb.md", "concepts/identity.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ computes the cells, :mod:`.ordering` the probe's ordering metrics, :mod:`.explai
 explanation metrics (BLEU, ROUGE, METEOR, MiniLM cosine), :mod:`.report` the report;
 :mod:`.reward` runs a reward model (``--mode reward``) and :mod:`.reward_metrics` computes its pair accuracy,
 symmetry check and agreement with a generative judge.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from judgetrain.lazy import attach

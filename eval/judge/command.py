@@ -2,7 +2,7 @@
 
 This module is the run (config, records → prediction rows, the resumable loop, the CLI); the
 metrics are :mod:`judgetrain.eval.judge.metrics` and the report :mod:`judgetrain.eval.judge.report`.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "reference/commands/eval-judge.md", "concepts/prism-mirage.md".
 
 Two modes (``--mode``):
 
@@ -525,15 +525,15 @@ def make_parser():
         "rationale mode.",
         "examples:\n"
         "  python -m judgetrain.models.tiny --out quickstart/models --family llava-onevision --family qwen2.5-vl\n"
-        "  judgetrain build prism --out data/prism-judge --synthetic 12 --layouts P0,P6\n"
+        "  judgetrain build prism --out data/prism-judge --synthetic 12 --layouts P0,P4,P6\n"
         "  judgetrain eval judge --model quickstart/models/llava-onevision --data data/prism-judge --split test --sample 16 --out results/ov\n"
         "  judgetrain eval judge --model quickstart/models/qwen2.5-vl --data data/prism-judge --split test --sample 16 --out results/q25\n"
         "  judgetrain eval report results/ov                       # recompute metrics, report and figures\n"
         "  judgetrain eval bias results/ov                         # positional / first-option bias of the run\n"
         "  judgetrain eval compare results/ov results/q25          # accuracy / F1 per subset side by side\n"
         "\na real judge: --model llava-hf/llava-onevision-qwen2-7b-ov-hf (a hub id or a local folder), --adapter runs/…;\n"
-        "rationales (--mode rationale) and many processes (accelerate launch -m judgetrain.eval.judge): README,\n"
-        '"`judgetrain eval judge`, `eval bias`".\n',
+        "rationales (--mode rationale) and many processes (accelerate launch -m judgetrain.eval.judge): see the docs,\n"
+        "concepts/prism-mirage.md.\n",
     )
 
 

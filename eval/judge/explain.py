@@ -27,7 +27,7 @@ and refuses empty texts, so nothing is silently scored as zero.
 
 The libraries are the ``explain`` extra (``pip install 'judgetrain[explain]'``);
 each is imported on first use, with a message naming what to install.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

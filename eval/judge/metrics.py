@@ -4,7 +4,7 @@ human scores), the ordering probe, explanation metrics, and one number by name f
 (:func:`metric_value`). Every rate (an accuracy, a share of items) is a fraction in 0..1 beside its
 count and a Wilson 95% interval ``[lo, hi]`` (:func:`judgetrain.eval.core.metrics.ci95`), so that
 reports print n and interval with it. The run that writes the rows is :mod:`judgetrain.eval.judge`; the report
-that shows them is :mod:`judgetrain.eval.judge.report`. README: "`judgetrain eval judge`, `eval bias`".
+that shows them is :mod:`judgetrain.eval.judge.report`. Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The chronological-ordering probe's metrics (paper 002 App. G): exact match of the whole
 ordering, Kendall's tau between chronological ranks, and the share of ranks named right.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/ordering-probe.md".
 """
 
 from __future__ import annotations

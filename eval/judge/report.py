@@ -6,7 +6,7 @@
 % too; Pearson r, MAE, RMSE and the explanation scores in their own units. A reward-model run
 (``--mode reward``) gets its own report: pair accuracy per perturbation kind, the symmetry check
 and the agreement with a generative judge (:mod:`judgetrain.eval.judge.reward_metrics`).
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md".
 """
 
 from __future__ import annotations

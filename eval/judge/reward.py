@@ -12,7 +12,7 @@ selection that cannot be paired is refused before anything loads. Each row carri
 re-scored in a batch of two next to another record of the chunk, placed first (the symmetry check,
 :mod:`judgetrain.eval.judge.reward_metrics`). Metrics and report: :mod:`.reward_metrics`,
 :func:`judgetrain.eval.judge.report.report`.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md", "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@
   a pairwise record and its twin name the pair of pointwise records showing the same two sequences),
   the share where both prefer the same sequence, with interval and n; the judge's invalid answers and
   the reward's ties prefer neither and are counted apart, as are items only one side scored.
-README: "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/prism-mirage.md", "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ it scores are :mod:`judgetrain.mcq`'s; :mod:`.views` names the arms and pools th
 posteriors, :mod:`.passes` scores one question, :mod:`.answers` reads each arm's answers,
 :mod:`.metrics`, :mod:`.family` (the confirmatory family, LTT) and :mod:`.signals` compute the
 tables, :mod:`.paired` the p rows of ``eval compare``, :mod:`.report` and :mod:`.plots` the report.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from judgetrain.lazy import attach

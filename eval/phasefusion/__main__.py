@@ -1,6 +1,6 @@
 """``python -m judgetrain.eval.phasefusion`` / ``accelerate launch -m judgetrain.eval.phasefusion``: the
 evaluation in every process of a data-parallel launch (its typed config from ``--config`` and
-flags, as the CLI parses it). README: "`judgetrain eval phasefusion`".
+flags, as the CLI parses it). Docs: "concepts/phasefusion.md".
 """
 
 from judgetrain.eval.core.sharded import run_as_module

@@ -5,7 +5,7 @@
 ``run.json``, else from its grids); :func:`arm_answers` and
 :func:`per_question_answers` read an arm's answers, consensus, flip and margin off
 those blocks. The measures built on them are in :mod:`judgetrain.eval.phasefusion.metrics`.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

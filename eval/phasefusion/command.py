@@ -7,7 +7,7 @@ manifest's questions (:func:`run`, :func:`evaluate`) and the CLI (:func:`make_pa
 :func:`main`). Orderings, the prompt, grids and decoding are
 :mod:`judgetrain.mcq`'s, arms and pooling :mod:`judgetrain.eval.phasefusion.views`, one
 question's scoring :mod:`judgetrain.eval.phasefusion.passes`, metrics and the report in
-:mod:`judgetrain.eval.phasefusion.report`. README: "`judgetrain eval phasefusion`".
+:mod:`judgetrain.eval.phasefusion.report`. Docs: "reference/commands/eval-phasefusion.md", "concepts/phasefusion.md".
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def make_parser():
         "  judgetrain eval phasefusion --model quickstart/models/qwen3-vl --manifest data/vmcq-4/manifest.jsonl \\\n"
         "      --budget 4 --phases 2 --orderings 2 --arms single,fusion,vote,union,dense8 --sample 2 --out results/pf-q3-again\n"
         "  judgetrain eval report results/pf-q3 --rerun-of results/pf-q3-again   # + the re-run floor across two runs\n"
-        '\nthe paper\'s setting (Table 1) on a real checkpoint: README, "`judgetrain eval phasefusion`".\n',
+        "\nthe paper's setting (Table 1) on a real checkpoint (docs: concepts/phasefusion.md).\n",
     )
 
 

@@ -6,7 +6,7 @@ one family per benchmark × scoring cell (letter log-probabilities, the logit pa
 run pooled over benchmarks; which arms a run happened to score never adds a test, and
 every other p-value of the report is descriptive, uncorrected. :func:`certified_selection`:
 Table S10's coverage and test-half violation rate over seeded calibration / test splits.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ deployed samplers, accuracy per benchmark, margin flagging, Table S11's reliabil
 signals and Table S10's in-cell Learn-then-Test. Rates carry Wilson 95% intervals, as the paper's brackets do.
 Unless a measure says otherwise it is read at the identity ordering and the first
 origin, on the questions that carry every arm it compares. :func:`rerun_floor` compares
-two runs. Statistics come from :mod:`judgetrain.eval.core.stats`. README: "`judgetrain eval phasefusion`".
+two runs. Statistics come from :mod:`judgetrain.eval.core.stats`. Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

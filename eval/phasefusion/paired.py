@@ -14,7 +14,7 @@ first origin; :func:`judgetrain.eval.phasefusion.answers.per_question_answers`):
   without ties or zero differences; zero differences dropped).
 
 ``changed …`` columns (Table 1B) have no paired test here. Every p is uncorrected.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and closing ``question`` rows (that one with ``prompts``, the exact text scored 
 ordering, which ``judgetrain eval view`` shows; on the first
 :data:`~judgetrain.mcq.frames.BATCH1_LINES` manifest lines also timing
 Table S8's decoding + scoring at batch 1); :func:`load_scorer` loads and warms up the model. The run
-loop that calls them is :mod:`judgetrain.eval.phasefusion`. README: "`judgetrain eval phasefusion`".
+loop that calls them is :mod:`judgetrain.eval.phasefusion`. Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

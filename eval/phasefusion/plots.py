@@ -3,7 +3,7 @@ answers): accuracy against attention cost, phase / origin disagreement, and the 
 flips, reliability and risk–coverage (:func:`margin_figure` returns that figure, whose
 artists the tests read); :func:`write_figures` draws them all into a run folder for
 :func:`judgetrain.eval.phasefusion.report.report`.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

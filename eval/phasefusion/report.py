@@ -5,7 +5,7 @@
 (:mod:`judgetrain.eval.phasefusion.plots`) from its ``predictions.jsonl`` and ``run.json``;
 :func:`cells` gives ``judgetrain eval compare`` its numbers (and
 :func:`judgetrain.eval.phasefusion.paired.paired` its p rows); :func:`print_summary` is
-Table 1 in the terminal. README: "`judgetrain eval phasefusion`".
+Table 1 in the terminal. Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

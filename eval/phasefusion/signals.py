@@ -16,7 +16,7 @@ values), and a random score (seeded by sha256 of the question id).
   risk–coverage) scores each protocol on the answer it would deploy: the identity pass's
   for the one-pass signals, the plurality over the K orderings for the vote share.
 
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

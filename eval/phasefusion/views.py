@@ -4,7 +4,7 @@ Pure functions of names, sizes and posteriors (no model, no video): which grids 
 ``--arms`` list needs, the origins a run shifts them to, and how an arm pools its views.
 The views themselves (orderings, the prompt, grids) are :mod:`judgetrain.mcq.views`; the
 evaluation that scores them is :mod:`judgetrain.eval.phasefusion`.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ constrained answers (paper 000 §4.2, Table 2 with its Random row, §6's analyse
 compute the cells (Table 2 main and long sets, LPIPS bins, confusion), :mod:`.report` writes
 ``metrics.json`` and ``report.md``, :mod:`.plots` the figures, :mod:`.human` reads the human
 reference accuracies (``--human``).
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/timecatch.md".
 """
 
 from judgetrain.lazy import attach

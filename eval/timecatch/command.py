@@ -31,7 +31,7 @@ merges them into ``predictions.jsonl`` in dataset order and writes the report::
     accelerate launch --num_processes 8 -m judgetrain.eval.timecatch --model M --data DIR --out results/RUN
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m judgetrain.eval.timecatch ...  # CPU, gloo
 
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "reference/commands/eval-timecatch.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def make_parser():
         "      --sample 20 --out results/qw3\n"
         "  judgetrain eval timecatch --model quickstart/models/qwen3-vl --adapter quickstart/runs/tiny-qwen3vl-timecatch \\\n"
         "      --data quickstart/timecatch --sample 20 --out results/qw3-lora   # split: test, else validation\n"
-        '  judgetrain eval timecatch --config eval.yaml --sample 20   # YAML keys are the fields below (README, "Configuration files")\n'
+        "  judgetrain eval timecatch --config eval.yaml --sample 20   # YAML keys are the fields below (docs: reference/configuration.md)\n"
         "  accelerate launch --num_processes 2 -m judgetrain.eval.timecatch --model quickstart/models/qwen3-vl \\\n"
         "      --data quickstart/timecatch --sample 20 --out results/qw3-2proc   # data-parallel, one shard per process\n"
         "  judgetrain eval report results/qw3        # recompute metrics, report and figures\n"

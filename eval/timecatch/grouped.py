@@ -9,7 +9,7 @@ float rounding. A record that shares its frames with no other, or whose renderin
 theirs before the last image (another layout, frame labels, text before the images), or whose
 group has no token boundary after the last image (:func:`~judgetrain.scoring.prefix.shared_split`),
 is scored on its own, as before.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 are read as percentages (0–100). A value that is not a finite number in 0–100, a missing
 cell, a repeated (task, source) or a missing column is a :class:`HumanReferenceError` naming
 the file, the line and column (CSV) or the key (JSON), and the fix.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

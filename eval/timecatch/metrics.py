@@ -7,7 +7,7 @@ that file alone. The fields read are ``task``, ``source``, ``subset``, ``label``
 Confusion matrices are scikit-learn's ``confusion_matrix``. Accuracies are fractions in
 0..1 here, each cell with its n, correct count and Wilson 95% interval (``ci95``); reports
 print them as percentages with one decimal (paper 000 Table 2).
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each ``*_figure`` function returns the matplotlib figure (tests read its artists);
 each ``plot_*`` saves it as a PNG and closes it. The values come from
 :mod:`judgetrain.eval.core.metrics` and :mod:`judgetrain.eval.timecatch.tables`.
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`", "`judgetrain eval judge`, `eval bias`".
+Docs: "concepts/timecatch.md", "concepts/positional-bias.md".
 """
 
 from __future__ import annotations

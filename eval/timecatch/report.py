@@ -9,7 +9,7 @@ is every evaluation's: :mod:`judgetrain.eval.core.runs`. :func:`cells` gives ``j
 eval compare`` its numbers, per task × source (paper 000 Tables 4–5), and :func:`cell_counts`
 the correct count and n behind each, so that compare prints the n and Wilson interval of every
 cell. Every accuracy in ``report.md`` is printed in % with its Wilson 95% interval and n.
-README: "Run folders", "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/identity.md", "concepts/timecatch.md".
 """
 
 from __future__ import annotations

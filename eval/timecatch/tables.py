@@ -9,7 +9,7 @@
   partners of its swapped items (the same sequence and prompt, unswapped) and the
   balanced accuracy of the two (scikit-learn's ``balanced_accuracy_score``).
 
-README: "`judgetrain eval timecatch`, `eval report`, `eval compare`".
+Docs: "concepts/timecatch.md".
 """
 
 from __future__ import annotations

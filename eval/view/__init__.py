@@ -5,7 +5,7 @@ frames' content-addressed thumbnails, :mod:`.markdown` turns a report into HTML 
 :mod:`.compare` lays several runs' metrics side by side (``eval compare``'s numbers),
 :mod:`.page` writes the page set with the files of :mod:`.assets` (jinja2, from ``templates/``),
 and :mod:`.command` is the CLI.
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from judgetrain.lazy import attach

@@ -2,7 +2,7 @@
 ``index.html`` (a template: the title and the data files' ``<script>`` tags, autoescaped),
 ``app.js`` (the views, vanilla JavaScript, no library) and ``style.css``, both copied as
 they are. :mod:`.page` writes them into every page folder.
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Writes one static page set (:func:`judgetrain.eval.view.page.write_view`) that o
 or from any plain web server, with no network: the runs' reports and figures, a table of
 their items (filter, sort, page) and each item's frames, prompt and posteriors, several runs
 side by side. Prints the path of its ``index.html``.
-README: "`judgetrain eval view`".
+Docs: "reference/commands/eval-view.md", "how-to/run-browser.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ n, as ``eval compare`` prints it), a Δ row per later run (the difference to the
 percentage points, with its 95% interval where it is the difference of two rates) and the p rows
 of an evaluation with paired tests, every cell as ``eval compare`` prints it
 (:func:`~judgetrain.eval.core.compare.rate_cell`, :func:`~judgetrain.eval.core.compare.delta_cell`).
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ gold-vs-negative pair: both sequences' frames, both rewards and which won.
 TimeCatch and judge rows store ``prompt_text`` and ``frames`` since ``eval view`` exists; an older
 run's items get their frames and prompt messages from the dataset ``run.json`` names (its
 ``data`` and ``split``), read by id, and show what there is when that is gone.
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

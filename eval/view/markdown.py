@@ -7,7 +7,7 @@ figures are linked images, ``[![title](fig.png)](fig.png)``,
 :func:`judgetrain.eval.core.markdown.figures_markdown`) are rewritten into the page folder;
 headings go one level down, below the page's own heading for the run. Nothing is fetched:
 the page must open from disk.
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ file, loaded when an item is opened), ``runs/K/*.png`` (each run's figures) and
 ``thumbs/`` (:mod:`.thumbs`). The data are JavaScript files that set globals and load by
 ``<script>``, since a page opened from ``file://`` may not ``fetch()`` its own JSON; nothing
 is fetched from the network. Items are matched across runs by id.
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

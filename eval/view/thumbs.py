@@ -7,7 +7,7 @@ made once into a shared store (``<judgetrain cache>/thumbs``, :func:`judgetrain.
 and linked (copied where a link cannot be made) into every page folder that shows it, so a
 second run on the same items, or another ``--out``, makes none. Every file is written
 atomically (:mod:`judgetrain.io`).
-README: "`judgetrain eval view`".
+Docs: "how-to/run-browser.md".
 """
 
 from __future__ import annotations

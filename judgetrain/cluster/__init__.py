@@ -2,7 +2,7 @@
 ``accelerate launch`` on every node (:mod:`judgetrain.cluster.slurm`), SLURM's commands to
 submit, watch and cancel it (:mod:`judgetrain.cluster.jobs`), and ``judgetrain slurm eval …``
 (:mod:`judgetrain.cluster.command`).
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "how-to/cluster.md".
 """
 
 from .jobs import (

@@ -6,7 +6,7 @@ launch -m judgetrain.eval.NAME …`` on ``--nodes`` nodes, one process per GPU, 
 run folder (``OUT/slurm/job.sbatch``, :mod:`judgetrain.cluster.slurm`) and, with
 ``--submit``, submitted. Every process takes its share of the items; a requeued job resumes
 from the predictions already written, as rerunning the command does.
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "reference/commands/slurm.md", "how-to/cluster.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ a state it does not leave (:data:`ENDED`). A controller that stalls or restarts 
 through (:data:`PATIENCE`), the job left running; a job SLURM has forgotten (past
 ``MinJobAge``) is answered by ``sacct`` where accounting is kept, else by the exit record its
 script wrote last.
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "how-to/cluster.md".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ shared by ``judgetrain train --slurm``, ``judgetrain slurm eval …`` and ``judg
 node with ``--num_machines $SLURM_NNODES --machine_rank $SLURM_NODEID``; SLURM, accelerate
 and torch.distributed do the scheduling and the rendezvous. :func:`write_script` keeps the
 exact script in the run folder. Submitting and watching jobs is :mod:`judgetrain.cluster.jobs`.
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "how-to/cluster.md".
 """
 
 from __future__ import annotations

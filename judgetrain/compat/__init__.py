@@ -14,7 +14,7 @@ longer offers what judgetrain needs, :class:`UpstreamChanged` says which library
 version and what is missing (:mod:`~judgetrain.compat.versions`, which also compares the
 installed versions with the lock). ``tests/compat/test_private_uses.py`` reads the code and
 fails on any such use outside this package.
-README: "Upstream versions".
+Docs: "get-started/install.md".
 """
 
 from judgetrain.lazy import attach

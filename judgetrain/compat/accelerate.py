@@ -2,7 +2,7 @@
 contract test in ``tests/compat/test_accelerate.py`` that fails naming it when a release changes
 it. Where a release no longer offers it, these raise
 :class:`~judgetrain.compat.versions.UpstreamChanged`.
-README: "Upstream versions".
+Docs: "get-started/install.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ file declares the class (:func:`judgetrain.compat.trl.sft_config_from_source`), 
 does not state as a literal (``default=default_optim``, ``choices=levels.keys()``) is not
 guessed: it is an :class:`Unread` showing its source text, and :attr:`SourceField.unread`
 names it.
-README: "Upstream versions".
+Docs: "get-started/install.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What judgetrain relies on in datasets beyond its documented API, each reliance with a contract
 test in ``tests/compat/test_datasets.py`` that fails naming it when a release changes it. Where a
 release no longer offers it, these raise :class:`~judgetrain.compat.versions.UpstreamChanged`.
-README: "Upstream versions".
+Docs: "get-started/install.md".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ names an upstream change.
 ``python -m judgetrain.compat.versions --lock requirements/lock.txt`` prints every package
 whose installed version differs from the lock (what ``make test-latest`` runs before its
 tests, so a failure can be read against the releases that changed).
-README: "Upstream versions".
+Docs: "get-started/install.md".
 """
 
 from __future__ import annotations

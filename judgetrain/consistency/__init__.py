@@ -42,7 +42,7 @@ probability overall and per view index, gold probability, accuracy).
 The package: the recipe fields and their checks (``args``), ``SFTConfig`` with them
 (``config``), the terms as tensor functions (``objectives``), whole questions per micro-batch
 (``collator``) and the trainer (``trainer``).
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from judgetrain.lazy import attach

@@ -3,7 +3,7 @@
 ``consistency_objective``, ``consistency_lambda`` and ``consistency_tau`` are recipe keys
 like ``learning_rate``: every recipe's parser knows them (``none`` is plain SFT). A leaf,
 so that the training checks read these without importing torch or TRL.
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ exactly what ``SFTTrainer`` trains on), and adds what the loss needs to pair the
 gold option, the slot showing each option, and the token id of each live letter, found
 as the scoring engine finds it (``judgetrain.scoring.constrained.choice_token_ids_many``
 on the rendered prompt) so training and evaluation read the same token.
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

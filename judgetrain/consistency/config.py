@@ -1,5 +1,5 @@
 """The training arguments of every recipe: TRL's ``SFTConfig`` with the consistency fields.
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

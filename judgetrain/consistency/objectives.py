@@ -1,7 +1,7 @@
 """The two consistency terms as pure tensor functions (paper 001 App. C), over the option
 posteriors of a micro-batch's views grouped by question; the definitions and why ``m`` may
 be detached are in :mod:`judgetrain.consistency`.
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

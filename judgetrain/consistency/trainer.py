@@ -1,7 +1,7 @@
 """``ConsistencyTrainer``: TRL's ``SFTTrainer`` (as :class:`~judgetrain.train.trainer.JudgeSFTTrainer`)
 whose loss adds a consistency term over the views of each question (paper 001 App. C;
 the loss is defined in :mod:`judgetrain.consistency`), and the choice of trainer a recipe makes.
-README: "Consistency tuning (paper 001, App. C)".
+Docs: "how-to/consistency-tuning.md".
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The package: the recipe fields and their checks (``args``), ``GRPOConfig`` with 
 (``config``), the rewards as plain functions over completions and record columns
 (``rewards``), the records and their order, a question's presentations in one generation
 batch (``data``), and the trainer (``trainer``).
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from judgetrain.lazy import attach

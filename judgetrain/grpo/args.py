@@ -15,7 +15,7 @@ the training checks before anything loads.
   ``mixture_weights`` (sampling by weight splits twins), and vLLM asked for only where it is
   installed.
 
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The training arguments of a GRPO recipe: TRL's ``GRPOConfig`` with judgetrain's reward fields.
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ the same on every process and thread count), and refuses a batch size that would
 question in two: the prompts of a generation batch must be a multiple of the question's
 records. A record without its twin is refused, naming it (nothing is dropped silently).
 
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from __future__ import annotations

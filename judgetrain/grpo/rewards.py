@@ -23,7 +23,7 @@ to that record (TRL leaves it out of the reward's mean).
   every process) whose preference is its own; an unparseable one disagrees with everything
   and scores 0. ``None`` on a record in no group.
 
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Generation goes through transformers (``model.generate``) by default, on CPUs as
 ``use_vllm: true`` hands it to vLLM the way TRL does (``vllm_mode: colocate`` in the training
 processes, or ``server`` against ``trl vllm-serve``), refused before anything loads where vLLM
 is not installed (:func:`judgetrain.grpo.args.grpo_problems`).
-README: "GRPO: judges trained by reinforcement".
+Docs: "how-to/grpo.md".
 """
 
 from __future__ import annotations

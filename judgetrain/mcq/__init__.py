@@ -3,7 +3,7 @@
 grids, :mod:`.views`) and its frames decoded once for every grid (:mod:`.frames`).
 ``judgetrain eval phasefusion`` scores these views and ``judgetrain build consistency-views``
 trains on them, so they live here, below both.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from judgetrain.lazy import attach

@@ -3,7 +3,7 @@ union of their frames decoded in one pass (paper 001 §2, Table S8's decoding co
 
 ``judgetrain eval phasefusion`` scores the decoded views; ``judgetrain build
 consistency-views`` saves them as training records, so both decode the same frames.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ index), ``benchmark``; optional ``duration``, ``num_frames`` and a ``start``/``e
 segment in seconds; any further keys are kept in :attr:`VideoQuestion.extra`.
 ``judgetrain build video-mcq`` writes such manifests and ``judgetrain eval
 phasefusion`` reads them, so the reader lives here, below both.
-README: "`judgetrain build video-mcq`".
+Docs: "concepts/phasefusion.md", "how-to/own-data.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Pure functions of ids and sizes (no model, no video): which options each orderin
 in which slot (seeded by the question id, so every process and every part agrees), the
 chat one ordering shows, and which frames a grid samples at an origin. ``judgetrain eval
 phasefusion`` scores these views and ``judgetrain build consistency-views`` trains on
-them, so they live here, below both. README: "`judgetrain eval phasefusion`".
+them, so they live here, below both. Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

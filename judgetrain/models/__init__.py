@@ -1,6 +1,6 @@
 """Model families (Qwen3-VL, Qwen2.5-VL, LLaVA-OneVision / LLaVA-Critic, InternVL, Gemma-4) and their loader.
 
-``judgetrain.models.tiny`` builds tiny offline checkpoints of each family. README: "Models".
+``judgetrain.models.tiny`` builds tiny offline checkpoints of each family. Docs: "reference/api/registry.md".
 """
 
 from .heads import REWARD_HEAD, reward_model_class

@@ -13,7 +13,7 @@ Where the base is recorded, :func:`stored_base` decides how: a relative folder a
 (so the adapter loads from the working directory training ran in, wherever that tree is
 copied), a hub id as is, any other local path absolute. :func:`adapter_base` reads it
 back, refusing with the fix (``--base``) a recorded folder that does not exist from here.
-README: "Models".
+Docs: "reference/api/registry.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 one model class per family, made the way transformers makes its ``…ForSequenceClassification``
 classes and registered with ``AutoModelForSequenceClassification``, which
 :func:`judgetrain.models.registry.load_model_and_processor` loads (``head="reward"``).
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ a processor and therefore a set of module names. The registry is a plain dict,
 loads any checkpoint, a local folder or a hub id, through ``AutoConfig``,
 ``AutoModelForImageTextToText`` and ``AutoProcessor``, exactly as transformers
 would, and turns "the files are not here" into an error that says how to get them.
-README: "Models".
+Docs: "reference/api/registry.md".
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ its own for a config, that one is used.
 
 :func:`load_reward_model` is the one call that loads a trained reward model (an adapter folder:
 LoRA + head, its base recorded in ``adapter_config.json``) or a base checkpoint with a new head.
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ for a generator's RL loop.
 reward model, each shown as its training sequences were (``render``); in Python,
 :class:`RewardModelScorer` (``scorer``) holds the loaded model and maps sequences to rewards, and
 :func:`rank_sequences` ranks them within their groups. ``candidates`` writes a demo manifest.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "how-to/reward-models.md".
 """
 
 from judgetrain.lazy import attach

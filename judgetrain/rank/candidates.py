@@ -6,7 +6,7 @@ group of candidate orders (gold, one adjacent swap, a shuffle, reversed).
 under ``DIR/procedures`` and writes ``DIR/candidates.jsonl``: per procedure, a group of four
 candidates over its step images, each line with ``order`` (the gold step shown at each position,
 1-based), so a ranking can be checked against the gold. The same ``--seed`` writes the same files.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ its base by content, the manifest's and every frame's sha256, the layout, dtype 
 bounds). A rerun with the same identity finds the results there and scores nothing; another one
 into the folder is refused naming what differs, unless ``--overwrite``. The command holds
 ``--out``'s writer lock (:mod:`judgetrain.writer`) while it looks and writes.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "reference/commands/score.md", "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ folder, which they may not leave, or absolute), optional ``title`` (shown as "Ta
 (:attr:`Candidate.extra`) and written back beside each score. Every bad line (not JSON, a
 missing or mistyped field, a path out of the folder, a missing or unreadable image, an id used
 before) is reported at once as ``MANIFEST:LINE: field: problem; fix``.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ prompt (``pointwise_parts`` under a layout, the pointwise instruction, rendered 
 The layout is the one the reward run trained on where its folder says so (:func:`trained_layouts`:
 the recipe's ``layouts``, else the layouts its datasets' ``build.json`` were built with), P0 when
 that is one of them or nothing is recorded; ``--layout`` chooses another.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

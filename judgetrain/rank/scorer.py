@@ -5,7 +5,7 @@ reward included); :func:`rank_sequences` ranks candidates within their groups.
 A sequence is shown to the reward model as its training sequences were (:mod:`.render`: a PRISM
 pointwise prompt under the layout the run trained on), scored alone, so its reward depends on
 neither the batch nor the other candidates.
-README: "Ranking candidates: `judgetrain score`".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The package: the recipe fields and their checks (``args``), ``RewardConfig`` wit
 (``config``), the pairs and their collator (``data``), and the trainer (``trainer``). The trained
 model loads with one call, :func:`judgetrain.models.reward.load_reward_model`, and scores with
 :func:`judgetrain.scoring.reward_scores`.
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from judgetrain.lazy import attach

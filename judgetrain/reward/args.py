@@ -10,7 +10,7 @@ training checks before anything loads.
 - A reward model trains on pairs of PRISM pointwise records (:func:`judgetrain.pairs.sequence_pairs`):
   ``tasks`` must keep only ``pointwise``; ``packing`` has no meaning for pairs.
 
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

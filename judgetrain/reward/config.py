@@ -1,5 +1,5 @@
 """The training arguments of a reward-model recipe: TRL's ``RewardConfig`` with judgetrain's fields.
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

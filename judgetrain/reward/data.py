@@ -12,7 +12,7 @@ does with token ids; TRL's loss splits the batch's rewards in two halves the sam
 
 A record longer than ``max_length`` is refused (TRL's reward dataset preparation would drop it
 silently: ``max_length`` goes to TRL as None, :mod:`judgetrain.train.settings`).
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``-log σ(r_chosen − r_rejected − margin)``, TRL's ``center_rewards_coefficient``, its accuracy and
 margin metrics) with judgetrain's model card (:class:`~judgetrain.train.trainer.JudgeCard`), on the
 pairs of :mod:`judgetrain.reward.data` collated with their images.
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Three entry points, as functions over an already loaded ``(model, processor)`` a
 as the methods of :class:`Scorer`, which also loads checkpoints: :func:`score`
 (constrained scoring over each item's ``choices``), :func:`score_shared_prefix`
 (the same, with the images and shared text of many prompts encoded once) and
-:func:`generate` (greedy generation read by an answer parser). The README's
-"Scoring (Python)" section shows them in use. Every name is importable from here;
+:func:`generate` (greedy generation read by an answer parser). The docs' scoring
+page (reference/api/scoring.md) opens with them in use. Every name is importable from here;
 the submodules hold, each, one job:
 
 - :mod:`~judgetrain.scoring.results`: :class:`ChoiceScores`, :class:`Generation`, :class:`GenerationOutput`.
@@ -25,7 +25,7 @@ the submodules hold, each, one job:
   :func:`parser_for_record`.
 - :mod:`~judgetrain.scoring.reward`: :func:`reward_scores`, one scalar per item from a reward model.
 - :mod:`~judgetrain.scoring.scorer`: :class:`Scorer`.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ accelerate's ``find_executable_batch_size`` is the same idea for one training lo
 a whole function at one shrinking size and garbage-collects before every call. Here the loop
 resumes at the batch that failed, keeps every finished result, and halves a second size (the
 rows of a continuation pass) once the batch is down to one item.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ M-RoPE, whose positions after an image are not the token index: the suffix
 positions continue from the prompt's largest position id (all three M-RoPE
 components equal for text), which is what the model computes itself for
 prompt + choice in one pass.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Greedy free-text generation, :func:`generate`, batched with left padding; each
 text is read by an answer parser (:mod:`judgetrain.scoring.parsers`), and an answer
 a parser cannot read is recorded as invalid and counted, never mapped to a guess.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ of a plain forward pass on it (up to float rounding, as for any batching), and r
 back in input order. Longest first also means that the ``"auto"`` batch size's probe (one
 item) measures the most memory-hungry item, and that an out-of-memory error shows in the
 first batches, not after hours.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

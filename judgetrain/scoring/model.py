@@ -4,7 +4,7 @@ logits-to-keep argument names, the M-RoPE index of Qwen-VL models, device, dtype
 pad id), a prompt cache's rows copied for continuations (:func:`select_cache_rows`),
 and eval mode for the length of a call (:func:`eval_mode`). Adapters are checked against
 their base where they are loaded (:func:`judgetrain.models.adapters.load_adapter`).
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 never mapped to a guess): :func:`yes_no`, :func:`choice_letter`,
 :func:`integer_in_range`, :func:`frame_pair`, :func:`likert_1_5`, :func:`ordering`,
 :func:`one_of`, and :func:`parser_for_record`, the parser for a task record's answer format.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 differ only after them (one video question under several option orderings): the
 images and the shared text are encoded once per :class:`PrefixGroup`, and every
 prompt's rest is scored against a copy of that cache.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the model's own (:data:`FAMILY_PREFILL`): what closes the thinking block that a 
 checkpoint's chat template opens in its generation prompt, :func:`template_prefill`). A BOS
 token the template writes is left to the tokenizer when the tokenizer prepends one itself
 (Gemma), so it is never doubled.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

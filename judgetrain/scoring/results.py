@@ -3,7 +3,7 @@ scoring (:func:`~judgetrain.scoring.score`, :func:`~judgetrain.scoring.score_sha
 and :class:`Generation` per item, gathered in a :class:`GenerationOutput` with its
 validity counts, from greedy generation (:func:`~judgetrain.scoring.generate`).
 Results come back in input order.
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

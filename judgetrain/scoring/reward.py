@@ -6,7 +6,7 @@ text) is rendered with the chat template and ``add_generation_prompt=True``, as 
 it (:mod:`judgetrain.reward.data`), encoded left-padded, and scored alone: the head reads the
 last token's hidden state, so an item's reward does not depend on the others in its batch, nor
 on the order of the batch. Higher is more temporally coherent.
-README: "Reward models".
+Docs: "how-to/reward-models.md".
 """
 
 from __future__ import annotations

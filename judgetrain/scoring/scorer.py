@@ -5,7 +5,7 @@ of lm-eval's ``lm_eval/api/model.py``), three methods over items only:
 and :meth:`Scorer.generate` (:func:`~judgetrain.scoring.generate`). The functions take
 an already loaded ``(model, processor)``; :meth:`Scorer.from_pretrained` also loads
 checkpoints (base, base + PEFT adapter, or merged).
-README: "Scoring (Python)".
+Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

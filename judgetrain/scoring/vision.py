@@ -15,7 +15,7 @@ Applies to models whose processor gives one ``image_grid_thw`` row per image and
 forward takes ``mm_encoder_outputs`` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, DeepStack features
 included); other models take the plain path. The features kept between batches are bounded
 (:data:`DEFAULT_CAPACITY_BYTES`, least recently used dropped first) and live only as long as
-the call. README: "Scoring (Python)".
+the call. Docs: "reference/api/scoring.md".
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ The parts, one job each:
 Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`): the
 trial's callback needs transformers and the sampler Optuna, which ``judgetrain sweep
 --help`` does not.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from judgetrain.lazy import attach

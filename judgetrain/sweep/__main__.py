@@ -1,7 +1,7 @@
 """``python -m judgetrain.sweep --config RECIPE [--field value …]``: one trial's training process,
 as a sweep controller launches it (``accelerate launch -m judgetrain.sweep``): ``judgetrain.train``
 with the trial's callback (:func:`judgetrain.sweep.trial.trial_main`).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 import sys

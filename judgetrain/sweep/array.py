@@ -11,7 +11,7 @@ one trial there, on the shared study, and ends; the study's size (``--trials``) 
 all tasks together, a task that finds the study full ends at once, and a failed trial is
 retried (``--retries``) by a later task. The storage URL (a password in it) reaches the tasks
 through sbatch's environment (:data:`STORAGE_ENV`), never a file.
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "how-to/cluster.md".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ made from them, :func:`~judgetrain.sweep.controller.run_sweep` takes them, and w
 (the loaded search space, the objectives, the processes per trial, the enqueued parameter sets)
 is read from them as properties. :meth:`SweepConfig.check` fails, before the study opens, on
 everything that would otherwise fail in the first trial.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

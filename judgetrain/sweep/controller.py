@@ -59,7 +59,7 @@ How it fits together (paper 002 §4D, B.1):
 - **Results** (:mod:`judgetrain.sweep.results`): the table of trials, the wandb
   summary run, and ``sweep best``'s recipe with exactly the winning trial's overrides.
 
-README: "`judgetrain sweep`, `judgetrain dashboard`". Storage URLs: ``sqlite:///path.db`` (one machine), ``postgresql://…`` /
+Docs: "reference/commands/sweep.md", "how-to/sweeps.md". Storage URLs: ``sqlite:///path.db`` (one machine), ``postgresql://…`` /
 ``mysql://…`` (many machines), ``journal:path`` or a ``*.journal`` / ``*.log``
 file (a journal file on a shared file system).
 """
@@ -168,7 +168,7 @@ def make_parser():
         "      --trials 2 --storage sqlite:///runs/sweeps.db --study tiny --objective eval_loss --max_steps 2\n"
         "  judgetrain sweep best tiny --storage sqlite:///runs/sweeps.db --out recipes/best.yaml\n"
         "\nany further --field value is passed to every trial as a recipe override (--max_steps 2 above).\n"
-        'the paper\'s search, on GPUs: README, "`judgetrain sweep`, `judgetrain dashboard`".\n',
+        "the paper's search, on GPUs (docs: how-to/sweeps.md).\n",
         usage="judgetrain sweep RECIPE --space SPACE.yaml [options] [--field value …]\n"
         "       judgetrain sweep best STUDY [--storage URL] [--out FILE] [--trial N]",
     )

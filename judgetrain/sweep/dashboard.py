@@ -2,7 +2,7 @@
 
 `judgetrain dashboard runs/sweeps.db` is `optuna-dashboard sqlite:///runs/sweeps.db`
 with judgetrain's storage forms (a .db file, a journal file, any URL).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "reference/commands/dashboard.md", "how-to/sweeps.md".
 """
 
 from __future__ import annotations

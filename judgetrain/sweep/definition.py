@@ -9,7 +9,7 @@ comparison with trials of other settings (2 steps against 8) says nothing.
 A study made before this record (judgetrain ≤ the version that added it) holds its recipe
 text, objectives, fixed fields and overrides, but not its space's distributions: those
 parts are compared, and this controller's space is recorded, with a note.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 configuration every trial shares (a recipe that cannot be measured, another run's output
 folder, …) fails every trial the same way, so after ``--stop_after_failures`` identical
 failures the controller stops with that error instead of launching more.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

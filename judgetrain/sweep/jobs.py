@@ -3,7 +3,7 @@ trial's launch (``accelerate launch -m judgetrain.sweep …`` on every node of t
 trial's identity exported) kept in the trial's folder, submitted, and waited for. A requeued
 job (preempted, a lost node, ``scontrol requeue``) trains the same trial again, resuming from
 its newest checkpoint; a job that SLURM ended fails the trial, which the controller retries.
-README: "`judgetrain sweep --slurm`, SLURM".
+Docs: "how-to/cluster.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 judgetrain.sweep --config RECIPE <trial overrides>``, :func:`trial_command`), the overrides it
 runs on top of the recipe (:func:`trial_overrides`), the environment through which it finds its
 study and trial, and :func:`train_trial`, which runs it here or as a SLURM job and waits.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

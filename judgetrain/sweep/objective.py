@@ -3,7 +3,7 @@ which samples a trial's parameters, skips it when another trial already has them
 full (:func:`skip_reason`, :class:`TrialSkipped`), trains it (:mod:`judgetrain.sweep.launch`), and
 reads its value(s) from the ``sweep_result.json`` the trial wrote, or records why it failed
 (:class:`TrialFailed`, with ``fail_reason`` and ``fail_key``).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

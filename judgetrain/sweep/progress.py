@@ -9,7 +9,7 @@ trial's intermediate values every ``--poll`` seconds (:func:`wait_reporting`) an
 new ones; the last look, after the process ends, prints any it missed, so that every reported
 value is printed once, in step order. A multi-objective trial reports nothing while it trains
 (Optuna prunes only single-objective studies): its values come when it ends.
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The callback inside a sweep trial's training process: it computes the objective at every
 evaluation, reports it to the study, stops training when the pruner says so, and writes
 ``sweep_result.json``. Imported only by the trial (it imports transformers), never by
-``judgetrain sweep --help``. README: "`judgetrain sweep`, `judgetrain dashboard`".
+``judgetrain sweep --help``. Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

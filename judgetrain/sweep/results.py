@@ -1,6 +1,6 @@
 """What a sweep leaves behind: the table of trials printed at the end, the wandb summary run,
 and the winning configuration as a recipe (``judgetrain sweep best``), written with exactly
-the overrides its trial ran. README: "`judgetrain sweep`, `judgetrain dashboard`".
+the overrides its trial ran. Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

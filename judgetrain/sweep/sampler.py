@@ -1,4 +1,4 @@
-"""How a sweep samples without repeating itself. README: "`judgetrain sweep`, `judgetrain dashboard`".
+"""How a sweep samples without repeating itself. Docs: "how-to/sweeps.md".
 
 A TPE sampler seeded once per controller replays the same start-up samples whenever a
 controller is restarted, and two controllers started with the same seed draw the same

@@ -2,7 +2,7 @@
 fields to Optuna distributions, checked against the trainer's own parser), the objectives
 (``eval_loss`` or ``judge:SUBSET/METRIC``) and the pruners. Shared by the controller
 (:mod:`judgetrain.sweep.controller`) and the trial side (:mod:`judgetrain.sweep.trial`).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ trial's process still runs is :func:`judgetrain.writer.process_alive`).
 
 ``sqlite:///path.db`` (one machine), ``postgresql://…`` / ``mysql://…`` (many machines),
 ``journal:path`` or a ``*.journal`` / ``*.log`` file (a journal file on a shared file system).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

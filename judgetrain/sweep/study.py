@@ -3,7 +3,7 @@
 all controllers together), waiting while other controllers' trials may still fill it
 (:func:`wait_for_room`), and the RUNNING trials of controllers of this host that died: those whose
 SLURM job is known taken over (:func:`orphan_job`), the others failed (:func:`fail_orphans`).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``judgetrain.train`` with :class:`~judgetrain.sweep.reporting.SweepCallback` added
 (the callback that reports, prunes and writes ``sweep_result.json``). With ``judgetrain
 sweep --slurm`` that launch is a SLURM job (:mod:`judgetrain.sweep.jobs`).
-README: "`judgetrain sweep`, `judgetrain dashboard`".
+Docs: "how-to/sweeps.md".
 """
 
 from __future__ import annotations

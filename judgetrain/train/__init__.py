@@ -27,7 +27,7 @@
 Names are imported from their modules on first use (:func:`judgetrain.lazy.attach`), so a
 part that needs none of TRL (the launcher's options, which ``judgetrain sweep`` shares) does
 not load it.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from judgetrain.lazy import attach

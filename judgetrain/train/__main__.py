@@ -1,6 +1,6 @@
 """``python -m judgetrain.train --config RECIPE [--field value …]``: the training process that
 ``accelerate launch`` (and ``judgetrain train``) starts in every rank.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 import sys

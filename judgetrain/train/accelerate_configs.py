@@ -6,7 +6,7 @@
 multi-node launch (`--num_machines`, `--machine_rank`, `--main_process_ip`,
 `--main_process_port`); the process count is all machines' together. Used by
 :mod:`judgetrain.train.launch` and :mod:`judgetrain.sweep`, so it sits below both.
-README: "`judgetrain train`", "On a cluster".
+Docs: "reference/recipes.md", "how-to/cluster.md".
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ holds the ``method`` both share; :class:`VisionFeatureArguments` the SFT step's 
 A leaf without TRL (the launcher reads :class:`ConfigError` before anything loads): the parser
 (:mod:`judgetrain.train.parser`) and the cross-field checks (:mod:`judgetrain.train.checks`)
 read these, and nothing here reads them back.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

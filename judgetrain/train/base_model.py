@@ -8,7 +8,7 @@ The commit comes from the hub (``HfApi().model_info``) unless ``HF_HUB_OFFLINE``
 ``from_pretrained`` resolves a revision offline: ``snapshot_download(..., local_files_only=True)``
 gives the snapshot folder, which the cache names by its commit (the cache layout
 huggingface_hub documents, ``snapshots/<commit>``).
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ packing and ``padding_free`` (:mod:`judgetrain.train.packing`), a resume against
 recorded (:mod:`judgetrain.train.resume`), the consistency objective against the rest
 of the recipe (:mod:`judgetrain.consistency.args`) and a GRPO recipe's rewards and generation
 batches (:mod:`judgetrain.grpo.args`), a reward-model recipe's records (:mod:`judgetrain.reward.args`); the model fields' own checks are
-:func:`judgetrain.train.model_args.model_problems`. README: "`judgetrain train`".
+:func:`judgetrain.train.model_args.model_problems`. Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ reward's mean per step (TRL's ``rewards/<name>/mean``); the bottom panel has the
 logged no loss yet gets no file (:func:`plot_log_history` returns ``None`` and says so).
 :func:`plot_trainer_state` draws it afterwards for a run folder (or one of its
 checkpoints) that a run without this file left behind.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ for a reasoning checkpoint, whose chat template opens a thinking block in the ge
 prompt: :func:`prefill_records` renders its records as text, the closed empty block (the
 prefill every evaluation scores after) on the prompt side and the answer after it, so the
 loss covers only the answer and training sees the text evaluation scores.
-Used by ``judgetrain.train``. README: "`judgetrain train`".
+Used by ``judgetrain.train``. Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

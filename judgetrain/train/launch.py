@@ -16,7 +16,7 @@ configs, the `accelerate launch` options) is :mod:`judgetrain.train.accelerate_c
 then writes the sbatch script of the same launch on N nodes into the run folder
 (``OUTPUT_DIR/slurm/job.sbatch``, :mod:`judgetrain.cluster`) and with ``--submit`` submits it;
 the job resumes from its newest checkpoint when SLURM requeues it.
-README: "`judgetrain train`", "`judgetrain sweep --slurm`, SLURM".
+Docs: "reference/commands/train.md", "reference/recipes.md", "how-to/cluster.md".
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ EPILOG = (
     "  judgetrain build prism --out data/prism-pointwise --synthetic 8 --layouts P0 --modes pointwise   # then a reward\n"
     "  judgetrain train recipes/tiny/qwen3vl-prism-reward.yaml   # model (method: reward): a number per sequence\n"
     "\na real model: each recipe's first comment line is its launch command (recipes/qwen3vl-2b/timecatch-lora.yaml, …);\n"
-    'many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (README, "`judgetrain train`").\n'
+    "many machines: --num_machines N --machine_rank R --main_process_ip IP --main_process_port PORT (docs: how-to/cluster.md).\n"
     "a SLURM job: --slurm --nodes 2 --gpus_per_node 8 [--partition P --time 24:00:00 --account A] --submit\n"
-    '  (README, "`judgetrain sweep --slurm`, SLURM").\n'
+    "  (docs: how-to/cluster.md).\n"
     f"\nshipped accelerate configs: {', '.join(NAMES)}.\n"
     "Any other argument is a recipe override (--field value); every recipe field is listed below.\n"
 )

@@ -18,7 +18,7 @@ finds it done, another merge into it is refused unless `--overwrite`. An `--out`
 holds or lies inside the adapter or a local base is refused, `--overwrite` or not (the merge
 replaces `--out` whole), and the merge holds `--out`'s writer lock (:mod:`judgetrain.writer`)
 while it writes, so a second merge into it stops at once naming the first (`--wait`: waits).
-README: "`judgetrain merge`".
+Docs: "reference/commands/merge.md", "how-to/serving.md".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ parameters train in a full fine-tune; whether training reaches the vision side (
 config on the meta device (no weights loaded); and the warning that vLLM cannot serve an
 adapter that reaches the vision side.
 
-Used by ``judgetrain.train``. README: "`judgetrain train`".
+Used by ``judgetrain.train``. Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ is built through it, :func:`judgetrain.train.model.lora_config`). Two defaults d
 TRL's: LoRA is on (``use_peft: true``) and ``dtype`` is the checkpoint's (``auto``).
 Importing TRL's dataclass loads TRL, which the launcher's options do not need, hence this
 module beside :mod:`judgetrain.train.args`.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ project ``judgetrain sweep`` reports to), the resolved recipe, and the model car
 (``huggingface_hub.ModelCard``) written next to the adapter and pushed by the
 Trainer's own ``push_to_hub``.
 
-Used by ``judgetrain.train``. README: "`judgetrain train`".
+Used by ``judgetrain.train``. Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

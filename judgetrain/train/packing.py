@@ -31,7 +31,7 @@ same layout without the bins: :func:`prepare_padding_free` hands the Trainer one
 record (``packed_rows`` of ``[[0], [1], …]``), so its sampler, micro-batches, steps and
 gradient accumulation are those of the unpacked run, and a :class:`PackingCollator` with
 ``one_row`` lays each micro-batch's records end to end in a single row, with no padding.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ TRL's spelling.
 What training adds to it is a ``prepare`` step: bf16 left at TRL's default is turned
 off where no GPU supports it (asked for there, it fails), and a launch whose process
 group :func:`judgetrain.train.run.setup_cpu_distributed` made is handed to the Trainer.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from the installed release's source instead
 (:func:`judgetrain.compat.trl.sft_config_from_source`): the listing is always the installed
 release's, and nothing is stored that a release could make stale. A test checks that the
 listing's fields are the recipe parser's.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

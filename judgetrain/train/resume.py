@@ -15,7 +15,7 @@ How often the run logs, evaluates and saves (``logging_steps``, ``eval_steps``,
 transformers restores the checkpoint's values from its ``trainer_state.json`` (with a
 warning) over the ones given. :func:`steps_from_arguments` puts the given ones back
 when training starts, so the resumed run does what the saved recipe records.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ The parts it wires live beside it in :mod:`judgetrain.train`: the recipe's field
 ``args`` and ``model_args``, their parsing in ``parser`` and checks in ``checks``, the
 settings derived from them in ``settings``, the data in ``data``,
 what trains in ``model``, checkpoints, reporting and the model card in ``outputs``.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

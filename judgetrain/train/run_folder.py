@@ -26,7 +26,7 @@ the folder's writer lock (:mod:`judgetrain.writer`) from before it looks at the 
 it ends, so a second training run into it stops at once naming the first (``--wait``: it
 waits; ``judgetrain train`` checks and waits before it launches any process,
 :func:`probe_output_dir`).
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def _refuse_to_redo(out: Path) -> None:
         raise AlreadyTrained(
             f"{out}: already trained with this recipe (run.json's identity is equal; finished "
             f"{old['finished']} at step {old.get('global_step')}); nothing rewritten. Pass --overwrite "
-            'to train it again, or --resume_from_checkpoint auto to continue it (README "Resume": '
+            'to train it again, or --resume_from_checkpoint auto to continue it (docs: reference/recipes.md, "Resume": '
             "what may change)."
         )
 

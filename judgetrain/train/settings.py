@@ -34,7 +34,7 @@ computed from these fields there, DeepSpeed's batch sizes among them, follows th
 
 :attr:`Settings.derived` says what was derived (value, the recipe's value, why): ``run.json``
 records it and the model card shows it.
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ one rank saving a checkpoint the others never join. The process then exits with 
 signal's number (:func:`stop_exit_code`) without writing the final adapter; the same command
 with ``--resume_from_checkpoint auto`` goes on from the checkpoint, and a SLURM job's script
 requeues itself.
-README: "`judgetrain train`", "`judgetrain sweep --slurm`, SLURM".
+Docs: "reference/recipes.md", "how-to/cluster.md".
 """
 
 from __future__ import annotations

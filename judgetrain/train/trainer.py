@@ -33,7 +33,7 @@ nothing else.
   only). The counts go into the logs (``vision_cache_encoded``, ``vision_cache_hits``: this
   process's, so far) and one line into the log at the end of training.
 
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ model whose forward takes ``mm_encoder_outputs`` with one ``image_grid_thw`` row
 (Qwen2-VL, Qwen2.5-VL, Qwen3-VL; LLaVA-OneVision is refused, not run plainly). Training batches
 only: an evaluation batch takes the plain path (its images would only push the training images
 out). Scoring does the same within one call (:mod:`judgetrain.scoring.vision`).
-README: "`judgetrain train`".
+Docs: "reference/recipes.md".
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ index); empty input, length mismatches and undefined statistics raise
 :class:`StatsError` naming the argument, never return a silent ``nan``.
 Every name is importable from here (numpy at import; scipy, statsmodels and scikit-learn
 when a statistic is computed).
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from .bootstrap import bootstrap_ci, paired_bootstrap_ci

@@ -1,7 +1,7 @@
 """Bootstrap confidence intervals that resample questions, so that the passes of one question
 stay together (paper 001 App. A, App. C "Oracle-bound uncertainty"): of a mean, and of a
 paired statistic of two arms.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 checks that turn its input into flat, finite, aligned arrays (or name the argument that is
 not), question clusters as integer codes, and :func:`or_none` for reports that print "–"
 where a statistic is undefined.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

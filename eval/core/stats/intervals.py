@@ -1,7 +1,7 @@
 """Rate intervals for k successes in n trials: exact Clopper–Pearson, and the Wilson score
 interval of paper 001's bracketed flip, change and disagreement rates (App. A: 136/593 gives
 22.9 % [19.7, 26.5]).
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Risk control by abstention (paper 001 App. H, Table S10): the selective risk of a threshold,
 fixed-sequence Learn-then-Test of margin thresholds with one-sided Clopper–Pearson bounds,
 and its in-cell certified mode on seeded calibration / test halves.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Multiplicity over the confirmatory family (paper 001 App. A, Table S2): Benjamini–Hochberg
 step-up.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

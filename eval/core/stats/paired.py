@@ -1,7 +1,7 @@
 """Paired tests of two arms on the same items (paper 001 §4, Tables 1, S7, S9, App. E): exact
 McNemar on binary outcomes, the Wilcoxon signed-rank test, and equivalence by two one-sided
 paired t-tests (TOST) against a margin of ±2.5 points, optionally question-clustered.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

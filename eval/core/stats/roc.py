@@ -1,6 +1,6 @@
 """How well a score predicts flips or correctness (paper 001 §4.3, App. I/J): AUROC, and
 DeLong's test of two correlated AUROCs on the same items (Table S2's "Margin vs. MSP").
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations

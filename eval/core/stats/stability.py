@@ -1,7 +1,7 @@
 """Answer stability (paper 001 §2.1, §2.2, §4.3): accuracy per arm, the disagreement between
 arms (phases, samplers, origins), the any-of-``k`` change rate, the consensus answer over
 orderings and the ordering flip, and the answer margin.
-README: "`judgetrain eval phasefusion`".
+Docs: "concepts/phasefusion.md".
 """
 
 from __future__ import annotations
