@@ -1,4 +1,4 @@
-"""The README's first command runs end to end, offline."""
+"""The quickstart (docs/get-started/quickstart.md, `make quickstart`) runs end to end, offline."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ that is not their documented API:
 (c) ``.__dict__`` (an object's undocumented state; ``vars()`` of judgetrain's own objects is fine);
 (d) the public-looking but undocumented attributes transformers' Trainer and caches carry
     (:data:`UNDOCUMENTED`, and ``.layers`` of a cache).
-README: "Upstream versions"."""
+docs/get-started/install.md: "Upstream versions"."""
 
 from __future__ import annotations
 

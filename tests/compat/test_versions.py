@@ -81,12 +81,20 @@ def test_upstream_changed_names_library_version_and_what_is_missing():
     assert "write the model card into checkpoints" in text and err.library == "transformers"
 
 
-def test_readme_names_the_versions_the_lock_pins():
-    """The README's "Tested with" line cannot drift from the lock a `make lock` rewrites."""
-    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+def test_the_docs_name_the_versions_the_lock_pins():
+    """The "Tested with" line (docs/get-started/install.md, "Upstream versions"; README.md too while it
+    has one) cannot drift from the lock a `make lock` rewrites."""
+    pages = [p for p in ("README.md", "docs/get-started/install.md") if "Tested with" in (REPO / p).read_text(encoding="utf-8")]
+    assert "docs/get-started/install.md" in pages, 'docs/get-started/install.md: no "Tested with" line'
+    for page in pages:
+        _check_tested_with(page)
+
+
+def _check_tested_with(page: str) -> None:
+    text = " ".join((REPO / page).read_text(encoding="utf-8").split())
     line = re.search(r"Tested with \(the lock of [0-9-]+\): (.*?)\.(?: |$)", text)
-    assert line, "README.md: no 'Tested with (the lock of DATE): …' line under \"Upstream versions\""
+    assert line, f"{page}: no 'Tested with (the lock of DATE): …' line under \"Upstream versions\""
     pins = read_lock(LOCK)
     named = re.findall(r"([A-Za-z]+) ([0-9][0-9.]*[0-9])", line.group(1))
-    assert len(named) >= 8, named
+    assert len(named) >= 8, (page, named)
     assert {name: version for name, version in named} == {name: pins[_canonical(name)] for name, _ in named}

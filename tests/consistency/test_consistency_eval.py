@@ -1,4 +1,4 @@
-"""Consistency tuning evaluated as the README runs it (paper 001 App. C, issue 17): a synthetic
+"""Consistency tuning evaluated as docs/how-to/consistency-tuning.md runs it (paper 001 App. C, issue 17): a synthetic
 video-MCQ set (`judgetrain build video-mcq --synthetic`), its view records (`build
 consistency-views`), the js λ = 1 arm of the tiny recipe through `judgetrain train`, then
 `eval phasefusion` on the base model and on the adapter and one `eval compare` table over the

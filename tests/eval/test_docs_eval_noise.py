@@ -1,8 +1,9 @@
-"""The README's evaluation examples as a new user runs them (the offline commands of "`judgetrain
-eval judge`, `eval bias`" and "`judgetrain eval phasefusion`", in order, in one folder), and what
-they print: a command's own progress, tables and "written to" lines, and no line of library noise
-(a logger's ``[WARNING]``, a Python warning, a library's own progress bars) but those listed in
-:data:`EXPECTED` with why the user wants them.
+"""The documentation's evaluation examples as a new user runs them (the offline commands of
+"`judgetrain eval judge`" in docs/concepts/prism-mirage.md and "`judgetrain eval phasefusion`" in
+docs/concepts/phasefusion.md, in order, in one folder), and what they print: a command's own
+progress, tables and "written to" lines, and no line of library noise (a logger's ``[WARNING]``, a
+Python warning, a library's own progress bars) but those listed in :data:`EXPECTED` with why the
+user wants them. The pages are read when the test runs: the commands are whatever they say now.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ("### `judgetrain eval judge`, `eval bias`", "### `judgetrain eval phasefusion`")
+# (page, heading of the section whose commands run)
+SECTIONS = (
+    ("docs/concepts/prism-mirage.md", "## `judgetrain eval judge`"),
+    ("docs/concepts/phasefusion.md", "## `judgetrain eval phasefusion`"),
+)
 # what marks a line as some library's, not the command's own
 NOISE = (
     r"\[(WARNING|INFO|DEBUG)\]",  # DeepSpeed's, accelerate's and wandb's logging formats
@@ -32,12 +37,25 @@ EXPECTED = (
 
 
 def section_commands(text: str, heading: str) -> list[str]:
-    """The ``.venv/bin/…`` lines (continuations joined) of the bash blocks under ``heading``."""
-    body = text.split(heading, 1)[1]
-    body = body.split("\n### ", 1)[0]
+    """The ``.venv/bin/…`` lines (continuations joined) of the bash blocks under ``heading`` (a line
+    of the page), up to the next heading of the same or a higher level (outside code blocks, where
+    a ``#`` line is a shell comment)."""
+    lines = text.splitlines()
+    assert heading in lines, f"no section {heading!r}"
+    level = len(heading) - len(heading.lstrip("#"))
+    blocks, fence = [], None  # fence: the language of the code block the line is in, None outside one
+    for line in lines[lines.index(heading) + 1 :]:
+        if line.startswith("```"):
+            fence = line[3:].strip() if fence is None else None
+            if fence == "bash":
+                blocks.append([])
+        elif fence is None and re.match(rf"#{{1,{level}}} ", line):
+            break
+        elif fence == "bash":
+            blocks[-1].append(line)
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", body, re.S):
-        joined = block.replace("\\\n", " ")
+    for block in blocks:
+        joined = "\n".join(block).replace("\\\n", " ")
         commands += [line for line in joined.splitlines() if line.startswith(".venv/bin/")]
     return commands
 
@@ -60,10 +78,9 @@ def test_noise_finds_what_the_issue_saw():
     assert len(noise(seen)) == 3
 
 
-def test_the_readme_evaluation_examples_print_no_library_noise(tmp_path, tiny_model):
-    text = (REPO / "README.md").read_text()
-    commands = [c for heading in SECTIONS for c in section_commands(text, heading)]
-    assert len(commands) >= 9
+def test_the_docs_evaluation_examples_print_no_library_noise(tmp_path, tiny_model):
+    commands = [c for page, heading in SECTIONS for c in section_commands((REPO / page).read_text(encoding="utf-8"), heading)]
+    assert len(commands) >= 9, commands
     (tmp_path / "quickstart" / "models").mkdir(parents=True)  # what `make quickstart` builds, the phasefusion example reads
     os.symlink(tiny_model("qwen3-vl"), tmp_path / "quickstart" / "models" / "qwen3-vl")
     os.symlink(Path(sys.executable).parents[1], tmp_path / ".venv")

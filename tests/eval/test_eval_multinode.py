@@ -1,7 +1,7 @@
 """The evaluations on two "nodes" of this machine: `accelerate launch --multi_gpu --num_processes 2
 --num_machines 2 --machine_rank {0,1} --main_process_ip 127.0.0.1 --main_process_port P -m
 judgetrain.eval.{timecatch,judge,phasefusion}`, one process a node, on CPU/gloo, both node
-commands started as subprocesses, one shared --out (README, "On a cluster": the same command
+commands started as subprocesses, one shared --out (docs/how-to/cluster.md, "On a cluster": the same command
 with 8 GPUs a node and the first node's address).
 
 Each two-node run equals the one-process run of the same command: its predictions (in dataset

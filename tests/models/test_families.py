@@ -40,7 +40,7 @@ def _chat(n_images: int, text: str) -> list[dict]:
 
 
 def test_table_2_hub_ids_belong_to_their_families() -> None:
-    # Paper 000 §4.1 / Table 2: the five models, by the hub ids the README lists.
+    # Paper 000 §4.1 / Table 2: the five models, by the hub ids docs/reference/api/registry.md lists.
     table2 = {
         "Qwen/Qwen2.5-VL-7B-Instruct": "qwen2.5-vl",
         "Qwen/Qwen3-VL-8B-Instruct": "qwen3-vl",

@@ -654,7 +654,7 @@ def test_sweep_end_to_end_prunes_two_of_six_and_writes_the_best_recipe(tmp_path,
     good = [{"lora_r": r, "lora_alpha": a, "learning_rate": 5e-3} for r, a in [(4, 8), (8, 8), (4, 16), (8, 16)]]
     slow = [{"lora_r": 4, "lora_alpha": 8, "learning_rate": 1e-4}, {"lora_r": 8, "lora_alpha": 16, "learning_rate": 1e-4}]
     enqueue.write_text(yaml.safe_dump(good + slow))
-    storage, out = f"sqlite:///{tmp_path / 'sweeps.db'}", tmp_path / "trials"  # the one-machine storage of the README
+    storage, out = f"sqlite:///{tmp_path / 'sweeps.db'}", tmp_path / "trials"  # the one-machine storage of docs/how-to/sweeps.md
     # the model comes as a sweep override, as a user points a shipped recipe at their checkpoint
     doc = yaml.safe_load(recipe.read_text())
     model = doc.pop("model_name_or_path")

@@ -1,6 +1,6 @@
 """Training on two "nodes" of this machine: `accelerate launch --num_machines 2 --machine_rank
 {0,1} --main_process_ip 127.0.0.1 --main_process_port P`, one process a node, on CPU/gloo,
-both node commands started as subprocesses (README, "On a cluster": the same commands with
+both node commands started as subprocesses (docs/how-to/cluster.md, "On a cluster": the same commands with
 8 GPUs a node and the first node's address).
 
 - DDP (tests/train/multinode_probe.py, which is tests/train/ddp_probe.py's probe): the two

@@ -57,13 +57,16 @@ def test_first_line_runs_as_written_on_the_hardware_it_names(recipe):
 
 
 REAL_SIZE = [r for r in RECIPES if r.parts[1] != "tiny"]
-MULTINODE = re.compile(r"^# 2 × 8 GPUs \(README, \"On a cluster\"\), on each machine with its NODE_RANK \(0, 1\) "
-                       r"and rank 0's address: (accelerate launch .+)$", re.M)
+MULTINODE = re.compile(
+    r"^# 2 × 8 GPUs \(docs/how-to/cluster\.md, \"On a cluster\"\), on each machine with its "
+    r"NODE_RANK \(0, 1\) and rank 0's address: (accelerate launch .+)$",
+    re.M,
+)
 
 
 @pytest.mark.parametrize("recipe", REAL_SIZE, ids=[str(r) for r in REAL_SIZE])
 def test_a_real_size_recipe_names_its_two_node_command(recipe):
-    """Every real-size recipe's header names the command for 2 machines × 8 GPUs (README, "On a cluster"):
+    """Every real-size recipe's header names the command for 2 machines × 8 GPUs (docs/how-to/cluster.md, "On a cluster"):
     accelerate's parser reads it, it runs this recipe on 16 processes over 2 machines with a shipped
     DeepSpeed config (which starts torchrun on each machine), and the recipe passes the checks at 16."""
     from accelerate.commands.launch import launch_command_parser
@@ -118,15 +121,25 @@ def test_tiny_twin_dry_runs_on_cpu_from_its_first_line(recipe, tmp_path, tiny_qw
     assert run.trainer.state.global_step == 1 and run.model_args.lora_r == config["lora_r"]
 
 
-def test_readme_train_examples_run_and_the_resume_is_the_run_it_follows():
-    """The `judgetrain train` section's commands pass the launcher's checks at the world size they
+# the pages that show the real-size `judgetrain train` commands, the resume example last
+TRAIN_PAGES = ("docs/get-started/train.md", "docs/reference/recipes.md")
+
+
+def train_commands(page: str) -> list[list[str]]:
+    """The arguments after ``judgetrain train`` of the plain ``judgetrain train …`` lines (continuations
+    joined; not the ``.venv/bin/`` ones) of every bash block of ``page``."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    blocks = [block.replace("\\\n", " ") for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+    return [shlex.split(line)[2:] for block in blocks for line in block.splitlines() if line.startswith("judgetrain train ")]
+
+
+@pytest.mark.parametrize("page", TRAIN_PAGES)
+def test_docs_train_examples_run_and_the_resume_is_the_run_it_follows(page):
+    """The page's `judgetrain train` commands pass the launcher's checks at the world size they
     launch (bf16 off: this test may have no GPU), and the resume example is the command before it
     plus `--resume_from_checkpoint auto`, so it resumes that run and nothing in it is refused."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### `judgetrain train`"):text.index("### `judgetrain merge`")]
-    block = section[section.index("```bash"):].split("```")[1].replace("\\\n", " ")
-    commands = [shlex.split(line)[2:] for line in block.splitlines() if line.startswith("judgetrain train ")]
-    assert len(commands) >= 2 and commands[-1] == [*commands[-2], "--resume_from_checkpoint", "auto"]
+    commands = train_commands(page)
+    assert len(commands) >= 2 and commands[-1] == [*commands[-2], "--resume_from_checkpoint", "auto"], commands
     for argv in commands:
         args, overrides = launch.parse_command(argv)
         margs, dargs, targs = train.parse(["--config", str(REPO / args.recipe), *overrides, "--bf16", "false"])

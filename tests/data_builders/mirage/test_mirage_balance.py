@@ -1,5 +1,5 @@
 """MIRAGE's A/B balance holds in every (layout, domain, negative generator) stratum of every split,
-as the README promises, and in every coarser group; the letters stay a seeded, deterministic draw.
+as docs/concepts/prism-mirage.md promises, and in every coarser group; the letters stay a seeded, deterministic draw.
 
 Before the fix the letters were balanced per layout only: on the 40-prompt synthetic manifest
 (seed 2) 53 of the 126 (split, layout, domain, generator) strata had |A − B| > 1."""

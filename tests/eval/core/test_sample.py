@@ -17,7 +17,8 @@ from judgetrain.eval.core.runs import RUN_INFO, PredictionsError
 
 @pytest.fixture(scope="module")
 def prism_judge(tmp_path_factory):
-    """The README's smoke-test PRISM set: 12 synthetic procedures, layouts P0, P4, P6, both modes."""
+    """The smoke-test PRISM set of docs/concepts/prism-mirage.md ("`judgetrain eval judge`"): 12 synthetic
+    procedures, layouts P0, P4, P6, both modes."""
     from judgetrain.data_builders import prism
 
     out = tmp_path_factory.mktemp("sample") / "prism-judge"

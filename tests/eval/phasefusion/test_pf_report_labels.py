@@ -1,8 +1,8 @@
 """PhaseFusion results that say what they measured (#39): report.md's Table A prints every accuracy
 with its Wilson 95% interval and n and names the arm its Δ is against, the confirmatory family
 words fusion's own-view row with the run's S, and margin.png keeps the single pass's line visible
-when fusion draws the same points. The report comes from the README's tiny offline run (a tiny
-qwen3-vl, S = 2 phases, the dense16 arm as the reference)."""
+when fusion draws the same points. The report comes from the tiny offline run of
+docs/concepts/phasefusion.md (a tiny qwen3-vl, S = 2 phases, the dense16 arm as the reference)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ARMS = "single,fusion,vote,union,dense16"
 
 @pytest.fixture(scope="module")
 def run(tiny_model, clips, tmp_path_factory):
-    """``judgetrain eval phasefusion`` as the README runs it (b = 4, S = 2, K = 3, dense16), on the three clips."""
+    """``judgetrain eval phasefusion`` as docs/concepts/phasefusion.md runs it (b = 4, S = 2, K = 3, dense16), on the three clips."""
     from judgetrain.cli import main
 
     out = tmp_path_factory.mktemp("pf-labels") / "run"
