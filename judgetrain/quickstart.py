@@ -4,7 +4,7 @@ Everything is built locally (no downloads). A tiny random model learns
 little; the point is that every stage runs end to end. With a GPU and hub
 access the same pipeline takes a real model, e.g.
 `judgetrain train recipes/qwen3vl-2b/timecatch-lora.yaml --accelerate-config single_gpu --num-processes 1`.
-README: "What the quickstart does".
+Docs: "get-started/quickstart.md", "reference/commands/quickstart.md".
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .config import arg
 from .io import write_text
+from .models.tiny.folder import DEFAULT_SEED
 
 REPO_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "qwen3vl-timecatch-lora.yaml"
 
@@ -25,7 +26,7 @@ class QuickstartConfig:
 
     out: Path = arg(Path("quickstart"), "folder for everything the quickstart makes")
     clips: int = arg(24, "synthetic physics clips to build TimeCatch from", minimum=1)
-    seed: int = arg(42, "seed of the tiny models, the synthetic clips and training", minimum=0, maximum=2**32 - 1)
+    seed: int = arg(DEFAULT_SEED, "seed of the tiny models, the synthetic clips and training", minimum=0, maximum=2**32 - 1)
     train_steps: int = arg(6, "LoRA steps on the tiny Qwen3-VL (0 to skip training)", minimum=0)
     eval_limit: int = arg(
         60, "validation records scored before and after training, a stratified sample (--sample; 0 for all)", minimum=0
@@ -54,14 +55,15 @@ def make_parser():
     )
 
 
-def _build_models(out: Path, seed: int) -> dict[str, Path]:
+def _build_models(out: Path, seed: int, overwrite: bool) -> dict[str, Path]:
     """Stage 1: the tiny models of the quickstart's families under ``out / "models"`` (family ->
-    checkpoint folder), each listed with its parameter count."""
+    checkpoint folder), each listed with its parameter count; folders holding them already are
+    kept as they are, other models there are refused unless ``overwrite``."""
     from judgetrain.models import load_model_and_processor
     from judgetrain.models.tiny.builder import QUICKSTART_FAMILIES, build_all
 
     print(f"[1/5] tiny models of {', '.join(QUICKSTART_FAMILIES)} -> {out / 'models'}")
-    models = build_all(out / "models", seed=seed)
+    models = build_all(out / "models", seed=seed, overwrite=overwrite)
     for family, path in models.items():
         model, _ = load_model_and_processor(path)
         n = sum(p.numel() for p in model.parameters())
@@ -150,7 +152,7 @@ def _report(runs: list[Path], names: list[str], results: Path, out: Path, t0: fl
 def main(cfg: QuickstartConfig) -> int:
     out = cfg.out.resolve()
     t0 = time.perf_counter()
-    models = _build_models(out, cfg.seed)
+    models = _build_models(out, cfg.seed, cfg.overwrite)
     data = _build_timecatch(cfg, out)
 
     from judgetrain.eval.timecatch.command import evaluate

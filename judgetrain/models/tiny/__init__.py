@@ -3,8 +3,9 @@ second each (``python -m judgetrain.models.tiny --out DIR``).
 
 :mod:`.builder` builds each family's config, processor and weights (:func:`build_tiny`,
 :func:`build_all`); :mod:`.tokenizer` makes the tokenizer, chat templates and generation
-config; :mod:`.families` holds InternVL and Gemma-4.
-README: "Models".
+config; :mod:`.families` holds InternVL and Gemma-4; :mod:`.folder` keeps a folder that holds
+another model from being replaced silently (:class:`TinyModelExistsError`).
+Docs: "reference/api/registry.md".
 """
 
 from judgetrain.lazy import attach
@@ -22,6 +23,7 @@ __getattr__, __dir__, __all__ = attach(
             "main",
             "random_real_width",
         ],
+        "folder": ["DEFAULT_SEED", "RECORD_FILE", "TinyModelExistsError"],
         "families": ["GEMMA4_TEMPLATE", "INTERNVL_TEMPLATE", "gemma4", "internvl3", "internvl3_5"],
         "tokenizer": [
             "GEMMA4_NAMED",

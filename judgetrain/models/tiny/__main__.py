@@ -1,5 +1,5 @@
 """``python -m judgetrain.models.tiny --out DIR [--family NAME …]``: build tiny checkpoints.
-README: "Models".
+Docs: "reference/api/registry.md".
 """
 
 import sys

@@ -26,7 +26,7 @@ The tokenizer, chat templates and generation config are made in
 ``judgetrain.models.tiny.tokenizer``; this module builds each family's config,
 processor and random weights around them (InternVL and Gemma-4 in
 ``judgetrain.models.tiny.families``). ``build_all`` builds the quickstart's three
-families unless told otherwise; the command line builds every family. README: "Models".
+families unless told otherwise; the command line builds every family. Docs: "reference/api/registry.md".
 
 Usage::
 
@@ -37,12 +37,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..registry import FAMILIES, get_family
 from . import families as tiny_families
+from .folder import DEFAULT_SEED, TinyModelExistsError, build_folders
 from .tokenizer import (
     LLAVA_SPECIAL,
     QWEN3_ADDED,
@@ -332,35 +334,37 @@ def _instantiate(config: Any, generation_config: Any, seed: int, dtype: Any, dev
     return model
 
 
-def build_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
-    """Build a tiny random checkpoint of ``family`` (a registry name or alias, or a key of
-    ``VARIANTS``) into ``out_dir`` and return the folder.
-
-    ``out_dir`` is created if needed; files of the same names are overwritten. The
-    same ``family`` and ``seed`` give byte-identical ``model.safetensors``. The
-    global torch RNG state is left as it was. Loads back with
-    ``load_model_and_processor(out_dir)``.
-    """
+def _save(name: str, folder: Path, seed: int) -> None:
+    """Build the tiny ``name`` (a family or variant name) of ``seed`` into the empty ``folder``."""
     import torch
     from transformers.utils import logging as hf_logging
 
-    key = family.strip().lower()
-    builder = VARIANTS[key] if key in VARIANTS else _BUILDERS[get_family(family).name]
-    config, processor, generation_config = builder()
+    config, processor, generation_config = (VARIANTS.get(name) or _BUILDERS[name])()
     # CPU tests run in float32; real checkpoints store bfloat16
     model = _instantiate(config, generation_config, seed, torch.float32)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     # A progress bar per sub-megabyte shard is noise; restore the caller's setting after.
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        model.save_pretrained(out)  # safetensors by default
-        processor.save_pretrained(out)
+        model.save_pretrained(folder)  # safetensors by default
+        processor.save_pretrained(folder)
     finally:
         if bars:
             hf_logging.enable_progress_bar()
-    return out
+
+
+def build_tiny(family: str, out_dir: str | Path, seed: int = 0, *, overwrite: bool = False) -> Path:
+    """Build a tiny random checkpoint of ``family`` (a registry name or alias, or a key of
+    ``VARIANTS``) into ``out_dir`` and return the folder.
+
+    ``out_dir`` is created if needed. One that holds this build already (byte for byte) is left
+    untouched; one that holds anything else raises ``TinyModelExistsError`` unless ``overwrite``,
+    which replaces it whole (``judgetrain.models.tiny.folder``). The same ``family`` and ``seed``
+    give byte-identical files. The global torch RNG state is left as it was. Loads back with
+    ``load_model_and_processor(out_dir)``.
+    """
+    name = _build_name(family)
+    return build_folders({name: Path(out_dir)}, seed, _save, overwrite=overwrite)[name]
 
 
 # The widths of released checkpoints, for cost benchmarks with random weights (no
@@ -539,14 +543,17 @@ def _build_name(name: str) -> str:
     return key if key in VARIANTS else get_family(name).name
 
 
-def build_all(out_root: str | Path, seed: int = 0, families: Iterable[str] | None = None) -> dict[str, Path]:
+def build_all(
+    out_root: str | Path, seed: int = 0, families: Iterable[str] | None = None, *, overwrite: bool = False
+) -> dict[str, Path]:
     """Build ``families`` (default: ``QUICKSTART_FAMILIES``) into ``out_root/<name>``; return name -> folder.
 
     A family alias builds the family (``"llava-critic"`` -> ``llava-onevision``); a ``VARIANTS``
-    key builds that variant under its own name."""
+    key builds that variant under its own name. Folders are kept or replaced as by :func:`build_tiny`,
+    all of them or, when one is refused, none."""
     root = Path(out_root)
     names = [_build_name(f) for f in families] if families is not None else list(QUICKSTART_FAMILIES)
-    return {name: build_tiny(name, root / name, seed=seed) for name in names}
+    return build_folders({name: root / name for name in names}, seed, _save, overwrite=overwrite)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -559,7 +566,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog="examples:\n"
         "  python -m judgetrain.models.tiny --out tiny\n"
         "  python -m judgetrain.models.tiny --out quickstart/models --family qwen3-vl --family llava-onevision"
-        "   # where the tiny recipes look",
+        "   # where the tiny recipes look\n"
+        "  python -m judgetrain.models.tiny --out tiny-seed7 --family qwen3-vl --seed 7"
+        "   # other weights in a folder of their own (--overwrite replaces a folder's)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, type=Path, help="folder to write OUT/<family> into (created)")
@@ -569,10 +578,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help=f"family (or variant: {', '.join(VARIANTS)}) to build, repeatable; default: every family ({', '.join(FAMILIES)})",
     )
-    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"weight initialisation seed (default: {DEFAULT_SEED})")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an OUT/<family> that holds other weights (another seed or version) or files that are no tiny "
+        "model; without it such a folder is refused and nothing is written (one holding this very build is kept)",
+    )
     args = parser.parse_args(argv)
     try:
-        built = build_all(args.out, seed=args.seed, families=args.family or list(FAMILIES))
+        built = build_all(args.out, seed=args.seed, families=args.family or list(FAMILIES), overwrite=args.overwrite)
+    except TinyModelExistsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except ValueError as err:  # unknown family: the message already says what exists
         parser.error(str(err))
     for name, path in built.items():

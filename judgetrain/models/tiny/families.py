@@ -5,7 +5,7 @@ tiny tokenizer, faithful in module names, processor classes and token expansion 
 What differs from the real checkpoints (besides every size): InternVL tiles images into 32 px
 crops of 4 visual tokens (real: 448 px, 256 tokens, up to 12 crops + thumbnail); Gemma-4 keeps
 its smallest supported image budget, 70 soft tokens (real E4B prompts use 280), with 4 px patches
-pooled 2x2, and its audio tower is one layer wide enough to build. README: "Models".
+pooled 2x2, and its audio tower is one layer wide enough to build. Docs: "reference/api/registry.md".
 """
 
 from __future__ import annotations

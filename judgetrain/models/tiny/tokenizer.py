@@ -4,7 +4,7 @@ A byte-level BPE of a few hundred tokens is trained here, offline and
 deterministically, on a built-in English corpus with Qwen2's own pre-tokenizer,
 and wrapped in a ``Qwen2Tokenizer`` carrying each family's special tokens in their
 real order; chat templates are the ones TRL ships for the real checkpoints.
-README: "Models".
+Docs: "reference/api/registry.md".
 """
 
 from __future__ import annotations
