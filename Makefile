@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # the fast suite's and CI's closing list of the slowest tests
 DURATIONS ?= --durations=15
 
-.PHONY: setup system-deps quickstart test test-slow test-readme test-all test-latest lint lock bench docs docs-serve clean
+.PHONY: setup system-deps quickstart test test-slow test-examples test-all test-latest lint lock bench docs docs-serve clean
 
 $(BIN)/.installed: $(LOCK) pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
@@ -80,10 +80,10 @@ test-latest: system-deps
 test-slow: setup system-deps
 	$(BIN)/python -m pytest -m slow $(DURATIONS) $(PYTEST_ARGS)
 
-# the README's offline commands, top to bottom at their full sizes, checking that none
-# rewrites an earlier one's outputs (about 15 minutes on 2 cores; not part of CI's run)
-test-readme: setup system-deps
-	$(BIN)/python -m pytest -m readme tests/test_readme_walkthrough.py $(PYTEST_ARGS)
+# every offline example of the README, of the docs and of every --help, top to bottom in one
+# folder, checking that none is refused or rewrites an earlier one's outputs (.ci/run runs it)
+test-examples: setup system-deps
+	$(BIN)/python -m pytest -m examples $(DURATIONS) tests/docs/test_examples.py $(PYTEST_ARGS)
 
 test-all: setup system-deps
 	$(BIN)/python -m pytest -m "" $(PYTEST_ARGS)

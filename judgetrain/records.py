@@ -2,7 +2,7 @@
 
 A built dataset is a ``datasets.DatasetDict`` saved with ``save_to_disk`` next
 to a ``build.json``. Every row is one task instance in TRL's conversational
-prompt–completion form (see ``../shared/DESIGN.md``, "The task record"), so
+prompt–completion form (the docs' "The task record" page), so
 ``trl.SFTTrainer`` consumes it unchanged and the evaluators read labels,
 positions and layouts from it instead of re-deriving them.
 
