@@ -83,7 +83,7 @@ def _build_timecatch(cfg: QuickstartConfig, out: Path) -> Path:
     if not random_backbone and not backbone_weights_path("alex").is_file():
         print(
             f"      note: AlexNet weights for LPIPS are not at {backbone_weights_path('alex')};"
-            " using a random backbone for this offline demo (see README, 'LPIPS weights')."
+            " using a random backbone for this offline demo (docs: how-to/real-checkpoints.md, 'LPIPS weights')."
         )
         random_backbone = True
     print(f"[2/5] synthetic TimeCatch set from {cfg.clips} physics clips -> {out / 'timecatch'}")
