@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from judgetrain import cli
+from judgetrain.models.tiny import builder as tiny_builder
 from tests.test_help_examples import CONFIG_FILES, PLANS, docs_yaml, examples, help_texts, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -167,22 +168,30 @@ def state(work: Path) -> dict[Path, tuple[int, int]]:
     }
 
 
+def in_process(main, argv: list[str], work: Path) -> str | None:
+    """``main(argv)`` with ``work`` as the working directory; why it failed, or None."""
+    before = Path.cwd()
+    os.chdir(work)
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    finally:
+        os.chdir(before)
+    return None if rc in (0, None) else f"exited {rc} (its output is above)"
+
+
 def run(command: str, work: Path, env: dict[str, str]) -> str | None:
     """Run one example in ``work``; the reason it failed, or None. A plain ``judgetrain`` line
-    runs in this process (``cli.main``, what the console script calls), the rest in bash."""
+    runs in this process (``cli.main``, what the console script calls), as does the tiny-model
+    builder (its ``main``, what ``python -m`` calls); the rest in bash."""
     argv = shlex.split(command, comments=True) if "\n" not in command and not re.search(r"[|;&<>$]", command) else []
     if argv[:1] in (["judgetrain"], [".venv/bin/judgetrain"]):
         if argv[1:2] == ["dashboard"]:
             return serve(argv[1:], work)
-        before = Path.cwd()
-        os.chdir(work)
-        try:
-            rc = cli.main(argv[1:])
-        except SystemExit as e:
-            rc = e.code
-        finally:
-            os.chdir(before)
-        return None if rc in (0, None) else f"exited {rc} (its output is above)"
+        return in_process(cli.main, argv[1:], work)
+    if argv[:1] in (["python"], [".venv/bin/python"]) and argv[1:3] == ["-m", "judgetrain.models.tiny"]:
+        return in_process(tiny_builder.main, argv[3:], work)
     if argv[:1] == ["python"] or argv[:1] == ["accelerate"]:
         command = f".venv/bin/{command}"
     done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=900)
