@@ -80,8 +80,9 @@ test-latest: system-deps
 test-slow: setup system-deps
 	$(BIN)/python -m pytest -m slow $(DURATIONS) $(PYTEST_ARGS)
 
-# every offline example of the README, of the docs and of every --help, top to bottom in one
-# folder, checking that none is refused or rewrites an earlier one's outputs (.ci/run runs it)
+# every offline example of the README, of every docs page and of every --help, top to bottom in
+# one folder, checking that none is refused or rewrites an earlier one's outputs (about 10 minutes
+# on 2 cores; CI's slow run walks the README, Get started and every --help the same way)
 test-examples: setup system-deps
 	$(BIN)/python -m pytest -m examples $(DURATIONS) tests/docs/test_examples.py $(PYTEST_ARGS)
 

@@ -7,7 +7,9 @@ the ``--help`` texts, run after the pages from the parsers themselves, as
 ``tests/test_help_examples.py`` reads them). In the pages, a command spelled ``.venv/bin/…``
 runs offline on the tiny models; one spelled plain ``judgetrain …`` is the same with a real
 checkpoint on GPUs and is not run. Lines that need what only the user has (their videos, a
-Gemini key) are listed in :data:`NEEDS` with the reason. A ``--help`` example that names a
+Gemini key) are listed in :data:`NEEDS` with the reason. CI's slow run takes the first walk (the
+README, the Get started pages and every ``--help``, about 4 minutes); ``make test-examples`` the
+whole one (about 10). A ``--help`` example that names a
 configuration file (``build.yaml``) gets the file its command's help describes, written just
 before it, as a user would.
 """
@@ -113,9 +115,14 @@ def page_commands(text: str) -> list[str]:
     return commands
 
 
-def walk() -> list[tuple[str, str, dict[str, str]]]:
-    """(where, command, files to write first) for every example, docs then ``--help`` texts."""
-    pages = [REPO / "README.md", *nav_pages()]
+# the pages of the first walk, the one CI runs: what a new user reads first
+FIRST_PAGES = ("get-started/",)
+
+
+def walk(first: bool = False) -> list[tuple[str, str, dict[str, str]]]:
+    """(where, command, files to write first) for every example, docs then ``--help`` texts;
+    ``first``: only the README's, the Get started pages' and the ``--help`` texts'."""
+    pages = [REPO / "README.md", *(p for p in nav_pages() if not first or str(p.relative_to(DOCS)).startswith(FIRST_PAGES))]
     steps = [(str(p.relative_to(REPO)), c, {}) for p in pages for c in page_commands(p.read_text(encoding="utf-8"))]
     texts = help_texts()
     for name in PLANS:
@@ -206,16 +213,15 @@ def test_the_docs_list_offline_commands_from_the_quickstart_on():
     assert {w for w, _, _ in steps if w.endswith("--help")} == {f"{name} --help" for name in PLANS}
 
 
-@pytest.mark.examples
-def test_every_example_runs_in_one_folder_without_losing_earlier_outputs(tmp_path):
-    work = tmp_path / "clone"
+def walk_in_one_folder(steps: list[tuple[str, str, dict[str, str]]], work: Path) -> list[str]:
+    """Run ``steps`` in order in ``work``; what went wrong, step by step."""
     work.mkdir()
     for name in ("recipes", "deepspeed_configs"):  # copies: an example may write there (`sweep best --out recipes/…`)
         shutil.copytree(REPO / name, work / name)
     os.symlink(BIN.parent, work / ".venv")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     problems: list[str] = []
-    for where, command, files in walk():
+    for where, command, files in steps:
         if any(k in command for k in NEEDS):
             continue
         for name, content in files.items():
@@ -233,4 +239,18 @@ def test_every_example_runs_in_one_folder_without_losing_earlier_outputs(tmp_pat
             problems.append(
                 f"[{where}] {command}\nchanged or removed earlier outputs: {[str(p.relative_to(work)) for p in lost[:10]]}"
             )
+    return problems
+
+
+@pytest.mark.slow
+def test_the_readme_get_started_and_every_help_example_run_in_one_folder(tmp_path):
+    """CI's walk (about 4 minutes on 2 cores): what a new user runs first, and every --help."""
+    problems = walk_in_one_folder(walk(first=True), tmp_path / "clone")
+    assert not problems, "\n\n".join(problems)
+
+
+@pytest.mark.examples
+def test_every_example_runs_in_one_folder_without_losing_earlier_outputs(tmp_path):
+    """The whole walk, every page of the site too (about 10 minutes on 2 cores; make test-examples)."""
+    problems = walk_in_one_folder(walk(), tmp_path / "clone")
     assert not problems, "\n\n".join(problems)
