@@ -125,7 +125,7 @@ def pages() -> dict[str, str]:
             "",
             "<!-- written by docs/gen_commands.py from the command's parser: do not edit -->",
             "",
-            cli._summary(module_name),
+            cli.command_summary(module_name),
             "",
         ]
         if words in GUIDES:
@@ -145,10 +145,10 @@ def pages() -> dict[str, str]:
         "",
     ]
     for words in cli.COMMANDS:
-        index.append(f"- [`judgetrain {' '.join(words)}`]({page_name(words)}): {cli._summary(cli.COMMANDS[words])}")
-    index += ["", "`judgetrain --help`:", "", _fence(cli._usage())]
+        index.append(f"- [`judgetrain {' '.join(words)}`]({page_name(words)}): {cli.command_summary(cli.COMMANDS[words])}")
+    index += ["", "`judgetrain --help`:", "", _fence(cli.command_listing())]
     for group in cli.GROUPS:
-        index += [f"`judgetrain {group} --help`:", "", _fence(cli._usage((group,)))]
+        index += [f"`judgetrain {group} --help`:", "", _fence(cli.command_listing((group,)))]
     out["index.md"] = "\n".join(index)
     return out
 

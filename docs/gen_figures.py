@@ -49,9 +49,9 @@ PHASE_STYLES = (("#1f77b4", "o"), ("#ff7f0e", "s"), ("#2ca02c", "^"), ("#9467bd"
 
 def pyplot():
     """judgetrain's Agg pyplot, with the figures' font sizes."""
-    from judgetrain.plotting import pyplot as _pyplot
+    from judgetrain.plotting import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.titlesize": 12})
     return plt
 

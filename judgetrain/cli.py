@@ -53,7 +53,7 @@ every command takes --config FILE.yaml (its fields as keys; flags win) and lists
 """
 
 
-def _summary(module: str) -> str:
+def command_summary(module: str) -> str:
     """The first sentence of ``module``'s docstring as plain text, read without importing it
     (importing every command would load torch and the training stack just to print help):
     a leading ``judgetrain NAME``: dropped, reStructuredText roles and literals unwrapped."""
@@ -73,7 +73,7 @@ def _summary(module: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _usage(prefix: tuple[str, ...] = ()) -> str:
+def command_listing(prefix: tuple[str, ...] = ()) -> str:
     """The commands under ``prefix`` with their one-line summaries."""
     rows = []
     seen = set()
@@ -84,7 +84,7 @@ def _usage(prefix: tuple[str, ...] = ()) -> str:
         if head in seen:
             continue
         seen.add(head)
-        text = _summary(module) if head == words else GROUPS.get(head[-1], "")
+        text = command_summary(module) if head == words else GROUPS.get(head[-1], "")
         rows.append((" ".join(head), text))
     width = max(len(r[0]) for r in rows)
     name = " ".join(("judgetrain", *prefix))
@@ -103,14 +103,14 @@ def find_command(argv: list[str]) -> tuple[tuple[str, ...], list[str]]:
     prefix = tuple(argv[:1]) if argv[:1] and argv[0] in GROUPS else ()
     wanted = argv[len(prefix)] if len(argv) > len(prefix) else None
     if wanted in (None, "-h", "--help"):
-        print(_usage(prefix), end="")
+        print(command_listing(prefix), end="")
         raise SystemExit(0 if wanted else 2)
     names = sorted({w[len(prefix)] for w in COMMANDS if w[: len(prefix)] == prefix and len(w) > len(prefix)})
     from judgetrain.errors import did_you_mean
 
     hint = did_you_mean(wanted, names, sentence=True)
     print(f"error: unknown command {' '.join((*prefix, wanted))!r}.{hint} Commands: {', '.join(names)}\n", file=sys.stderr)
-    print(_usage(prefix), end="", file=sys.stderr)
+    print(command_listing(prefix), end="", file=sys.stderr)
     raise SystemExit(2)
 
 
