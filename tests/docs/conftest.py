@@ -5,13 +5,14 @@ to open it from disk."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.browsers import start_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,23 +61,6 @@ def site_build(tmp_path_factory) -> SiteBuild:
         timeout=300,
     )
     return SiteBuild(site, done.returncode, done.stdout)
-
-
-def start_chromium(*flags: str):
-    """Headless Chromium driven by Selenium (1400×1000 window, wide enough for Material's tabs and
-    header search box), with ``flags`` added; skips the test where Chromium, its driver or selenium
-    is missing."""
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("the browser test needs Debian's chromium and chromium-driver (`make system-deps` installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the test extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000", *flags):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(chromedriver), options=options)
 
 
 @pytest.fixture(scope="module")

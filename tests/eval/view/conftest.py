@@ -3,25 +3,15 @@ a page of a written page set in it until its view is drawn."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+
+from tests.browsers import start_chromium
 
 
 @pytest.fixture(scope="session")
 def browser():
     """Headless Chromium driven by Selenium, started once for the session (1400×1000 window)."""
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("the browser test needs Debian's chromium and chromium-driver (`make system-deps` installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the test extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    driver = start_chromium()
     yield driver
     driver.quit()
 

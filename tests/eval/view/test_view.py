@@ -24,6 +24,7 @@ from judgetrain.eval.view import items as I
 from judgetrain.eval.view import markdown as MD
 from judgetrain.eval.view import page as P
 from judgetrain.eval.view import thumbs as TH
+from tests.browsers import start_chromium
 
 LIMIT = 8  # the first 8 validation records hold all four tasks
 
@@ -239,17 +240,7 @@ def test_command_defaults_to_run_view_and_needs_out_for_several(tc_run, capsys):
 
 
 def _driver():
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("the browser test needs Debian's chromium and chromium-driver (`make system-deps` installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the test extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(chromedriver), options=options)
+    return start_chromium()
 
 
 def _free_port() -> int:

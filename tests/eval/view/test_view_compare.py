@@ -15,7 +15,6 @@ from judgetrain.cli import main as cli_main
 from judgetrain.eval.core import runs
 from judgetrain.eval.core.compare import compare
 from judgetrain.eval.core.stats import difference_interval
-from judgetrain.eval.view import compare as C
 from judgetrain.eval.view import items as I
 from judgetrain.eval.view import page as P
 
