@@ -16,7 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.site_nav import nav_pages
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("judgetrain", "judgetrain.data_builders", "judgetrain.eval")
@@ -48,7 +49,7 @@ BUILDS_ON = {
     # an item page shows a PhaseFusion question's arm posterior as that evaluation computes it
     "judgetrain.eval.view": {"judgetrain.eval.phasefusion"},
 }
-DOCS, MKDOCS = REPO / "docs", REPO / "mkdocs.yml"
+DOCS = REPO / "docs"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 80
 
 
@@ -313,28 +314,10 @@ def test_no_folder_holds_a_name_prefix_family():
 # --------------------------------------------------------------------------- docstrings and sizes
 
 
-class _IgnoreTags(yaml.SafeLoader):
-    """A safe loader that reads any tag it does not know (``!ENV``, ``!!python/name:…``) as None."""
-
-
-_IgnoreTags.add_multi_constructor("", lambda loader, suffix, node: None)
-
-
-def nav_pages(entry) -> set[str]:
-    """The pages mkdocs.yml's ``nav`` lists: a page's path, ``{title: page or section}``, a section's list."""
-    if isinstance(entry, str):
-        return {entry}
-    if isinstance(entry, dict):
-        return set().union(*(nav_pages(value) for value in entry.values()))
-    if isinstance(entry, list):
-        return set().union(*(nav_pages(item) for item in entry))
-    return set()
-
-
 def test_module_docstrings_say_what_they_are_for_and_point_to_the_docs():
     """Each module's docstring ends in ``Docs: "PAGE.md"`` (or several, comma-separated): paths
     relative to docs/, each a page that exists and that the site's nav lists."""
-    nav = nav_pages(yaml.load(MKDOCS.read_text(encoding="utf-8"), Loader=_IgnoreTags)["nav"])
+    nav = set(nav_pages())
     wrong = []
     for _module, (path, _is_package) in modules().items():
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""

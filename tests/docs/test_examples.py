@@ -31,6 +31,7 @@ import yaml
 
 from judgetrain import cli
 from judgetrain.models.tiny import builder as tiny_builder
+from tests.site_nav import nav_pages
 from tests.test_help_examples import CONFIG_FILES, PLANS, docs_yaml, examples, help_texts, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,23 +54,9 @@ NEEDS = {
 OUTPUT_FLAGS = ("--out", "--output_dir", "--output-dir")
 
 
-def nav_pages() -> list[Path]:
+def docs_pages() -> list[Path]:
     """The site's pages in navigation order, less the generated command pages."""
-    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
-    found: list[str] = []
-
-    def walk(entry) -> None:
-        if isinstance(entry, str):
-            found.append(entry)
-        elif isinstance(entry, list):
-            for e in entry:
-                walk(e)
-        elif isinstance(entry, dict):
-            for v in entry.values():
-                walk(v)
-
-    walk(nav)
-    return [DOCS / p for p in found if not p.startswith("reference/commands/")]
+    return [DOCS / p for p in nav_pages() if not p.startswith("reference/commands/")]
 
 
 def make_quickstart() -> str:
@@ -122,7 +109,7 @@ FIRST_PAGES = ("get-started/",)
 def walk(first: bool = False) -> list[tuple[str, str, dict[str, str]]]:
     """(where, command, files to write first) for every example, docs then ``--help`` texts;
     ``first``: only the README's, the Get started pages' and the ``--help`` texts'."""
-    pages = [REPO / "README.md", *(p for p in nav_pages() if not first or str(p.relative_to(DOCS)).startswith(FIRST_PAGES))]
+    pages = [REPO / "README.md", *(p for p in docs_pages() if not first or str(p.relative_to(DOCS)).startswith(FIRST_PAGES))]
     steps = [(str(p.relative_to(REPO)), c, {}) for p in pages for c in page_commands(p.read_text(encoding="utf-8"))]
     texts = help_texts()
     for name in PLANS:
